@@ -1,0 +1,5 @@
+//! The edge tier: holds proxies' ADS streams, pulls snapshots, runs the push queue and
+//! generates xDS.
+
+pub mod proxy;
+pub mod xds;

@@ -1,0 +1,163 @@
+//! A connected proxy's identity, read from its xDS `Node` as Istio reads it.
+//!
+//! Node ID: `<type>~<ip>~<pod>.<namespace>~<namespace>.svc.cluster.local`; node metadata
+//! `NAMESPACE`, `LABELS`, `INTERCEPTION_MODE` (and `CLUSTER_ID`).
+
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyType {
+    Sidecar,
+    Router,
+}
+
+/// How traffic reaches the proxy: iptables capture, or none (the app sends to the
+/// proxy's listeners directly, so outbound listeners bind the proxy's own address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InterceptionMode {
+    Redirect,
+    Tproxy,
+    None,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Proxy {
+    /// The full node ID.
+    pub id: String,
+    pub proxy_type: ProxyType,
+    pub ip: String,
+    /// `<pod>.<namespace>`.
+    pub workload: String,
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+    pub interception: InterceptionMode,
+    pub cluster_id: String,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyError {
+    #[error("request has no node")]
+    MissingNode,
+    #[error("node id {0:?} is not <type>~<ip>~<pod>.<namespace>~<namespace>.svc.cluster.local")]
+    BadNodeId(String),
+    #[error("node id {0:?}: unknown proxy type {1:?} (expected sidecar or router)")]
+    BadProxyType(String, String),
+}
+
+impl Proxy {
+    pub fn from_node(node: Option<&Node>) -> Result<Proxy, ProxyError> {
+        let node = node.ok_or(ProxyError::MissingNode)?;
+        let parts: Vec<&str> = node.id.split('~').collect();
+        if parts.len() != 4 || parts[1].is_empty() {
+            return Err(ProxyError::BadNodeId(node.id.clone()));
+        }
+        let proxy_type = match parts[0] {
+            "sidecar" => ProxyType::Sidecar,
+            "router" => ProxyType::Router,
+            other => return Err(ProxyError::BadProxyType(node.id.clone(), other.into())),
+        };
+        let meta = node.metadata.as_ref();
+        let namespace = meta_string(meta, "NAMESPACE")
+            .or_else(|| parts[3].split('.').next().map(str::to_string))
+            .or_else(|| parts[2].split_once('.').map(|(_, ns)| ns.to_string()))
+            .unwrap_or_else(|| "default".into());
+        let labels = meta
+            .and_then(|m| m.fields.get("LABELS"))
+            .and_then(|v| match &v.kind {
+                Some(ValueKind::StructValue(s)) => Some(
+                    s.fields
+                        .iter()
+                        .filter_map(|(k, v)| match &v.kind {
+                            Some(ValueKind::StringValue(s)) => Some((k.clone(), s.clone())),
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let interception = match meta_string(meta, "INTERCEPTION_MODE").as_deref() {
+            Some("NONE") => InterceptionMode::None,
+            Some("TPROXY") => InterceptionMode::Tproxy,
+            _ => InterceptionMode::Redirect,
+        };
+        Ok(Proxy {
+            id: node.id.clone(),
+            proxy_type,
+            ip: parts[1].to_string(),
+            workload: parts[2].to_string(),
+            namespace,
+            labels,
+            interception,
+            cluster_id: meta_string(meta, "CLUSTER_ID").unwrap_or_default(),
+        })
+    }
+}
+
+fn meta_string(meta: Option<&Struct>, key: &str) -> Option<String> {
+    match &meta?.fields.get(key)?.kind {
+        Some(ValueKind::StringValue(s)) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// Builds node metadata as Istio's agent sends it (for tests and the loadtest).
+pub fn node_metadata(
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+    interception: &str,
+) -> Struct {
+    let s = |v: &str| Value {
+        kind: Some(ValueKind::StringValue(v.to_string())),
+    };
+    let mut fields = std::collections::HashMap::new();
+    fields.insert("NAMESPACE".to_string(), s(namespace));
+    fields.insert("INTERCEPTION_MODE".to_string(), s(interception));
+    fields.insert(
+        "LABELS".to_string(),
+        Value {
+            kind: Some(ValueKind::StructValue(Struct {
+                fields: labels.iter().map(|(k, v)| (k.clone(), s(v))).collect(),
+            })),
+        },
+    );
+    Struct {
+        fields: fields.into_iter().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_istio_node() {
+        let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+        let node = Node {
+            id: "sidecar~10.1.2.3~web-1.shop~shop.svc.cluster.local".into(),
+            metadata: Some(node_metadata("shop", &labels, "NONE")),
+            ..Default::default()
+        };
+        let p = Proxy::from_node(Some(&node)).unwrap();
+        assert_eq!(p.ip, "10.1.2.3");
+        assert_eq!(p.namespace, "shop");
+        assert_eq!(p.labels, labels);
+        assert_eq!(p.interception, InterceptionMode::None);
+        assert_eq!(p.proxy_type, ProxyType::Sidecar);
+    }
+
+    #[test]
+    fn rejects_bad_ids() {
+        let node = Node {
+            id: "nope".into(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            Proxy::from_node(Some(&node)),
+            Err(ProxyError::BadNodeId(_))
+        ));
+        assert_eq!(Proxy::from_node(None), Err(ProxyError::MissingNode));
+    }
+}

@@ -1,0 +1,48 @@
+//! xDS generation: CDS, EDS, LDS and RDS for a proxy from a PushContext.
+//!
+//! Pure functions of (type, proxy, SidecarScope, PushContext). Resources that depend only
+//! on the scope and the snapshot are generated and encoded once and shared (`Arc`) by
+//! every proxy with that scope.
+
+pub mod types {
+    pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+    pub const ENDPOINT: &str = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";
+    pub const LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
+    pub const ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+
+    /// Push order for make-before-break: clusters before their endpoints, listeners
+    /// before their routes.
+    pub const PUSH_ORDER: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
+
+    /// CDS and LDS are wildcard (state of the world); EDS and RDS are named.
+    pub fn is_wildcard(type_url: &str) -> bool {
+        type_url == CLUSTER || type_url == LISTENER
+    }
+}
+
+use envoy_types::pb::google::protobuf::Any;
+
+/// One encoded resource, shared between proxies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct XdsResource {
+    pub name: String,
+    pub resource: Any,
+    /// A hash of the encoded resource: equal hashes mean "unchanged, do not resend".
+    pub hash: u64,
+}
+
+impl XdsResource {
+    pub fn new(name: String, type_url: &str, value: Vec<u8>) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        value.hash(&mut h);
+        XdsResource {
+            name,
+            hash: h.finish(),
+            resource: Any {
+                type_url: type_url.to_string(),
+                value,
+            },
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! `networking.istio.io` specs, as users write them (camelCase YAML).
+//!
+//! Only the fields Shoal acts on are modelled; others are accepted and ignored, as an
+//! older istiod ignores fields it does not know. A field of the wrong type is an error.
+//! Oneofs are structs of options (not untagged enums) so the types stay encodable by
+//! non-self-describing codecs in snapshots.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VirtualService {
+    pub hosts: Vec<String>,
+    pub gateways: Vec<String>,
+    pub http: Vec<HttpRoute>,
+    pub tcp: Vec<TcpRoute>,
+    pub export_to: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRoute {
+    pub name: String,
+    #[serde(rename = "match")]
+    pub matches: Vec<HttpMatchRequest>,
+    pub route: Vec<HttpRouteDestination>,
+    pub redirect: Option<HttpRedirect>,
+    pub rewrite: Option<HttpRewrite>,
+    /// Istio duration string, e.g. `"5s"`, `"250ms"`.
+    pub timeout: Option<String>,
+    pub retries: Option<HttpRetry>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpMatchRequest {
+    pub name: String,
+    pub uri: Option<StringMatch>,
+    pub scheme: Option<StringMatch>,
+    pub method: Option<StringMatch>,
+    pub authority: Option<StringMatch>,
+    pub headers: BTreeMap<String, StringMatch>,
+    pub query_params: BTreeMap<String, StringMatch>,
+    pub without_headers: BTreeMap<String, StringMatch>,
+    pub port: Option<u32>,
+    pub source_labels: BTreeMap<String, String>,
+    pub source_namespace: String,
+    pub gateways: Vec<String>,
+    pub ignore_uri_case: bool,
+}
+
+/// Istio's `StringMatch` oneof: exactly one of the three is set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StringMatch {
+    pub exact: Option<String>,
+    pub prefix: Option<String>,
+    pub regex: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRouteDestination {
+    pub destination: Destination,
+    pub weight: i32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Destination {
+    pub host: String,
+    pub subset: String,
+    pub port: Option<PortSelector>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PortSelector {
+    pub number: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRedirect {
+    pub uri: String,
+    pub authority: String,
+    pub redirect_code: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRewrite {
+    pub uri: String,
+    pub authority: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRetry {
+    pub attempts: i32,
+    pub per_try_timeout: Option<String>,
+    pub retry_on: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TcpRoute {
+    #[serde(rename = "match")]
+    pub matches: Vec<L4MatchAttributes>,
+    pub route: Vec<RouteDestination>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct L4MatchAttributes {
+    pub destination_subnets: Vec<String>,
+    pub port: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RouteDestination {
+    pub destination: Destination,
+    pub weight: i32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DestinationRule {
+    pub host: String,
+    pub traffic_policy: Option<TrafficPolicy>,
+    pub subsets: Vec<Subset>,
+    pub export_to: Vec<String>,
+    pub workload_selector: Option<WorkloadSelector>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Subset {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub traffic_policy: Option<TrafficPolicy>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TrafficPolicy {
+    pub load_balancer: Option<LoadBalancerSettings>,
+    pub connection_pool: Option<ConnectionPoolSettings>,
+    pub outlier_detection: Option<OutlierDetection>,
+    pub port_level_settings: Vec<PortTrafficPolicy>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PortTrafficPolicy {
+    pub port: Option<PortSelector>,
+    pub load_balancer: Option<LoadBalancerSettings>,
+    pub connection_pool: Option<ConnectionPoolSettings>,
+    pub outlier_detection: Option<OutlierDetection>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LoadBalancerSettings {
+    /// `ROUND_ROBIN`, `LEAST_CONN`, `LEAST_REQUEST`, `RANDOM` or `PASSTHROUGH`.
+    pub simple: Option<String>,
+    pub consistent_hash: Option<ConsistentHashLb>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConsistentHashLb {
+    pub http_header_name: Option<String>,
+    pub use_source_ip: Option<bool>,
+    pub http_query_parameter_name: Option<String>,
+    pub minimum_ring_size: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ConnectionPoolSettings {
+    pub tcp: Option<TcpSettings>,
+    pub http: Option<HttpSettings>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TcpSettings {
+    pub max_connections: Option<i32>,
+    pub connect_timeout: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpSettings {
+    pub http1_max_pending_requests: Option<i32>,
+    pub http2_max_requests: Option<i32>,
+    pub max_requests_per_connection: Option<i32>,
+    pub max_retries: Option<i32>,
+    pub idle_timeout: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OutlierDetection {
+    pub consecutive_5xx_errors: Option<u32>,
+    pub consecutive_gateway_errors: Option<u32>,
+    pub interval: Option<String>,
+    pub base_ejection_time: Option<String>,
+    pub max_ejection_percent: Option<i32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkloadSelector {
+    #[serde(alias = "matchLabels")]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceEntry {
+    pub hosts: Vec<String>,
+    pub addresses: Vec<String>,
+    pub ports: Vec<ServiceEntryPort>,
+    /// `MESH_EXTERNAL` (default) or `MESH_INTERNAL`.
+    pub location: Option<String>,
+    /// `NONE` (default), `STATIC`, `DNS` or `DNS_ROUND_ROBIN`.
+    pub resolution: Option<String>,
+    pub endpoints: Vec<WorkloadEntry>,
+    pub workload_selector: Option<WorkloadSelector>,
+    pub export_to: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceEntryPort {
+    pub number: u32,
+    pub protocol: String,
+    pub name: String,
+    pub target_port: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkloadEntry {
+    pub address: String,
+    pub ports: BTreeMap<String, u32>,
+    pub labels: BTreeMap<String, String>,
+    pub network: String,
+    pub locality: String,
+    pub weight: u32,
+    pub service_account: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Sidecar {
+    pub workload_selector: Option<WorkloadSelector>,
+    pub egress: Vec<EgressListener>,
+    pub outbound_traffic_policy: Option<OutboundTrafficPolicy>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EgressListener {
+    pub port: Option<SidecarPort>,
+    pub bind: String,
+    pub capture_mode: String,
+    /// `namespace/dnsName` entries: `./*`, `istio-system/*`, `*/foo.example.com`, `~/*`.
+    pub hosts: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SidecarPort {
+    pub number: u32,
+    pub protocol: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OutboundTrafficPolicy {
+    /// `ALLOW_ANY` (default) or `REGISTRY_ONLY`.
+    pub mode: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Gateway {
+    pub selector: BTreeMap<String, String>,
+    pub servers: Vec<GatewayServer>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GatewayServer {
+    pub port: Option<SidecarPort>,
+    pub hosts: Vec<String>,
+    pub bind: String,
+    pub name: String,
+}

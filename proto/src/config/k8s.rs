@@ -1,0 +1,125 @@
+//! The Kubernetes core objects Shoal reads, reduced to what a mesh needs.
+//!
+//! These are digests: [`super::parse`] reads the full object (spec and status) and keeps
+//! what the registry uses, the way Istio's Kubernetes controller does.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NamespaceSpec {}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServiceSpec {
+    pub ports: Vec<ServicePort>,
+    pub selector: BTreeMap<String, String>,
+    #[serde(rename = "clusterIP")]
+    pub cluster_ip: String,
+    #[serde(rename = "type")]
+    pub service_type: String,
+    pub external_name: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServicePort {
+    pub name: String,
+    pub port: u32,
+    /// A number or a container port name; Kubernetes accepts either.
+    #[serde(deserialize_with = "int_or_string")]
+    pub target_port: Option<String>,
+    pub protocol: String,
+    pub app_protocol: Option<String>,
+}
+
+/// What the mesh needs of a Pod: its address, readiness and named ports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodSpec {
+    pub ip: String,
+    pub ready: bool,
+    pub phase: String,
+    pub node_name: String,
+    pub service_account: String,
+    /// Container port name → number, to resolve named `targetPort`s.
+    pub named_ports: BTreeMap<String, u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EndpointSliceSpec {
+    /// From the `kubernetes.io/service-name` label.
+    pub service_name: String,
+    pub address_type: String,
+    pub endpoints: Vec<SliceEndpoint>,
+    pub ports: Vec<EndpointPort>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SliceEndpoint {
+    pub addresses: Vec<String>,
+    pub conditions: EndpointConditions,
+    pub target_ref: Option<ObjectRef>,
+    pub zone: Option<String>,
+    pub node_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EndpointConditions {
+    /// Unset means ready, as the EndpointSlice API says.
+    pub ready: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EndpointPort {
+    pub name: String,
+    pub port: u32,
+    pub protocol: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EndpointsSpec {
+    pub subsets: Vec<EndpointSubset>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EndpointSubset {
+    pub addresses: Vec<EndpointAddress>,
+    pub not_ready_addresses: Vec<EndpointAddress>,
+    pub ports: Vec<EndpointPort>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EndpointAddress {
+    pub ip: String,
+    pub target_ref: Option<ObjectRef>,
+    pub node_name: Option<String>,
+}
+
+fn int_or_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum IntOrString {
+        Int(i64),
+        Str(String),
+    }
+    Ok(Option::<IntOrString>::deserialize(d)?.map(|v| match v {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::Str(s) => s,
+    }))
+}

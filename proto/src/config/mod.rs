@@ -1,0 +1,15 @@
+//! The configuration users write: Kubernetes core objects and `networking.istio.io` kinds.
+//!
+//! [`parse::parse_documents`] turns multi-document YAML into typed [`Config`]s, one result
+//! per document so a bad object never hides the good ones; [`validate`] applies the rules
+//! Istio's own validation applies.
+
+pub mod istio;
+pub mod k8s;
+mod kind;
+mod meta;
+pub mod parse;
+pub mod validate;
+
+pub use kind::Kind;
+pub use meta::{Config, ConfigKey, ConfigMeta, Spec};

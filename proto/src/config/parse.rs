@@ -1,0 +1,288 @@
+//! Multi-document YAML → typed [`Config`]s, one result per document.
+//!
+//! Each document is parsed on its own so a malformed one is reported with its file and
+//! line and the others still load. Errors name the object when its header could be read.
+
+use super::{Config, ConfigMeta, Kind, Spec, istio, k8s, validate};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Where an object came from: a file and the line its document starts on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub source: String,
+    pub line: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.source, self.line)
+    }
+}
+
+/// Why one document was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {object}: {reason}")]
+pub struct ParseError {
+    pub location: Location,
+    /// `Kind namespace/name` when the header was readable, else `document N`.
+    pub object: String,
+    pub reason: String,
+}
+
+/// A parsed object and where it was written.
+#[derive(Clone, Debug)]
+pub struct Parsed {
+    pub config: Config,
+    pub location: Location,
+    /// Accepted, but worth an operator's look (Istio would log these too).
+    pub warnings: Vec<String>,
+}
+
+/// Parses every document of `text`. Documents that are empty or only comments are
+/// skipped; kinds Shoal does not read (ConfigMaps, Deployments...) are skipped silently.
+pub fn parse_documents(source: &str, text: &str) -> Vec<Result<Parsed, ParseError>> {
+    split_documents(text)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, (line, doc))| {
+            let location = Location {
+                source: source.to_string(),
+                line,
+            };
+            parse_document(location, index, doc).transpose()
+        })
+        .collect()
+}
+
+/// Splits on `---` separator lines, keeping each document's first line number (1-based).
+fn split_documents(text: &str) -> Vec<(usize, &str)> {
+    let mut docs = Vec::new();
+    let mut start_byte = 0;
+    let mut start_line = 1;
+    let mut offset = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let trimmed = line.trim_end();
+        if trimmed == "---" || trimmed.starts_with("--- ") || trimmed == "..." {
+            docs.push((start_line, &text[start_byte..offset]));
+            start_byte = offset + line.len();
+            start_line = i + 2;
+        }
+        offset += line.len();
+    }
+    docs.push((start_line, &text[start_byte..]));
+    docs.into_iter()
+        .filter(|(_, d)| {
+            d.lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        })
+        .collect()
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Header {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    metadata: Metadata,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Metadata {
+    name: String,
+    namespace: String,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct WithSpec<S> {
+    #[serde(default = "Option::default")]
+    spec: Option<S>,
+}
+
+fn parse_document(
+    location: Location,
+    index: usize,
+    doc: &str,
+) -> Result<Option<Parsed>, ParseError> {
+    let fail = |object: String, reason: String, line_in_doc: Option<usize>| ParseError {
+        location: Location {
+            source: location.source.clone(),
+            line: location.line + line_in_doc.map_or(0, |l| l.saturating_sub(1)),
+        },
+        object,
+        reason,
+    };
+    let header: Header = serde_norway::from_str(doc).map_err(|e| {
+        let line = e.location().map(|l| l.line());
+        fail(format!("document {}", index + 1), yaml_reason(&e), line)
+    })?;
+    if header.api_version.is_empty() || header.kind.is_empty() {
+        return Err(fail(
+            format!("document {}", index + 1),
+            "missing apiVersion or kind".into(),
+            None,
+        ));
+    }
+    let Some(kind) = Kind::from_api(&header.api_version, &header.kind) else {
+        if header.api_version.starts_with("networking.istio.io/") {
+            return Err(fail(
+                format!("{} {}", header.kind, header.metadata.name),
+                format!(
+                    "unsupported Istio kind or version {}/{}",
+                    header.api_version, header.kind
+                ),
+                None,
+            ));
+        }
+        return Ok(None);
+    };
+    let mut meta = ConfigMeta {
+        name: header.metadata.name,
+        namespace: header.metadata.namespace,
+        labels: header.metadata.labels,
+        annotations: header.metadata.annotations,
+        ..ConfigMeta::default()
+    };
+    if meta.namespace.is_empty() && !kind.is_cluster_scoped() {
+        meta.namespace = "default".into();
+    }
+    let object = if kind.is_cluster_scoped() {
+        format!("{kind} {}", meta.name)
+    } else {
+        format!("{kind} {}/{}", meta.namespace, meta.name)
+    };
+    if meta.name.is_empty() {
+        return Err(fail(object, "metadata.name is required".into(), None));
+    }
+    let spec = decode_spec(kind, &meta, doc).map_err(|e| {
+        let line = e.location().map(|l| l.line());
+        fail(object.clone(), yaml_reason(&e), line)
+    })?;
+    let config = Config { meta, spec };
+    let warnings = validate::validate(&config).map_err(|e| fail(object.clone(), e.0, None))?;
+    Ok(Some(Parsed {
+        config,
+        location,
+        warnings,
+    }))
+}
+
+fn yaml_reason(e: &serde_norway::Error) -> String {
+    // The location is reported separately, as file:line.
+    let text = e.to_string();
+    match text.find(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+fn spec_of<S: DeserializeOwned + Default>(doc: &str) -> Result<S, serde_norway::Error> {
+    Ok(serde_norway::from_str::<WithSpec<S>>(doc)?
+        .spec
+        .unwrap_or_default())
+}
+
+fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_norway::Error> {
+    Ok(match kind {
+        Kind::Namespace => Spec::Namespace(k8s::NamespaceSpec {}),
+        Kind::Service => Spec::Service(spec_of(doc)?),
+        Kind::Pod => Spec::Pod(pod_spec(doc)?),
+        Kind::EndpointSlice => {
+            let mut slice: k8s::EndpointSliceSpec = serde_norway::from_str(doc)?;
+            slice.service_name = meta
+                .labels
+                .get("kubernetes.io/service-name")
+                .cloned()
+                .unwrap_or_default();
+            Spec::EndpointSlice(slice)
+        }
+        Kind::Endpoints => Spec::Endpoints(serde_norway::from_str(doc)?),
+        Kind::ServiceEntry => Spec::ServiceEntry(spec_of::<istio::ServiceEntry>(doc)?),
+        Kind::WorkloadEntry => Spec::WorkloadEntry(spec_of::<istio::WorkloadEntry>(doc)?),
+        Kind::VirtualService => Spec::VirtualService(spec_of::<istio::VirtualService>(doc)?),
+        Kind::DestinationRule => Spec::DestinationRule(spec_of::<istio::DestinationRule>(doc)?),
+        Kind::Sidecar => Spec::Sidecar(spec_of::<istio::Sidecar>(doc)?),
+        Kind::Gateway => Spec::Gateway(spec_of::<istio::Gateway>(doc)?),
+    })
+}
+
+/// Reads a full Pod (spec and status) into the digest the registry uses.
+fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase", default)]
+    struct RawPod {
+        spec: RawPodSpec,
+        status: RawPodStatus,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase", default)]
+    struct RawPodSpec {
+        node_name: String,
+        service_account_name: String,
+        containers: Vec<RawContainer>,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase", default)]
+    struct RawContainer {
+        ports: Vec<RawContainerPort>,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase", default)]
+    struct RawContainerPort {
+        name: String,
+        container_port: u32,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase", default)]
+    struct RawPodStatus {
+        #[serde(rename = "podIP")]
+        pod_ip: String,
+        phase: String,
+        conditions: Vec<RawCondition>,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    struct RawCondition {
+        #[serde(rename = "type")]
+        condition_type: String,
+        status: String,
+    }
+    let raw: RawPod = serde_norway::from_str(doc)?;
+    let ready_condition = raw
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == "Ready");
+    // A hand-written Pod with an IP and no conditions is taken as ready; one that states
+    // its Ready condition is taken at its word.
+    let ready = match ready_condition {
+        Some(c) => c.status == "True",
+        None => !raw.status.pod_ip.is_empty() && raw.status.phase != "Failed",
+    };
+    Ok(k8s::PodSpec {
+        ip: raw.status.pod_ip,
+        ready,
+        phase: raw.status.phase,
+        node_name: raw.spec.node_name,
+        service_account: raw.spec.service_account_name,
+        named_ports: raw
+            .spec
+            .containers
+            .into_iter()
+            .flat_map(|c| c.ports)
+            .filter(|p| !p.name.is_empty())
+            .map(|p| (p.name, p.container_port))
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,28 @@
+//! Shoal's I/O-free core.
+//!
+//! Everything the tiers agree on lives here and knows nothing of NATS, Redis, kube or
+//! tonic:
+//!
+//! ```text
+//!  config::parse ──► Config ──► ConfigStore ──► PushRequest (debounced, merged)
+//!                                   │
+//!                      builder: model::build ──► PushContext ──► snapshot chunks
+//!                                                                      │
+//!                      edge:  snapshot chunks ──► PushContext ──► SidecarScope ──► xDS
+//! ```
+//!
+//! - [`config`]: the Kubernetes and Istio objects users write, parsed and validated.
+//! - [`store`]: the ConfigStore / ConfigStoreCache of Istio's config model.
+//! - [`push`]: `PushRequest` and its `merge`.
+//! - [`model`]: the mesh model derived from config (services, endpoints).
+//! - [`push_context`]: the indexed, immutable view one push works from, and `SidecarScope`.
+//! - [`snapshot`]: how a PushContext is split into content-addressed chunks and a manifest.
+//! - [`transport`]: the `Bus`, `ConfigKv` and `SnapshotStore` traits and their wire types.
+
+pub mod config;
+pub mod model;
+pub mod push;
+pub mod push_context;
+pub mod snapshot;
+pub mod store;
+pub mod transport;

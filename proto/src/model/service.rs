@@ -1,0 +1,199 @@
+use crate::config::istio;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A service is identified by hostname and namespace; the same pair in several clusters
+/// is one service.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ServiceKey {
+    pub hostname: String,
+    pub namespace: String,
+}
+
+impl fmt::Display for ServiceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.hostname)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Protocol {
+    Http,
+    Http2,
+    Grpc,
+    Https,
+    Tls,
+    Tcp,
+    /// Not declared: treated as TCP (Istio would sniff).
+    Unknown,
+}
+
+impl Protocol {
+    /// Istio's protocol selection: `appProtocol`, then the port name prefix
+    /// (`http-web`, `grpc`, ...), then the protocol field.
+    pub fn infer(port_name: &str, app_protocol: Option<&str>, protocol: &str) -> Protocol {
+        let from = |s: &str| match s.to_ascii_lowercase().as_str() {
+            "http" | "http1" => Some(Protocol::Http),
+            "http2" | "h2c" | "kubernetes.io/h2c" => Some(Protocol::Http2),
+            "grpc" | "grpc-web" => Some(Protocol::Grpc),
+            "https" => Some(Protocol::Https),
+            "tls" => Some(Protocol::Tls),
+            "tcp" | "mongo" | "redis" | "mysql" => Some(Protocol::Tcp),
+            _ => None,
+        };
+        if let Some(p) = app_protocol.and_then(from) {
+            return p;
+        }
+        let prefix = port_name.split('-').next().unwrap_or("");
+        if let Some(p) = from(prefix) {
+            return p;
+        }
+        match protocol.to_ascii_uppercase().as_str() {
+            "HTTP" => Protocol::Http,
+            "HTTP2" => Protocol::Http2,
+            "GRPC" => Protocol::Grpc,
+            "HTTPS" => Protocol::Https,
+            "TLS" => Protocol::Tls,
+            "TCP" | "MONGO" | "REDIS" | "MYSQL" => Protocol::Tcp,
+            _ => Protocol::Unknown,
+        }
+    }
+
+    pub fn is_http(self) -> bool {
+        matches!(self, Protocol::Http | Protocol::Http2 | Protocol::Grpc)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServicePort {
+    pub name: String,
+    pub port: u32,
+    pub protocol: Protocol,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Resolution {
+    /// Endpoints come from the registry (EDS).
+    ClientSideLb,
+    /// Endpoints are DNS names Envoy resolves.
+    Dns,
+    /// Forward to the original destination.
+    Passthrough,
+}
+
+/// Istio `exportTo`: empty means public (`*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportTo(pub Vec<String>);
+
+impl ExportTo {
+    /// Whether config owned by `owner` is visible from namespace `from`.
+    pub fn visible(&self, owner: &str, from: &str) -> bool {
+        if self.0.is_empty() {
+            return true;
+        }
+        self.0.iter().any(|e| match e.as_str() {
+            "*" => true,
+            "." => owner == from,
+            "~" => false,
+            ns => ns == from,
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Service {
+    pub hostname: String,
+    pub namespace: String,
+    /// The Kubernetes Service or ServiceEntry name.
+    pub name: String,
+    pub ports: Vec<ServicePort>,
+    /// Virtual IPs, by cluster where known.
+    pub addresses: Vec<String>,
+    pub resolution: Resolution,
+    pub mesh_external: bool,
+    pub export_to: ExportTo,
+    pub labels: BTreeMap<String, String>,
+    /// Clusters that define this service, sorted.
+    pub clusters: Vec<String>,
+}
+
+impl Service {
+    pub fn key(&self) -> ServiceKey {
+        ServiceKey {
+            hostname: self.hostname.clone(),
+            namespace: self.namespace.clone(),
+        }
+    }
+
+    pub fn port(&self, number: u32) -> Option<&ServicePort> {
+        self.ports.iter().find(|p| p.port == number)
+    }
+}
+
+/// One workload instance behind a service port.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub address: String,
+    /// The workload's port (resolved target port).
+    pub port: u32,
+    /// The service port this endpoint serves.
+    pub service_port: u32,
+    pub labels: BTreeMap<String, String>,
+    pub cluster: String,
+    pub network: String,
+    /// `region/zone/subzone`.
+    pub locality: String,
+    pub weight: u32,
+    pub healthy: bool,
+    pub service_account: String,
+}
+
+/// Every endpoint of one service, across clusters, sorted for a stable encoding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceEndpoints {
+    pub service: ServiceKey,
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// A routing object with the metadata routing needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NamedConfig<T> {
+    pub name: String,
+    pub namespace: String,
+    pub spec: T,
+}
+
+/// Everything one namespace defines except endpoints: one snapshot chunk.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NamespaceConfig {
+    pub namespace: String,
+    pub services: Vec<Service>,
+    pub virtual_services: Vec<NamedConfig<istio::VirtualService>>,
+    pub destination_rules: Vec<NamedConfig<istio::DestinationRule>>,
+    pub sidecars: Vec<NamedConfig<istio::Sidecar>>,
+    pub gateways: Vec<NamedConfig<istio::Gateway>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_inference_order() {
+        assert_eq!(Protocol::infer("http-web", None, "TCP"), Protocol::Http);
+        assert_eq!(Protocol::infer("web", Some("grpc"), "TCP"), Protocol::Grpc);
+        assert_eq!(Protocol::infer("web", None, "TCP"), Protocol::Tcp);
+        assert_eq!(Protocol::infer("", None, ""), Protocol::Unknown);
+        assert_eq!(Protocol::infer("x", None, "HTTP"), Protocol::Http);
+    }
+
+    #[test]
+    fn export_to_visibility() {
+        assert!(ExportTo::default().visible("a", "b"));
+        assert!(ExportTo(vec![".".into()]).visible("a", "a"));
+        assert!(!ExportTo(vec![".".into()]).visible("a", "b"));
+        assert!(!ExportTo(vec!["~".into()]).visible("a", "a"));
+        assert!(ExportTo(vec!["b".into()]).visible("a", "b"));
+    }
+}

@@ -1,0 +1,116 @@
+use super::SidecarScope;
+use crate::config::istio;
+use crate::model::{NamedConfig, NamespaceConfig, ROOT_NAMESPACE, Service};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+type ScopeKey = (String, Option<(String, String)>);
+
+/// Indexes over every namespace's config: what Istio's `serviceIndex`,
+/// `virtualServiceIndex`, `destinationRuleIndex` and `sidecarsByNamespace` hold.
+/// Rebuilt only when a namespace chunk changes; scopes are cached per index.
+#[derive(Default)]
+pub struct ConfigIndex {
+    /// The snapshot version this index was built at; caches keyed on scope content use it.
+    pub generation: u64,
+    /// Every service, sorted by (hostname, namespace).
+    pub services: Vec<Arc<Service>>,
+    pub services_by_host: HashMap<String, Vec<Arc<Service>>>,
+    /// VirtualServices bound to sidecars (`gateways` empty or containing `mesh`), sorted
+    /// by (namespace, name).
+    pub virtual_services: Vec<Arc<NamedConfig<istio::VirtualService>>>,
+    pub destination_rules: Vec<Arc<NamedConfig<istio::DestinationRule>>>,
+    pub sidecars_by_namespace: HashMap<String, Vec<Arc<NamedConfig<istio::Sidecar>>>>,
+    scopes: Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>,
+}
+
+impl ConfigIndex {
+    pub fn build(generation: u64, namespaces: &BTreeMap<String, Arc<NamespaceConfig>>) -> Self {
+        let mut index = ConfigIndex {
+            generation,
+            ..Default::default()
+        };
+        for ns in namespaces.values() {
+            for svc in &ns.services {
+                let svc = Arc::new(svc.clone());
+                index
+                    .services_by_host
+                    .entry(svc.hostname.clone())
+                    .or_default()
+                    .push(svc.clone());
+                index.services.push(svc);
+            }
+            index.virtual_services.extend(
+                ns.virtual_services
+                    .iter()
+                    .filter(|vs| {
+                        vs.spec.gateways.is_empty() || vs.spec.gateways.iter().any(|g| g == "mesh")
+                    })
+                    .cloned()
+                    .map(Arc::new),
+            );
+            index
+                .destination_rules
+                .extend(ns.destination_rules.iter().cloned().map(Arc::new));
+            if !ns.sidecars.is_empty() {
+                index.sidecars_by_namespace.insert(
+                    ns.namespace.clone(),
+                    ns.sidecars.iter().cloned().map(Arc::new).collect(),
+                );
+            }
+        }
+        index
+            .services
+            .sort_by(|a, b| (&a.hostname, &a.namespace).cmp(&(&b.hostname, &b.namespace)));
+        index
+    }
+
+    /// The Sidecar that applies to a workload, as Istio chooses it: one in its namespace
+    /// whose selector matches its labels, else its namespace's selector-less one, else the
+    /// root namespace's selector-less one.
+    pub fn sidecar_for(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<&Arc<NamedConfig<istio::Sidecar>>> {
+        let selects = |sc: &NamedConfig<istio::Sidecar>| match &sc.spec.workload_selector {
+            Some(sel) if !sel.labels.is_empty() => {
+                sel.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            }
+            _ => false,
+        };
+        let no_selector = |sc: &&Arc<NamedConfig<istio::Sidecar>>| {
+            sc.spec
+                .workload_selector
+                .as_ref()
+                .is_none_or(|s| s.labels.is_empty())
+        };
+        let local = self.sidecars_by_namespace.get(namespace);
+        if let Some(found) = local.and_then(|v| v.iter().find(|sc| selects(sc))) {
+            return Some(found);
+        }
+        if let Some(found) = local.and_then(|v| v.iter().find(no_selector)) {
+            return Some(found);
+        }
+        self.sidecars_by_namespace
+            .get(ROOT_NAMESPACE)
+            .and_then(|v| v.iter().find(no_selector))
+    }
+
+    pub fn sidecar_scope(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Arc<SidecarScope> {
+        let sidecar = self.sidecar_for(namespace, labels);
+        let key = (
+            namespace.to_string(),
+            sidecar.map(|s| (s.namespace.clone(), s.name.clone())),
+        );
+        let mut scopes = self.scopes.lock().unwrap_or_else(|e| e.into_inner());
+        scopes
+            .entry(key)
+            .or_insert_with(|| Arc::new(SidecarScope::new(self, namespace, sidecar.map(|s| &**s))))
+            .clone()
+    }
+}

@@ -1,0 +1,123 @@
+//! The PushContext: an immutable, indexed view of one snapshot version that every push
+//! reads, and the per-namespace [`SidecarScope`]s cut from it (Istio's `PushContext` and
+//! `SidecarScope`).
+//!
+//! A PushContext is assembled from snapshot chunks. Namespace chunks feed the
+//! [`ConfigIndex`] (services, VirtualServices, DestinationRules, Sidecars); endpoint chunks
+//! are looked up per service. An endpoint-only update keeps the index (and every scope
+//! computed from it) and swaps only the changed endpoint chunks.
+
+mod index;
+mod scope;
+
+pub use index::ConfigIndex;
+pub use scope::{SidecarScope, TrafficMode};
+
+use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};
+use crate::snapshot::{Chunk, ChunkKey};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+#[derive(Clone, Default)]
+pub struct PushContext {
+    version: u64,
+    namespaces: BTreeMap<String, Arc<NamespaceConfig>>,
+    endpoints: HashMap<ServiceKey, Arc<ServiceEndpoints>>,
+    index: Arc<ConfigIndex>,
+}
+
+impl std::fmt::Debug for PushContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushContext")
+            .field("version", &self.version)
+            .field("namespaces", &self.namespaces.len())
+            .field("services_with_endpoints", &self.endpoints.len())
+            .finish()
+    }
+}
+
+impl PushContext {
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// Assembles a PushContext from every chunk of a snapshot.
+    pub fn from_chunks(version: u64, chunks: impl IntoIterator<Item = Chunk>) -> Self {
+        Self::empty().with_changes(version, chunks, std::iter::empty())
+    }
+
+    /// The next version: `upserts` replace chunks with the same key, `removed` drop them.
+    /// The config index is rebuilt only when a namespace chunk changed.
+    pub fn with_changes(
+        &self,
+        version: u64,
+        upserts: impl IntoIterator<Item = Chunk>,
+        removed: impl IntoIterator<Item = ChunkKey>,
+    ) -> Self {
+        let mut next = self.clone();
+        next.version = version;
+        let mut namespaces_changed = false;
+        for key in removed {
+            match key {
+                ChunkKey::Namespace(ns) => {
+                    namespaces_changed |= next.namespaces.remove(&ns).is_some();
+                }
+                ChunkKey::Endpoints(svc) => {
+                    next.endpoints.remove(&svc);
+                }
+            }
+        }
+        for chunk in upserts {
+            match chunk {
+                Chunk::Namespace(ns) => {
+                    namespaces_changed = true;
+                    next.namespaces.insert(ns.namespace.clone(), Arc::new(ns));
+                }
+                Chunk::Endpoints(eps) => {
+                    next.endpoints.insert(eps.service.clone(), Arc::new(eps));
+                }
+            }
+        }
+        if namespaces_changed {
+            next.index = Arc::new(ConfigIndex::build(version, &next.namespaces));
+        }
+        next
+    }
+
+    /// The config revision this context reflects.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn index(&self) -> &Arc<ConfigIndex> {
+        &self.index
+    }
+
+    pub fn namespaces(&self) -> &BTreeMap<String, Arc<NamespaceConfig>> {
+        &self.namespaces
+    }
+
+    pub fn namespace(&self, ns: &str) -> Option<&Arc<NamespaceConfig>> {
+        self.namespaces.get(ns)
+    }
+
+    pub fn endpoints(&self, service: &ServiceKey) -> Option<&Arc<ServiceEndpoints>> {
+        self.endpoints.get(service)
+    }
+
+    pub fn all_endpoints(&self) -> impl Iterator<Item = &Arc<ServiceEndpoints>> {
+        self.endpoints.values()
+    }
+
+    /// The scope of a proxy in `namespace` with `labels` (cached per index generation).
+    pub fn sidecar_scope(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Arc<SidecarScope> {
+        self.index.sidecar_scope(namespace, labels)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,262 @@
+use super::ConfigIndex;
+use crate::config::{ConfigKey, Kind, istio};
+use crate::model::{NamedConfig, ROOT_NAMESPACE, Service, host_matches, hosts_intersect};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrafficMode {
+    AllowAny,
+    RegistryOnly,
+}
+
+/// What one group of proxies can see: the services, VirtualServices and DestinationRules
+/// its Sidecar's egress hosts select (everything, without a Sidecar). Every proxy in a
+/// namespace with the same Sidecar shares one scope, and so can share generated xDS.
+#[derive(Debug)]
+pub struct SidecarScope {
+    /// `namespace/name` of the Sidecar, or `namespace/default` without one.
+    pub id: String,
+    /// The proxies' namespace.
+    pub namespace: String,
+    /// The index generation the scope was computed from.
+    pub generation: u64,
+    /// Visible services, one per hostname, sorted by hostname.
+    pub services: Vec<Arc<Service>>,
+    /// Visible VirtualServices, the proxy's namespace first, then by (namespace, name).
+    pub virtual_services: Vec<Arc<NamedConfig<istio::VirtualService>>>,
+    /// The egress listeners of the Sidecar (empty without one).
+    pub egress: Vec<istio::EgressListener>,
+    pub outbound_mode: TrafficMode,
+    destination_rules: HashMap<String, Arc<NamedConfig<istio::DestinationRule>>>,
+    hosts: HashSet<String>,
+    /// The routing objects this scope uses, for the debug view.
+    pub configs: HashSet<ConfigKey>,
+}
+
+/// One `namespace/host` egress selector.
+struct HostSelector {
+    namespace: String,
+    host: String,
+}
+
+impl HostSelector {
+    fn parse(entry: &str, proxy_ns: &str) -> Option<Self> {
+        let (ns, host) = entry.split_once('/')?;
+        let namespace = match ns {
+            "." => proxy_ns.to_string(),
+            "~" => return None,
+            other => other.to_string(),
+        };
+        Some(HostSelector {
+            namespace,
+            host: host.to_string(),
+        })
+    }
+
+    fn selects_ns(&self, ns: &str) -> bool {
+        self.namespace == "*" || self.namespace == ns
+    }
+}
+
+impl SidecarScope {
+    pub(super) fn new(
+        index: &ConfigIndex,
+        proxy_ns: &str,
+        sidecar: Option<&NamedConfig<istio::Sidecar>>,
+    ) -> Self {
+        let egress = sidecar.map(|s| s.spec.egress.clone()).unwrap_or_default();
+        let selectors: Vec<HostSelector> = match sidecar {
+            Some(sc) => sc
+                .spec
+                .egress
+                .iter()
+                .flat_map(|e| e.hosts.iter())
+                .filter_map(|h| HostSelector::parse(h, proxy_ns))
+                .collect(),
+            None => vec![HostSelector {
+                namespace: "*".into(),
+                host: "*".into(),
+            }],
+        };
+        let outbound_mode = match sidecar
+            .and_then(|s| s.spec.outbound_traffic_policy.as_ref())
+            .map(|p| p.mode.as_str())
+        {
+            Some("REGISTRY_ONLY") => TrafficMode::RegistryOnly,
+            _ => TrafficMode::AllowAny,
+        };
+
+        let mut configs = HashSet::new();
+        if let Some(sc) = sidecar {
+            configs.insert(ConfigKey::new(Kind::Sidecar, &sc.namespace, &sc.name));
+        }
+
+        // VirtualServices: visible from the proxy namespace and selected by a host entry.
+        let mut virtual_services: Vec<_> = index
+            .virtual_services
+            .iter()
+            .filter(|vs| export_visible(&vs.spec.export_to, &vs.namespace, proxy_ns))
+            .filter(|vs| {
+                selectors.iter().any(|sel| {
+                    sel.selects_ns(&vs.namespace)
+                        && vs.spec.hosts.iter().any(|h| hosts_intersect(&sel.host, h))
+                })
+            })
+            .cloned()
+            .collect();
+        virtual_services.sort_by_key(|vs| {
+            (
+                vs.namespace != proxy_ns,
+                vs.namespace.clone(),
+                vs.name.clone(),
+            )
+        });
+        for vs in &virtual_services {
+            configs.insert(ConfigKey::new(
+                Kind::VirtualService,
+                &vs.namespace,
+                &vs.name,
+            ));
+        }
+
+        // Services: visible and selected, plus every visible destination of a selected VS.
+        let vs_destinations: HashSet<&str> = virtual_services
+            .iter()
+            .flat_map(|vs| {
+                vs.spec
+                    .http
+                    .iter()
+                    .flat_map(|r| r.route.iter().map(|d| d.destination.host.as_str()))
+                    .chain(
+                        vs.spec
+                            .tcp
+                            .iter()
+                            .flat_map(|r| r.route.iter().map(|d| d.destination.host.as_str())),
+                    )
+            })
+            .collect();
+        let mut by_host: BTreeMap<String, Arc<Service>> = BTreeMap::new();
+        for svc in &index.services {
+            if !svc.export_to.visible(&svc.namespace, proxy_ns) {
+                continue;
+            }
+            let selected = selectors.iter().any(|sel| {
+                sel.selects_ns(&svc.namespace) && host_matches(&sel.host, &svc.hostname)
+            }) || vs_destinations.contains(svc.hostname.as_str());
+            if !selected {
+                continue;
+            }
+            // One service per hostname: the proxy's own namespace wins, then the first.
+            match by_host.get(&svc.hostname) {
+                Some(existing) if existing.namespace == proxy_ns => {}
+                Some(_) if svc.namespace != proxy_ns => {}
+                _ => {
+                    by_host.insert(svc.hostname.clone(), svc.clone());
+                }
+            }
+        }
+        let services: Vec<_> = by_host.into_values().collect();
+        let hosts: HashSet<String> = services.iter().map(|s| s.hostname.clone()).collect();
+
+        // DestinationRules: for each service, the proxy namespace's, then the service
+        // namespace's, then the root namespace's; the most specific host first.
+        let mut destination_rules = HashMap::new();
+        for svc in &services {
+            let candidates = index.destination_rules.iter().filter(|dr| {
+                host_matches(&dr.spec.host, &svc.hostname)
+                    && export_visible(&dr.spec.export_to, &dr.namespace, proxy_ns)
+                    && dr.spec.workload_selector.is_none()
+            });
+            let best = candidates.min_by_key(|dr| {
+                let ns_rank = if dr.namespace == proxy_ns {
+                    0
+                } else if dr.namespace == svc.namespace {
+                    1
+                } else if dr.namespace == ROOT_NAMESPACE {
+                    2
+                } else {
+                    3
+                };
+                let exact = dr.spec.host != svc.hostname;
+                (
+                    ns_rank,
+                    exact,
+                    std::cmp::Reverse(dr.spec.host.len()),
+                    dr.name.clone(),
+                )
+            });
+            if let Some(dr) = best {
+                configs.insert(ConfigKey::new(
+                    Kind::DestinationRule,
+                    &dr.namespace,
+                    &dr.name,
+                ));
+                destination_rules.insert(svc.hostname.clone(), dr.clone());
+            }
+        }
+
+        SidecarScope {
+            id: match sidecar {
+                Some(sc) => format!("{}/{}@{proxy_ns}", sc.namespace, sc.name),
+                None => format!("{proxy_ns}/default"),
+            },
+            namespace: proxy_ns.to_string(),
+            generation: index.generation,
+            services,
+            virtual_services,
+            egress,
+            outbound_mode,
+            destination_rules,
+            hosts,
+            configs,
+        }
+    }
+
+    /// The DestinationRule that applies to traffic for `hostname`.
+    pub fn destination_rule(
+        &self,
+        hostname: &str,
+    ) -> Option<&Arc<NamedConfig<istio::DestinationRule>>> {
+        self.destination_rules.get(hostname)
+    }
+
+    /// The first VirtualService whose hosts match `hostname`.
+    pub fn virtual_service_for(
+        &self,
+        hostname: &str,
+    ) -> Option<&Arc<NamedConfig<istio::VirtualService>>> {
+        self.virtual_services
+            .iter()
+            .find(|vs| vs.spec.hosts.iter().any(|h| host_matches(h, hostname)))
+    }
+
+    pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
+        self.services
+            .binary_search_by(|s| s.hostname.as_str().cmp(hostname))
+            .ok()
+            .map(|i| &self.services[i])
+    }
+
+    pub fn has_host(&self, hostname: &str) -> bool {
+        self.hosts.contains(hostname)
+    }
+
+    /// Whether a change to `key` can change this scope's config (Istio's
+    /// `SidecarScope.DependsOnConfig`). Services and endpoints are named as
+    /// `ServiceEntry <namespace>/<hostname>`.
+    pub fn depends_on(&self, key: &ConfigKey) -> bool {
+        match key.kind {
+            Kind::ServiceEntry | Kind::Service => {
+                self.hosts.contains(&key.name) || key.name.is_empty()
+            }
+            // A new VirtualService or DestinationRule may start to apply to this scope;
+            // conservatively, any routing change concerns every scope.
+            _ => true,
+        }
+    }
+}
+
+fn export_visible(export_to: &[String], owner: &str, from: &str) -> bool {
+    crate::model::ExportTo(export_to.to_vec()).visible(owner, from)
+}

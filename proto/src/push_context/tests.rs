@@ -1,0 +1,163 @@
+use super::*;
+use crate::config::istio;
+use crate::model::{ExportTo, NamedConfig, Protocol, Resolution, Service, ServicePort};
+
+fn svc(ns: &str, name: &str) -> Service {
+    Service {
+        hostname: format!("{name}.{ns}.svc.cluster.local"),
+        namespace: ns.into(),
+        name: name.into(),
+        ports: vec![ServicePort {
+            name: "http".into(),
+            port: 80,
+            protocol: Protocol::Http,
+        }],
+        addresses: vec![],
+        resolution: Resolution::ClientSideLb,
+        mesh_external: false,
+        export_to: ExportTo::default(),
+        labels: Default::default(),
+        clusters: vec!["c1".into()],
+    }
+}
+
+fn ns(name: &str, services: Vec<Service>) -> Chunk {
+    Chunk::Namespace(NamespaceConfig {
+        namespace: name.into(),
+        services,
+        ..Default::default()
+    })
+}
+
+fn sidecar(ns: &str, hosts: &[&str]) -> NamedConfig<istio::Sidecar> {
+    NamedConfig {
+        name: "default".into(),
+        namespace: ns.into(),
+        spec: istio::Sidecar {
+            egress: vec![istio::EgressListener {
+                hosts: hosts.iter().map(|h| h.to_string()).collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    }
+}
+
+#[test]
+fn default_scope_sees_every_public_service() {
+    let mut private = svc("b", "secret");
+    private.export_to = ExportTo(vec![".".into()]);
+    let pc = PushContext::from_chunks(
+        1,
+        [
+            ns("a", vec![svc("a", "x")]),
+            ns("b", vec![svc("b", "y"), private]),
+        ],
+    );
+    let scope = pc.sidecar_scope("a", &Default::default());
+    let hosts: Vec<_> = scope.services.iter().map(|s| s.hostname.as_str()).collect();
+    assert_eq!(hosts, ["x.a.svc.cluster.local", "y.b.svc.cluster.local"]);
+    let scope_b = pc.sidecar_scope("b", &Default::default());
+    assert_eq!(scope_b.services.len(), 3);
+}
+
+#[test]
+fn sidecar_narrows_egress() {
+    let mut a = NamespaceConfig {
+        namespace: "a".into(),
+        services: vec![svc("a", "x")],
+        ..Default::default()
+    };
+    a.sidecars.push(sidecar("a", &["./*"]));
+    let pc = PushContext::from_chunks(1, [Chunk::Namespace(a), ns("b", vec![svc("b", "y")])]);
+    let scope = pc.sidecar_scope("a", &Default::default());
+    assert_eq!(scope.services.len(), 1);
+    assert!(scope.has_host("x.a.svc.cluster.local"));
+    assert!(!scope.has_host("y.b.svc.cluster.local"));
+    assert_eq!(scope.id, "a/default@a");
+}
+
+#[test]
+fn root_namespace_sidecar_applies_mesh_wide() {
+    let root = NamespaceConfig {
+        namespace: "istio-system".into(),
+        sidecars: vec![sidecar("istio-system", &["./*"])],
+        ..Default::default()
+    };
+    let pc = PushContext::from_chunks(
+        1,
+        [
+            Chunk::Namespace(root),
+            ns("a", vec![svc("a", "x")]),
+            ns("b", vec![svc("b", "y")]),
+        ],
+    );
+    let scope = pc.sidecar_scope("b", &Default::default());
+    let hosts: Vec<_> = scope.services.iter().map(|s| s.hostname.as_str()).collect();
+    assert_eq!(hosts, ["y.b.svc.cluster.local"]);
+}
+
+#[test]
+fn endpoint_update_keeps_index_and_scopes() {
+    let pc = PushContext::from_chunks(1, [ns("a", vec![svc("a", "x")])]);
+    let scope = pc.sidecar_scope("a", &Default::default());
+    let eps = crate::model::ServiceEndpoints {
+        service: svc("a", "x").key(),
+        endpoints: vec![],
+    };
+    let next = pc.with_changes(2, [Chunk::Endpoints(eps)], []);
+    assert_eq!(next.version(), 2);
+    assert!(Arc::ptr_eq(pc.index(), next.index()));
+    assert!(Arc::ptr_eq(
+        &scope,
+        &next.sidecar_scope("a", &Default::default())
+    ));
+    assert!(next.endpoints(&svc("a", "x").key()).is_some());
+    let removed = next.with_changes(3, [], [ChunkKey::Namespace("a".into())]);
+    assert!(
+        removed
+            .sidecar_scope("a", &Default::default())
+            .services
+            .is_empty()
+    );
+}
+
+#[test]
+fn destination_rule_precedence() {
+    let dr = |ns: &str, host: &str| NamedConfig {
+        name: format!("dr-{ns}"),
+        namespace: ns.to_string(),
+        spec: istio::DestinationRule {
+            host: host.into(),
+            ..Default::default()
+        },
+    };
+    let a = NamespaceConfig {
+        namespace: "a".into(),
+        services: vec![svc("a", "x")],
+        destination_rules: vec![dr("a", "x.a.svc.cluster.local")],
+        ..Default::default()
+    };
+    let b = NamespaceConfig {
+        namespace: "b".into(),
+        destination_rules: vec![dr("b", "*.svc.cluster.local")],
+        ..Default::default()
+    };
+    let pc = PushContext::from_chunks(1, [Chunk::Namespace(a), Chunk::Namespace(b)]);
+    let from_b = pc.sidecar_scope("b", &Default::default());
+    assert_eq!(
+        from_b
+            .destination_rule("x.a.svc.cluster.local")
+            .unwrap()
+            .name,
+        "dr-b"
+    );
+    let from_c = pc.sidecar_scope("c", &Default::default());
+    assert_eq!(
+        from_c
+            .destination_rule("x.a.svc.cluster.local")
+            .unwrap()
+            .name,
+        "dr-a"
+    );
+}
