@@ -2,4 +2,5 @@
 //! generates xDS.
 
 pub mod proxy;
+pub mod snapshot;
 pub mod xds;

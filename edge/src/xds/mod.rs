@@ -46,3 +46,7 @@ impl XdsResource {
         }
     }
 }
+
+mod generator;
+
+pub use generator::{GenerateError, Generator};
