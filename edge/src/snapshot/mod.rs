@@ -18,3 +18,7 @@ pub struct SnapshotUpdate {
     /// When the earliest change included happened (for convergence time).
     pub start: SystemTime,
 }
+
+mod puller;
+
+pub use puller::{PullError, PullerConfig, SnapshotPuller};

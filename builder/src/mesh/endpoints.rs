@@ -1,0 +1,342 @@
+//! Endpoints of one service: Kubernetes first (EndpointSlices, else v1 Endpoints, else
+//! the Pods the selector picks), then WorkloadEntries and ServiceEntry endpoints.
+
+use super::NamespaceObjects;
+use super::services::SourcedService;
+use shoal_proto::config::{Config, Kind, Spec, istio, k8s};
+use shoal_proto::model::{Endpoint, ServiceEndpoints, ServicePort};
+use std::collections::BTreeMap;
+
+pub fn build(source: &SourcedService<'_>, objects: &NamespaceObjects<'_>) -> ServiceEndpoints {
+    let mut out = Vec::new();
+    for (config, spec) in &source.kube {
+        kube_endpoints(config, spec, &source.service.ports, objects, &mut out);
+    }
+    for (config, spec) in &source.entries {
+        entry_endpoints(config, spec, &source.service.ports, objects, &mut out);
+    }
+    out.sort_by(|a, b| {
+        (a.service_port, &a.address, a.port, &a.cluster).cmp(&(
+            b.service_port,
+            &b.address,
+            b.port,
+            &b.cluster,
+        ))
+    });
+    out.dedup_by(|a, b| {
+        a.service_port == b.service_port && a.address == b.address && a.port == b.port
+    });
+    ServiceEndpoints {
+        service: source.service.key(),
+        endpoints: out,
+    }
+}
+
+fn pods_by_name<'a>(
+    objects: &NamespaceObjects<'a>,
+    cluster: &str,
+) -> BTreeMap<&'a str, (&'a Config, &'a k8s::PodSpec)> {
+    objects
+        .of(Kind::Pod)
+        .iter()
+        .filter(|c| c.meta.cluster == cluster)
+        .filter_map(|c| match &c.spec {
+            Spec::Pod(p) => Some((c.meta.name.as_str(), (*c, p))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// Locality as Istio writes it, `region/zone/subzone`, from the well-known labels.
+fn locality(labels: &BTreeMap<String, String>, zone: Option<&str>) -> String {
+    if let Some(l) = labels.get("istio-locality") {
+        return l.replace('.', "/");
+    }
+    let region = labels
+        .get("topology.kubernetes.io/region")
+        .map(String::as_str)
+        .unwrap_or("");
+    let zone = zone
+        .or(labels
+            .get("topology.kubernetes.io/zone")
+            .map(String::as_str))
+        .unwrap_or("");
+    let subzone = labels
+        .get("topology.istio.io/subzone")
+        .map(String::as_str)
+        .unwrap_or("");
+    let mut parts = vec![region, zone, subzone];
+    while parts.last() == Some(&"") {
+        parts.pop();
+    }
+    parts.join("/")
+}
+
+fn network(labels: &BTreeMap<String, String>) -> String {
+    labels
+        .get("topology.istio.io/network")
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The service port an endpoint port serves: by name, or the only port when unnamed.
+fn service_port_for(ports: &[ServicePort], name: &str) -> Option<u32> {
+    ports
+        .iter()
+        .find(|p| p.name == name)
+        .or_else(|| (ports.len() == 1 && name.is_empty()).then(|| &ports[0]))
+        .map(|p| p.port)
+}
+
+fn kube_endpoints(
+    config: &Config,
+    spec: &k8s::ServiceSpec,
+    ports: &[ServicePort],
+    objects: &NamespaceObjects<'_>,
+    out: &mut Vec<Endpoint>,
+) {
+    let cluster = config.meta.cluster.as_str();
+    let name = config.meta.name.as_str();
+    let pods = pods_by_name(objects, cluster);
+    let pod_of = |r: &Option<k8s::ObjectRef>| {
+        r.as_ref()
+            .filter(|r| r.kind == "Pod" || r.kind.is_empty())
+            .and_then(|r| pods.get(r.name.as_str()))
+    };
+    let endpoint = |address: &str,
+                    port: u32,
+                    service_port: u32,
+                    pod: Option<&(&Config, &k8s::PodSpec)>,
+                    zone: Option<&str>,
+                    healthy: bool| {
+        let labels = pod.map(|(c, _)| c.meta.labels.clone()).unwrap_or_default();
+        Endpoint {
+            address: address.to_string(),
+            port,
+            service_port,
+            locality: locality(&labels, zone),
+            network: network(&labels),
+            service_account: pod
+                .map(|(_, p)| p.service_account.clone())
+                .unwrap_or_default(),
+            labels,
+            cluster: cluster.to_string(),
+            weight: 1,
+            healthy,
+        }
+    };
+
+    let slices: Vec<&k8s::EndpointSliceSpec> = objects
+        .of(Kind::EndpointSlice)
+        .iter()
+        .filter(|c| c.meta.cluster == cluster)
+        .filter_map(|c| match &c.spec {
+            Spec::EndpointSlice(s) if s.service_name == name => Some(s),
+            _ => None,
+        })
+        .collect();
+    if !slices.is_empty() {
+        for slice in slices {
+            if !matches!(slice.address_type.as_str(), "" | "IPv4" | "IPv6") {
+                continue;
+            }
+            for ep in &slice.endpoints {
+                let pod = pod_of(&ep.target_ref);
+                let healthy = ep.conditions.ready != Some(false);
+                for port in &slice.ports {
+                    let Some(sp) = service_port_for(ports, &port.name) else {
+                        continue;
+                    };
+                    for addr in &ep.addresses {
+                        out.push(endpoint(
+                            addr,
+                            port.port,
+                            sp,
+                            pod,
+                            ep.zone.as_deref(),
+                            healthy,
+                        ));
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    let legacy = objects
+        .of(Kind::Endpoints)
+        .iter()
+        .find(|c| c.meta.cluster == cluster && c.meta.name == name);
+    if let Some(Spec::Endpoints(eps)) = legacy.map(|c| &c.spec) {
+        for subset in &eps.subsets {
+            for port in &subset.ports {
+                let Some(sp) = service_port_for(ports, &port.name) else {
+                    continue;
+                };
+                let all = subset
+                    .addresses
+                    .iter()
+                    .map(|a| (a, true))
+                    .chain(subset.not_ready_addresses.iter().map(|a| (a, false)));
+                for (addr, healthy) in all {
+                    let pod = pod_of(&addr.target_ref);
+                    out.push(endpoint(&addr.ip, port.port, sp, pod, None, healthy));
+                }
+            }
+        }
+        return;
+    }
+
+    // No endpoint objects: select Pods as the Kubernetes endpoints controller would.
+    for (pod_config, pod) in pods.values() {
+        if pod.ip.is_empty() || !selects(&spec.selector, &pod_config.meta.labels) {
+            continue;
+        }
+        for port in &spec.ports {
+            let target = match port.target_port.as_deref() {
+                None => Some(port.port),
+                Some(t) => t.parse().ok().or_else(|| pod.named_ports.get(t).copied()),
+            };
+            if let Some(target) = target {
+                out.push(endpoint(
+                    &pod.ip,
+                    target,
+                    port.port,
+                    Some(&(pod_config, pod)),
+                    None,
+                    pod.ready,
+                ));
+            }
+        }
+    }
+
+    // WorkloadEntries whose labels the Service selects (Istio merges these in).
+    for (we_config, we) in workload_entries(objects) {
+        if !selects(
+            &spec.selector,
+            &we.labels
+                .iter()
+                .chain(&we_config.meta.labels)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ) {
+            continue;
+        }
+        for port in &spec.ports {
+            let target = match port.target_port.as_deref() {
+                None => Some(port.port),
+                Some(t) => t.parse().ok().or_else(|| we.ports.get(t).copied()),
+            };
+            if let Some(target) = target {
+                out.push(workload_endpoint(we_config, we, target, port.port));
+            }
+        }
+    }
+}
+
+fn workload_entries<'a, 'b>(
+    objects: &'b NamespaceObjects<'a>,
+) -> impl Iterator<Item = (&'a Config, &'a istio::WorkloadEntry)> + 'b
+where
+    'a: 'b,
+{
+    objects
+        .of(Kind::WorkloadEntry)
+        .iter()
+        .filter_map(|c| match &c.spec {
+            Spec::WorkloadEntry(we) => Some((*c, we)),
+            _ => None,
+        })
+}
+
+fn workload_endpoint(
+    config: &Config,
+    we: &istio::WorkloadEntry,
+    port: u32,
+    service_port: u32,
+) -> Endpoint {
+    let mut labels = config.meta.labels.clone();
+    labels.extend(we.labels.clone());
+    Endpoint {
+        address: we.address.clone(),
+        port,
+        service_port,
+        locality: if we.locality.is_empty() {
+            locality(&labels, None)
+        } else {
+            we.locality.clone()
+        },
+        network: if we.network.is_empty() {
+            network(&labels)
+        } else {
+            we.network.clone()
+        },
+        labels,
+        cluster: config.meta.cluster.clone(),
+        weight: we.weight.max(1),
+        healthy: true,
+        service_account: we.service_account.clone(),
+    }
+}
+
+fn entry_endpoints(
+    config: &Config,
+    spec: &istio::ServiceEntry,
+    ports: &[ServicePort],
+    objects: &NamespaceObjects<'_>,
+    out: &mut Vec<Endpoint>,
+) {
+    let port_for = |we: &istio::WorkloadEntry, se_port: &istio::ServiceEntryPort| {
+        we.ports
+            .get(&se_port.name)
+            .copied()
+            .or(se_port.target_port)
+            .unwrap_or(se_port.number)
+    };
+    let _ = ports;
+    for we in &spec.endpoints {
+        for p in &spec.ports {
+            out.push(workload_endpoint(config, we, port_for(we, p), p.number));
+        }
+    }
+    let Some(selector) = &spec.workload_selector else {
+        return;
+    };
+    for (we_config, we) in workload_entries(objects) {
+        let mut labels = we_config.meta.labels.clone();
+        labels.extend(we.labels.clone());
+        if !selects(&selector.labels, &labels) {
+            continue;
+        }
+        for p in &spec.ports {
+            out.push(workload_endpoint(we_config, we, port_for(we, p), p.number));
+        }
+    }
+    for pod_config in objects.of(Kind::Pod) {
+        let Spec::Pod(pod) = &pod_config.spec else {
+            continue;
+        };
+        if pod.ip.is_empty() || !selects(&selector.labels, &pod_config.meta.labels) {
+            continue;
+        }
+        for p in &spec.ports {
+            let port = p.target_port.unwrap_or(p.number);
+            out.push(Endpoint {
+                address: pod.ip.clone(),
+                port,
+                service_port: p.number,
+                labels: pod_config.meta.labels.clone(),
+                cluster: pod_config.meta.cluster.clone(),
+                network: network(&pod_config.meta.labels),
+                locality: locality(&pod_config.meta.labels, None),
+                weight: 1,
+                healthy: pod.ready,
+                service_account: pod.service_account.clone(),
+            });
+        }
+    }
+}

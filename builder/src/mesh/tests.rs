@@ -1,0 +1,194 @@
+use super::*;
+use shoal_proto::config::Spec;
+use shoal_proto::config::parse::parse_documents;
+use shoal_proto::model::{Protocol, Resolution};
+
+fn configs(cluster: &str, yaml: &str) -> Vec<Config> {
+    parse_documents("test.yaml", yaml)
+        .into_iter()
+        .map(|r| {
+            let mut c = r.expect("valid test yaml").config;
+            c.meta.cluster = cluster.into();
+            c
+        })
+        .collect()
+}
+
+fn build(ns: &str, configs: &[Config]) -> NamespaceBuild {
+    let mut objects = NamespaceObjects::default();
+    for c in configs.iter().filter(|c| c.meta.namespace == ns) {
+        objects.push(c);
+    }
+    build_namespace(ns, &objects)
+}
+
+const SERVICE_WITH_SLICE: &str = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: reviews, namespace: shop}
+spec:
+  clusterIP: 10.0.0.10
+  selector: {app: reviews}
+  ports:
+  - {name: http, port: 9080, targetPort: 8080}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: reviews-v1, namespace: shop, labels: {app: reviews, version: v1}}
+spec: {serviceAccountName: reviews}
+status: {podIP: 10.1.0.1}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: reviews-abc
+  namespace: shop
+  labels: {kubernetes.io/service-name: reviews}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- addresses: [10.1.0.1]
+  conditions: {ready: true}
+  targetRef: {kind: Pod, name: reviews-v1}
+  zone: us-east-1a
+- addresses: [10.1.0.2]
+  conditions: {ready: false}
+"#;
+
+#[test]
+fn service_and_endpoints_from_slices_with_pod_labels() {
+    let cs = configs("c1", SERVICE_WITH_SLICE);
+    let b = build("shop", &cs);
+    assert_eq!(b.config.services.len(), 1);
+    let svc = &b.config.services[0];
+    assert_eq!(svc.hostname, "reviews.shop.svc.cluster.local");
+    assert_eq!(svc.ports[0].protocol, Protocol::Http);
+    assert_eq!(svc.resolution, Resolution::ClientSideLb);
+    assert_eq!(svc.addresses, ["10.0.0.10"]);
+    let eps = &b.endpoints[0].endpoints;
+    assert_eq!(eps.len(), 2);
+    assert_eq!(eps[0].address, "10.1.0.1");
+    assert_eq!(eps[0].port, 8080);
+    assert_eq!(eps[0].service_port, 9080);
+    assert_eq!(eps[0].labels.get("version").map(String::as_str), Some("v1"));
+    assert_eq!(eps[0].service_account, "reviews");
+    // No region label: Istio writes the empty region too.
+    assert_eq!(eps[0].locality, "/us-east-1a");
+    assert!(eps[0].healthy);
+    assert!(!eps[1].healthy);
+}
+
+#[test]
+fn pods_selected_when_no_endpoint_objects() {
+    let yaml = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: web-port}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, namespace: shop, labels: {app: web}}
+spec:
+  containers: [{name: c, ports: [{name: web-port, containerPort: 8081}]}]
+status: {podIP: 127.0.0.5}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: other, namespace: shop, labels: {app: other}}
+status: {podIP: 127.0.0.6}
+"#;
+    let b = build("shop", &configs("c1", yaml));
+    let eps = &b.endpoints[0].endpoints;
+    assert_eq!(eps.len(), 1);
+    assert_eq!((eps[0].address.as_str(), eps[0].port), ("127.0.0.5", 8081));
+}
+
+#[test]
+fn services_merge_across_clusters() {
+    let mut cs = configs("c1", SERVICE_WITH_SLICE);
+    let mut c2 = configs("c2", SERVICE_WITH_SLICE);
+    for c in &mut c2 {
+        if let Spec::EndpointSlice(s) = &mut c.spec {
+            s.endpoints[0].addresses = vec!["10.2.0.1".into()];
+            s.endpoints.truncate(1);
+        }
+    }
+    cs.extend(c2);
+    let b = build("shop", &cs);
+    assert_eq!(b.config.services.len(), 1);
+    assert_eq!(b.config.services[0].clusters, ["c1", "c2"]);
+    let clusters: Vec<_> = b.endpoints[0]
+        .endpoints
+        .iter()
+        .map(|e| e.cluster.as_str())
+        .collect();
+    assert_eq!(clusters, ["c1", "c1", "c2"]);
+}
+
+#[test]
+fn service_entry_with_workload_entries() {
+    let yaml = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: vms, namespace: shop}
+spec:
+  hosts: [vm.example.com]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
+  workloadSelector: {labels: {app: vm}}
+---
+apiVersion: networking.istio.io/v1beta1
+kind: WorkloadEntry
+metadata: {name: vm-1, namespace: shop}
+spec: {address: 10.9.0.1, labels: {app: vm}, locality: eu/west, weight: 3}
+"#;
+    let b = build("shop", &configs("c1", yaml));
+    let svc = &b.config.services[0];
+    assert_eq!(svc.hostname, "vm.example.com");
+    assert!(!svc.mesh_external);
+    let ep = &b.endpoints[0].endpoints[0];
+    assert_eq!(
+        (ep.address.as_str(), ep.port, ep.weight),
+        ("10.9.0.1", 8080, 3)
+    );
+    assert_eq!(ep.locality, "eu/west");
+}
+
+#[test]
+fn routing_short_names_resolved_and_dangling_subset_reported() {
+    let yaml = r#"
+apiVersion: networking.istio.io/v1alpha3
+kind: VirtualService
+metadata: {name: reviews, namespace: shop}
+spec:
+  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews, subset: v3}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: reviews, namespace: shop}
+spec:
+  host: reviews
+  subsets: [{name: v1, labels: {version: v1}}]
+"#;
+    let b = build("shop", &configs("c1", yaml));
+    let vs = &b.config.virtual_services[0].spec;
+    assert_eq!(vs.hosts, ["reviews.shop.svc.cluster.local"]);
+    assert_eq!(
+        vs.http[0].route[0].destination.host,
+        "reviews.shop.svc.cluster.local"
+    );
+    assert_eq!(
+        b.config.destination_rules[0].spec.host,
+        "reviews.shop.svc.cluster.local"
+    );
+    let warnings = dangling_subsets(std::iter::once(&b.config));
+    assert_eq!(warnings.len(), 1);
+    assert!(warnings[0].contains("\"v3\""), "{warnings:?}");
+}

@@ -1,0 +1,129 @@
+//! Writes a built snapshot: new chunks, the manifest, `latest` (forward only), then the
+//! announcement. Each step is idempotent, so a retried or duplicated write is harmless.
+
+use crate::snapshot::Built;
+use bytes::Bytes;
+use shoal_proto::push::PushRequest;
+use shoal_proto::snapshot::{ChunkHash, SnapshotError};
+use shoal_proto::transport::{
+    Bus, SnapshotEvent, SnapshotStore, TraceContext, Traced, TransportError,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+}
+
+/// How long snapshot data lives in the store.
+#[derive(Clone, Debug)]
+pub struct Retention {
+    /// Manifests expire after this; the latest is refreshed while the builder runs.
+    pub manifest_ttl: Duration,
+    /// Chunks expire after this unless a live manifest refreshes them.
+    pub chunk_ttl: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            manifest_ttl: Duration::from_secs(600),
+            chunk_ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What a write did, for metrics and logs.
+#[derive(Debug, Default)]
+pub struct WriteStats {
+    pub chunks_written: usize,
+    pub bytes_written: usize,
+    pub advanced: bool,
+}
+
+pub struct Writer {
+    pub store: Arc<dyn SnapshotStore>,
+    pub bus: Arc<dyn Bus>,
+    pub retention: Retention,
+}
+
+impl Writer {
+    pub async fn write(
+        &self,
+        built: &Built,
+        request: &PushRequest,
+        trace: &TraceContext,
+    ) -> Result<WriteStats, WriteError> {
+        let mut stats = WriteStats::default();
+        let hashes: Vec<ChunkHash> = built.new_chunks.iter().map(|(h, _)| h.clone()).collect();
+        let missing = self.store.missing_chunks(&hashes).await?;
+        let to_write: Vec<(ChunkHash, Bytes)> = built
+            .new_chunks
+            .iter()
+            .filter(|(h, _)| missing.contains(h))
+            .map(|(h, b)| (h.clone(), Bytes::copy_from_slice(b)))
+            .collect();
+        stats.chunks_written = to_write.len();
+        stats.bytes_written = to_write.iter().map(|(_, b)| b.len()).sum();
+        if !to_write.is_empty() {
+            self.store
+                .put_chunks(&to_write, self.retention.chunk_ttl)
+                .await?;
+        }
+        let manifest = built.manifest.encode()?;
+        stats.bytes_written += manifest.len();
+        self.store
+            .put_manifest(
+                built.manifest.version,
+                manifest.into(),
+                self.retention.manifest_ttl,
+            )
+            .await?;
+        stats.advanced = self.store.advance_latest(built.manifest.version).await?;
+        if stats.advanced {
+            let event = SnapshotEvent {
+                version: built.manifest.version,
+                full: built.full,
+                configs_updated: if built.full {
+                    Default::default()
+                } else {
+                    built.services_updated.clone()
+                },
+                start_unix_nanos: request.start_unix_nanos,
+            };
+            self.bus
+                .publish_snapshot(&Traced {
+                    value: event,
+                    trace: trace.clone(),
+                })
+                .await?;
+        }
+        Ok(stats)
+    }
+
+    /// Keeps the latest snapshot alive: its manifest and every chunk it uses.
+    pub async fn refresh(
+        &self,
+        built_manifest: &[u8],
+        version: u64,
+        hashes: &[ChunkHash],
+    ) -> Result<(), WriteError> {
+        self.store
+            .put_manifest(
+                version,
+                Bytes::copy_from_slice(built_manifest),
+                self.retention.manifest_ttl,
+            )
+            .await?;
+        for batch in hashes.chunks(1024) {
+            self.store
+                .refresh_chunks(batch, self.retention.chunk_ttl)
+                .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,303 @@
+//! Follows snapshot announcements and keeps the edge's PushContext current.
+//!
+//! Pulls only the chunks whose hash it does not hold, applies them to the previous
+//! PushContext (so an endpoint change keeps every index and scope), and never moves
+//! backwards. With the bus or the store down it keeps serving what it has, and polls
+//! `latest` so it converges once they are back.
+
+use super::SnapshotUpdate;
+use futures::StreamExt;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use shoal_proto::config::ConfigKey;
+use shoal_proto::config::Kind;
+use shoal_proto::push::unix_nanos;
+use shoal_proto::push_context::PushContext;
+use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, Manifest, SnapshotError};
+use shoal_proto::transport::{Bus, SnapshotStore, TransportError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error("snapshot {version}: chunk {hash} is missing from the store")]
+    MissingChunk { version: u64, hash: ChunkHash },
+}
+
+#[derive(Clone, Debug)]
+pub struct PullerConfig {
+    /// How often `latest` is polled besides announcements (covers a lost announcement
+    /// or a bus outage).
+    pub poll_interval: Duration,
+    /// Chunks fetched per store round trip.
+    pub fetch_batch: usize,
+}
+
+impl Default for PullerConfig {
+    fn default() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(5),
+            fetch_batch: 512,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Metrics {
+    version: Gauge,
+    pulls: Counter,
+    chunks_fetched: Counter,
+    bytes_fetched: Counter,
+    errors: Counter,
+}
+
+impl Metrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = Metrics {
+            version: Gauge::default(),
+            pulls: Counter::default(),
+            chunks_fetched: Counter::default(),
+            bytes_fetched: Counter::default(),
+            errors: Counter::default(),
+        };
+        let r = registry.sub_registry_with_prefix("shoal_edge_snapshot");
+        r.register("version", "Snapshot version served", m.version.clone());
+        r.register("pulls", "Snapshots applied", m.pulls.clone());
+        r.register(
+            "chunks_fetched",
+            "Chunks fetched from the store",
+            m.chunks_fetched.clone(),
+        );
+        r.register(
+            "bytes_fetched",
+            "Chunk bytes fetched from the store",
+            m.bytes_fetched.clone(),
+        );
+        r.register(
+            "errors",
+            "Failed snapshot pulls (retried)",
+            m.errors.clone(),
+        );
+        m
+    }
+}
+
+pub struct SnapshotPuller {
+    config: PullerConfig,
+    store: Arc<dyn SnapshotStore>,
+    bus: Arc<dyn Bus>,
+    held: BTreeMap<ChunkKey, ChunkHash>,
+    push: Arc<PushContext>,
+    push_tx: watch::Sender<Arc<PushContext>>,
+    updates_tx: mpsc::Sender<SnapshotUpdate>,
+    metrics: Metrics,
+}
+
+impl SnapshotPuller {
+    /// Returns the puller, the latest PushContext (for new streams) and the update
+    /// stream (for the push dispatcher), bounded at `update_capacity`.
+    pub fn new(
+        config: PullerConfig,
+        store: Arc<dyn SnapshotStore>,
+        bus: Arc<dyn Bus>,
+        update_capacity: usize,
+        registry: &mut Registry,
+    ) -> (
+        Self,
+        watch::Receiver<Arc<PushContext>>,
+        mpsc::Receiver<SnapshotUpdate>,
+    ) {
+        let push = Arc::new(PushContext::empty());
+        let (push_tx, push_rx) = watch::channel(push.clone());
+        let (updates_tx, updates_rx) = mpsc::channel(update_capacity.max(1));
+        let puller = SnapshotPuller {
+            config,
+            store,
+            bus,
+            held: BTreeMap::new(),
+            push,
+            push_tx,
+            updates_tx,
+            metrics: Metrics::register(registry),
+        };
+        (puller, push_rx, updates_rx)
+    }
+
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut poll = tokio::time::interval(self.config.poll_interval);
+        poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        'subscribe: loop {
+            let mut events = match self.bus.snapshot_events().await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    warn!(error = %e, "cannot subscribe to snapshot announcements; polling");
+                    None
+                }
+            };
+            // Catch up on what was announced while not subscribed.
+            self.pull_latest().await;
+            loop {
+                tokio::select! {
+                    _ = &mut shutdown => return,
+                    _ = poll.tick() => {
+                        self.pull_latest().await;
+                        if events.is_none() {
+                            continue 'subscribe;
+                        }
+                    }
+                    event = async {
+                        match events.as_mut() {
+                            Some(s) => s.next().await,
+                            None => std::future::pending().await,
+                        }
+                    } => match event {
+                        Some(Ok(event)) => {
+                            let ev = event.value;
+                            if ev.version > self.push.version() {
+                                let start = UNIX_EPOCH + Duration::from_nanos(ev.start_unix_nanos);
+                                if let Err(e) = self.pull(ev.version, start).await {
+                                    self.metrics.errors.inc();
+                                    warn!(version = ev.version, error = %e, "snapshot pull failed; will retry from latest");
+                                }
+                            }
+                        }
+                        Some(Err(TransportError::Lagged(n))) => {
+                            debug!(missed = n, "snapshot announcements lagged; pulling latest");
+                            self.pull_latest().await;
+                        }
+                        Some(Err(e)) => {
+                            warn!(error = %e, "snapshot announcements interrupted; resubscribing");
+                            continue 'subscribe;
+                        }
+                        None => continue 'subscribe,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn pull_latest(&mut self) {
+        match self.store.latest().await {
+            Ok(Some(v)) if v > self.push.version() => {
+                if let Err(e) = self.pull(v, SystemTime::now()).await {
+                    self.metrics.errors.inc();
+                    warn!(version = v, error = %e, "snapshot pull failed; keeping the current snapshot");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                self.metrics.errors.inc();
+                debug!(error = %e, "snapshot store unavailable; keeping the current snapshot");
+            }
+        }
+    }
+
+    /// Applies snapshot `version` (or the latest, if that manifest expired).
+    async fn pull(&mut self, version: u64, start: SystemTime) -> Result<(), PullError> {
+        let manifest = match self.store.get_manifest(version).await? {
+            Some(bytes) => Manifest::decode(&bytes)?,
+            None => match self.store.latest().await? {
+                Some(latest) if latest > self.push.version() => {
+                    match self.store.get_manifest(latest).await? {
+                        Some(bytes) => Manifest::decode(&bytes)?,
+                        None => return Ok(()),
+                    }
+                }
+                _ => return Ok(()),
+            },
+        };
+        if manifest.version <= self.push.version() {
+            return Ok(());
+        }
+        let wanted: BTreeMap<&ChunkKey, &ChunkHash> =
+            manifest.chunks.iter().map(|c| (&c.key, &c.hash)).collect();
+        let removed: Vec<ChunkKey> = self
+            .held
+            .keys()
+            .filter(|k| !wanted.contains_key(k))
+            .cloned()
+            .collect();
+        let to_fetch: Vec<&ChunkHash> = wanted
+            .iter()
+            .filter(|(k, h)| self.held.get(**k) != Some(**h))
+            .map(|(_, h)| *h)
+            .collect();
+        let mut chunks = Vec::with_capacity(to_fetch.len());
+        for batch in to_fetch.chunks(self.config.fetch_batch.max(1)) {
+            let hashes: Vec<ChunkHash> = batch.iter().map(|h| (*h).clone()).collect();
+            let bodies = self.store.get_chunks(&hashes).await?;
+            for (hash, body) in hashes.into_iter().zip(bodies) {
+                let Some(body) = body else {
+                    return Err(PullError::MissingChunk {
+                        version: manifest.version,
+                        hash,
+                    });
+                };
+                self.metrics.bytes_fetched.inc_by(body.len() as u64);
+                chunks.push(Chunk::decode(&hash, &body)?);
+            }
+        }
+        self.metrics.chunks_fetched.inc_by(chunks.len() as u64);
+
+        let mut full = false;
+        let mut configs_updated = BTreeSet::new();
+        for key in chunks.iter().map(Chunk::key).chain(removed.iter().cloned()) {
+            match key {
+                ChunkKey::Namespace(_) => full = true,
+                ChunkKey::Endpoints(svc) => {
+                    configs_updated.insert(ConfigKey::new(
+                        Kind::ServiceEntry,
+                        svc.namespace,
+                        svc.hostname,
+                    ));
+                }
+            }
+        }
+        if full {
+            // Routing changed: every scope may depend on it.
+            configs_updated.clear();
+        }
+        let fetched = chunks.len();
+        let next = Arc::new(
+            self.push
+                .with_changes(manifest.version, chunks, removed.clone()),
+        );
+        self.held = manifest
+            .chunks
+            .iter()
+            .map(|c| (c.key.clone(), c.hash.clone()))
+            .collect();
+        self.push = next.clone();
+        self.push_tx.send_replace(next.clone());
+        self.metrics.version.set(manifest.version as i64);
+        self.metrics.pulls.inc();
+        info!(
+            version = manifest.version,
+            fetched,
+            removed = removed.len(),
+            full,
+            age_ms = (unix_nanos(SystemTime::now()).saturating_sub(manifest.built_unix_nanos))
+                / 1_000_000,
+            "snapshot applied"
+        );
+        let update = SnapshotUpdate {
+            push: next,
+            full,
+            configs_updated,
+            start,
+        };
+        // Bounded: a slow dispatcher slows the puller rather than growing memory.
+        let _ = self.updates_tx.send(update).await;
+        Ok(())
+    }
+}
