@@ -11,8 +11,10 @@
 pub mod mesh;
 mod metrics;
 pub mod replica;
+pub mod cli;
 mod run;
 pub mod snapshot;
 pub mod writer;
 
-pub use run::{BuilderConfig, BuilderError, Status, run};
+pub use run::{Builder, BuilderConfig, BuilderError, Status};
+pub use writer::Retention;

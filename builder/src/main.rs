@@ -1,1 +1,61 @@
-fn main() {}
+use anyhow::Context;
+use clap::Parser;
+use prometheus_client::registry::Registry;
+use shoal_builder::{Builder, BuilderConfig, Retention, cli::Args};
+use shoal_infra::admin::{AdminServer, Readiness};
+use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsConfigKv, NatsConfigKvConfig, connect};
+use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
+use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    init_tracing();
+    let args = Args::parse();
+    let client = connect(&args.nats_url).await.context("connecting to NATS")?;
+    let kv = NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
+        .await
+        .context("opening the config KV")?;
+    let bus = NatsBus::open(client, NatsBusConfig::default())
+        .await
+        .context("opening the push stream")?;
+    let store = RedisSnapshotStore::connect(RedisConfig::new(&args.redis_url))
+        .await
+        .context("connecting to Redis")?;
+
+    let mut registry = Registry::default();
+    let config = BuilderConfig {
+        retention: Retention {
+            manifest_ttl: args.manifest_ttl,
+            chunk_ttl: args.chunk_ttl,
+        },
+        max_batch: args.max_batch,
+        ..BuilderConfig::default()
+    };
+    let builder = Builder::new(config, Arc::new(kv), Arc::new(bus), Arc::new(store), &mut registry);
+    let status = builder.status();
+
+    let drain = Drain::new();
+    let readiness = Readiness::new();
+    let admin = AdminServer::new(registry, readiness.clone())
+        .debug("builder", Arc::new({
+            let status = status.clone();
+            move || status.json()
+        }))
+        .bind(args.http_addr)
+        .await?;
+    let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
+    let ready = tokio::spawn(async move {
+        while !status.ready() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        readiness.set_ready(true);
+    });
+
+    let result = builder.run(shutdown_signal()).await;
+    ready.abort();
+    drain.signal_and_wait(Duration::from_secs(5)).await;
+    let _ = admin.await;
+    result.context("builder stopped")
+}

@@ -82,48 +82,73 @@ impl Status {
     }
 }
 
-/// Runs the builder until `shutdown` resolves.
-pub async fn run(
+/// A builder ready to run: metrics registered, transports in hand.
+pub struct Builder {
     config: BuilderConfig,
     kv: Arc<dyn ConfigKv>,
     bus: Arc<dyn Bus>,
     store: Arc<dyn SnapshotStore>,
-    registry: &mut Registry,
+    metrics: Metrics,
     status: Status,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), BuilderError> {
-    let metrics = Metrics::register(registry);
-    let replica = Arc::new(Mutex::new(Replica::new()));
-    let (revision_tx, revision_rx) = watch::channel(0u64);
-    let follower = tokio::spawn(
-        follow_replica(
+}
+
+impl Builder {
+    pub fn new(
+        config: BuilderConfig,
+        kv: Arc<dyn ConfigKv>,
+        bus: Arc<dyn Bus>,
+        store: Arc<dyn SnapshotStore>,
+        registry: &mut Registry,
+    ) -> Self {
+        Self {
+            config,
             kv,
-            replica.clone(),
-            revision_tx,
-            metrics.clone(),
-            status.clone(),
-        )
-        .instrument(info_span!("replica")),
-    );
-    let writer = Writer {
-        store,
-        bus: bus.clone(),
-        retention: config.retention.clone(),
-    };
-    let mut state = BuildState {
-        config,
-        replica,
-        revision_rx,
-        builder: SnapshotBuilder::new(),
-        needs_full: false,
-        last_manifest: None,
-        writer,
-        metrics,
-        status,
-    };
-    let result = state.serve(bus, shutdown).await;
-    follower.abort();
-    result
+            bus,
+            store,
+            metrics: Metrics::register(registry),
+            status: Status::default(),
+        }
+    }
+
+    /// Readiness and `/debug/builder` state.
+    pub fn status(&self) -> Status {
+        self.status.clone()
+    }
+
+    /// Runs until `shutdown` resolves.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), BuilderError> {
+        let replica = Arc::new(Mutex::new(Replica::new()));
+        let (revision_tx, revision_rx) = watch::channel(0u64);
+        let follower = tokio::spawn(
+            follow_replica(
+                self.kv,
+                replica.clone(),
+                revision_tx,
+                self.metrics.clone(),
+                self.status.clone(),
+            )
+            .instrument(info_span!("replica")),
+        );
+        let writer = Writer {
+            store: self.store,
+            bus: self.bus.clone(),
+            retention: self.config.retention.clone(),
+        };
+        let mut state = BuildState {
+            config: self.config,
+            replica,
+            revision_rx,
+            builder: SnapshotBuilder::new(),
+            needs_full: false,
+            last_manifest: None,
+            writer,
+            metrics: self.metrics,
+            status: self.status,
+        };
+        let result = state.serve(self.bus, shutdown).await;
+        follower.abort();
+        result
+    }
 }
 
 async fn follow_replica(

@@ -1,6 +1,29 @@
 //! The edge tier: holds proxies' ADS streams, pulls snapshots, runs the push queue and
 //! generates xDS.
+//!
+//! ```text
+//! shoal.snapshot / shoal:latest ──► snapshot::SnapshotPuller ──watch──► ads::XdsServer (new streams)
+//!                                            │ SnapshotUpdate
+//!                                            ▼
+//!                             ads dispatcher ──► push_queue ──► per-stream state machine ──► Envoy
+//!                                                                    │
+//!                                                             xds::Generator (cached per scope)
+//! ```
 
+pub mod ads;
+pub mod cli;
+pub mod membership;
 pub mod proxy;
+pub mod push_queue;
+mod run;
 pub mod snapshot;
 pub mod xds;
+
+pub use run::{BoundEdge, Edge, EdgeConfig, EdgeError};
+
+/// The ring as JSON for `/debug/ring`.
+pub fn ring_json(ring: &membership::Ring) -> serde_json::Value {
+    serde_json::json!({
+        "members": ring.members().iter().map(|m| serde_json::json!({"id": m.id, "xds_addr": m.xds_addr})).collect::<Vec<_>>()
+    })
+}

@@ -1,1 +1,56 @@
-fn main() {}
+use anyhow::Context;
+use clap::Parser;
+use prometheus_client::registry::Registry;
+use shoal_edge::cli::Args;
+use shoal_edge::{Edge, EdgeConfig};
+use shoal_infra::admin::{AdminServer, Readiness};
+use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsMembership, NatsMembershipConfig, connect};
+use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
+use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    init_tracing();
+    let args = Args::parse();
+    let client = connect(&args.nats_url).await.context("connecting to NATS")?;
+    let bus = NatsBus::open(client.clone(), NatsBusConfig::default())
+        .await
+        .context("opening the bus")?;
+    let membership = NatsMembership::open(client, NatsMembershipConfig::default())
+        .await
+        .context("opening the membership bucket")?;
+    let store = RedisSnapshotStore::connect(RedisConfig::new(&args.redis_url))
+        .await
+        .context("connecting to Redis")?;
+
+    let mut config = EdgeConfig::default();
+    if let Some(id) = &args.edge_id {
+        config.member_id = id.clone();
+    }
+    args.push.apply(&mut config.xds);
+    let mut registry = Registry::default();
+    let edge = Edge::new(config, Arc::new(bus), Arc::new(store), Arc::new(membership), &mut registry);
+    let xds = edge.xds();
+    let ring = edge.ring();
+    let edge = edge.bind(args.xds_addr).await?;
+
+    let drain = Drain::new();
+    let readiness = Readiness::new();
+    let admin = AdminServer::new(registry, readiness.clone())
+        .debug("syncz", Arc::new(move || xds.syncz()))
+        .debug("ring", Arc::new(move || shoal_edge::ring_json(&ring.borrow())))
+        .bind(args.http_addr)
+        .await?;
+    let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
+    readiness.set_ready(true);
+
+    let watcher = drain.watcher();
+    let run = tokio::spawn(edge.run(move || watcher.wait()));
+    shutdown_signal().await;
+    readiness.set_ready(false);
+    drain.signal_and_wait(Duration::from_secs(10)).await;
+    let _ = admin.await;
+    run.await?.context("edge stopped")
+}

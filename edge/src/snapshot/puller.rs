@@ -263,8 +263,9 @@ impl SnapshotPuller {
                 }
             }
         }
-        if full {
-            // Routing changed: every scope may depend on it.
+        if full || self.push.version() == 0 {
+            // Routing changed (or this is the first snapshot): every scope may depend on it.
+            full = true;
             configs_updated.clear();
         }
         let fetched = chunks.len();

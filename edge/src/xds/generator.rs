@@ -1,7 +1,15 @@
-use super::XdsResource;
-use crate::proxy::Proxy;
-use shoal_proto::push_context::PushContext;
-use std::sync::Arc;
+use super::cache::{CacheStats, TypeCache};
+use super::clusters::{self, ClusterDefaults, EdsTarget};
+use super::endpoints::{self, EndpointFilter};
+use super::listeners::{self, ListenerOptions};
+use super::routes;
+use super::util::resource;
+use super::{XdsResource, types};
+use crate::proxy::{InterceptionMode, Proxy};
+use shoal_proto::model::{ServiceEndpoints, ServiceKey};
+use shoal_proto::push_context::{PushContext, SidecarScope};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
@@ -11,13 +19,113 @@ pub enum GenerateError {
     Invalid { resource: String, reason: String },
 }
 
+/// Generation defaults and cache bounds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GeneratorConfig {
+    pub clusters: ClusterDefaults,
+    /// Entries in each per-scope cache (CDS, LDS, RDS): scopes × generations kept.
+    pub scope_cache_capacity: usize,
+    /// Entries in the EDS cache: one per cluster (and service namespace).
+    pub endpoint_cache_capacity: usize,
+}
+
+impl Default for GeneratorConfig {
+    fn default() -> Self {
+        GeneratorConfig {
+            clusters: ClusterDefaults::default(),
+            scope_cache_capacity: 1024,
+            endpoint_cache_capacity: 65_536,
+        }
+    }
+}
+
+type Resources = Arc<Vec<Arc<XdsResource>>>;
+
+/// A scope's encoded clusters and what EDS needs to answer for them.
+#[derive(Clone)]
+struct ClusterEntry {
+    resources: Resources,
+    eds: Arc<BTreeMap<String, EdsTarget>>,
+    /// The endpoint chunks of DNS services, inlined into their clusters.
+    dns: Arc<Vec<(ServiceKey, Option<Arc<ServiceEndpoints>>)>>,
+}
+
+#[derive(Clone)]
+struct EndpointEntry {
+    /// The chunk the assignment was built from (held, so its address is never reused).
+    endpoints: Option<Arc<ServiceEndpoints>>,
+    filter: EndpointFilter,
+    resource: Arc<XdsResource>,
+}
+
+/// (scope id, index generation): what a scope's content is a function of.
+type ScopeKey = (String, u64);
+
+fn scope_key(scope: &SidecarScope) -> ScopeKey {
+    (scope.id.clone(), scope.generation)
+}
+
+fn same_chunk(a: Option<&Arc<ServiceEndpoints>>, b: Option<&Arc<ServiceEndpoints>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+fn mode_key(mode: InterceptionMode) -> u8 {
+    match mode {
+        InterceptionMode::Redirect => 0,
+        InterceptionMode::Tproxy => 1,
+        InterceptionMode::None => 2,
+    }
+}
+
 /// Generates xDS resources, caching what is shared between proxies.
-#[derive(Default)]
-pub struct Generator {}
+pub struct Generator {
+    config: GeneratorConfig,
+    /// Keyed by scope and whether the inbound passthrough cluster is included.
+    clusters: TypeCache<(ScopeKey, bool), ClusterEntry>,
+    /// Keyed by cluster name and the namespace of the service it was built for.
+    endpoints: TypeCache<(String, String), EndpointEntry>,
+    /// Keyed by scope, interception mode, and the proxy's address when it is bound.
+    listeners: TypeCache<(ScopeKey, u8, Option<String>), Resources>,
+    /// Keyed by scope, and the proxy's labels when a VirtualService routes by them.
+    routes: TypeCache<(ScopeKey, Option<BTreeMap<String, String>>), Resources>,
+    /// Warnings already logged, so each is logged once.
+    warned: Mutex<HashSet<String>>,
+}
+
+impl Default for Generator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl Generator {
     pub fn new() -> Self {
-        Self::default()
+        Self::with_config(GeneratorConfig::default())
+    }
+
+    pub fn with_config(config: GeneratorConfig) -> Self {
+        Generator {
+            clusters: TypeCache::new(config.scope_cache_capacity),
+            endpoints: TypeCache::new(config.endpoint_cache_capacity),
+            listeners: TypeCache::new(config.scope_cache_capacity),
+            routes: TypeCache::new(config.scope_cache_capacity),
+            warned: Mutex::new(HashSet::new()),
+            config,
+        }
+    }
+
+    /// Hits, misses and sizes of the caches, for metrics.
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats {
+            clusters: self.clusters.stats(),
+            endpoints: self.endpoints.stats(),
+            listeners: self.listeners.stats(),
+            routes: self.routes.stats(),
+        }
     }
 
     /// The resources of `type_url` for `proxy` in `push`. `names` empty means all
@@ -29,7 +137,146 @@ impl Generator {
         push: &PushContext,
         names: &[String],
     ) -> Result<Vec<Arc<XdsResource>>, GenerateError> {
-        let _ = (proxy, push, names);
-        Err(GenerateError::UnsupportedType(type_url.to_string()))
+        let scope = push.sidecar_scope(&proxy.namespace, &proxy.labels);
+        let all = match type_url {
+            types::CLUSTER => self.clusters(&scope, push, proxy).resources,
+            types::ENDPOINT => return Ok(self.endpoints(&scope, push, proxy, names)),
+            types::LISTENER => self.listeners(&scope, proxy),
+            types::ROUTE => self.routes(&scope, proxy),
+            other => return Err(GenerateError::UnsupportedType(other.to_string())),
+        };
+        Ok(select(&all, names))
+    }
+
+    fn clusters(&self, scope: &SidecarScope, push: &PushContext, proxy: &Proxy) -> ClusterEntry {
+        let inbound = proxy.interception != InterceptionMode::None;
+        let fresh = |e: &ClusterEntry| {
+            e.dns
+                .iter()
+                .all(|(key, chunk)| same_chunk(chunk.as_ref(), push.endpoints(key)))
+        };
+        self.clusters
+            .get_or_build((scope_key(scope), inbound), fresh, || {
+                let built = clusters::build(scope, push, &self.config.clusters, inbound);
+                let dns = built
+                    .dns_services
+                    .iter()
+                    .map(|k| (k.clone(), push.endpoints(k).cloned()))
+                    .collect();
+                ClusterEntry {
+                    resources: Arc::new(
+                        built
+                            .clusters
+                            .iter()
+                            .map(|c| resource(c.name.clone(), c))
+                            .collect(),
+                    ),
+                    eds: Arc::new(built.eds),
+                    dns: Arc::new(dns),
+                }
+            })
+    }
+
+    fn endpoints(
+        &self,
+        scope: &SidecarScope,
+        push: &PushContext,
+        proxy: &Proxy,
+        names: &[String],
+    ) -> Vec<Arc<XdsResource>> {
+        let eds = self.clusters(scope, push, proxy).eds;
+        let one = |name: &String| {
+            let target = eds.get(name)?;
+            let chunk = push.endpoints(&target.service.key());
+            let fresh = |e: &EndpointEntry| {
+                same_chunk(e.endpoints.as_ref(), chunk) && e.filter == target.filter
+            };
+            let key = (name.clone(), target.service.namespace.clone());
+            let entry = self.endpoints.get_or_build(key, fresh, || EndpointEntry {
+                endpoints: chunk.cloned(),
+                filter: target.filter.clone(),
+                resource: resource(
+                    name.clone(),
+                    &endpoints::load_assignment(name, chunk.map(|c| &**c), &target.filter),
+                ),
+            });
+            Some(entry.resource)
+        };
+        if names.is_empty() {
+            eds.keys().filter_map(one).collect()
+        } else {
+            names.iter().filter_map(one).collect()
+        }
+    }
+
+    fn listeners(&self, scope: &SidecarScope, proxy: &Proxy) -> Resources {
+        let bound_ip = (proxy.interception == InterceptionMode::None).then(|| proxy.ip.clone());
+        let key = (scope_key(scope), mode_key(proxy.interception), bound_ip);
+        self.listeners.get_or_build(
+            key,
+            |_| true,
+            || {
+                let opts = ListenerOptions {
+                    mode: proxy.interception,
+                    proxy_ip: &proxy.ip,
+                };
+                Arc::new(
+                    listeners::build(scope, opts)
+                        .iter()
+                        .map(|l| resource(l.name.clone(), l))
+                        .collect(),
+                )
+            },
+        )
+    }
+
+    fn routes(&self, scope: &SidecarScope, proxy: &Proxy) -> Resources {
+        let labels = routes::uses_source_labels(scope).then(|| proxy.labels.clone());
+        self.routes.get_or_build(
+            (scope_key(scope), labels),
+            |_| true,
+            || {
+                let built = routes::build(scope, &proxy.labels);
+                self.warn_once(&built.warnings);
+                Arc::new(
+                    built
+                        .configs
+                        .iter()
+                        .map(|r| resource(r.name.clone(), r))
+                        .collect(),
+                )
+            },
+        )
+    }
+
+    fn warn_once(&self, warnings: &[String]) {
+        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        // Bounded: forgetting old warnings only means logging them again.
+        if warned.len() > 10_000 {
+            warned.clear();
+        }
+        for w in warnings {
+            if warned.insert(w.clone()) {
+                tracing::warn!("{w}");
+            }
+        }
     }
 }
+
+/// `all` (sorted by name) when `names` is empty, else the named ones that exist, in the
+/// order asked.
+fn select(all: &[Arc<XdsResource>], names: &[String]) -> Vec<Arc<XdsResource>> {
+    if names.is_empty() {
+        return all.to_vec();
+    }
+    names
+        .iter()
+        .filter_map(|n| {
+            all.binary_search_by(|r| r.name.as_str().cmp(n))
+                .ok()
+                .map(|i| all[i].clone())
+        })
+        .collect()
+}
+#[cfg(test)]
+mod tests;

@@ -3,6 +3,16 @@
 //! Pure functions of (type, proxy, SidecarScope, PushContext). Resources that depend only
 //! on the scope and the snapshot are generated and encoded once and shared (`Arc`) by
 //! every proxy with that scope.
+//!
+//! ```text
+//!  Generator::generate(type, proxy, push, names)
+//!     │ scope = push.sidecar_scope(ns, labels)
+//!     ├─ CDS  clusters.rs   per (scope, generation, captured?)    ──┐
+//!     ├─ EDS  endpoints.rs  per (cluster, endpoint chunk, subset)   │ cache.rs: encoded
+//!     ├─ LDS  listeners.rs  per (scope, generation, mode, bound ip) │ once, shared as Arc
+//!     └─ RDS  routes.rs     per (scope, generation[, labels])     ──┘
+//!  policy.rs: the DestinationRule policy for one cluster; util.rs: proto helpers.
+//! ```
 
 pub mod types {
     pub const CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
@@ -47,6 +57,21 @@ impl XdsResource {
     }
 }
 
+mod cache;
+pub mod clusters;
+pub mod endpoints;
 mod generator;
+pub mod listeners;
+mod policy;
+pub mod routes;
+pub mod util;
 
-pub use generator::{GenerateError, Generator};
+#[cfg(test)]
+mod envoy_check;
+#[cfg(test)]
+mod testing;
+
+pub use cache::{CacheStats, TypeStats};
+pub use clusters::ClusterDefaults;
+pub use generator::{GenerateError, Generator, GeneratorConfig};
+#[cfg(test)] mod tmp_scale;

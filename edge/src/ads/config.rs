@@ -1,0 +1,37 @@
+//! The ADS server's bounds and timings. Defaults follow Istio; the edge binary maps each to
+//! the environment variable named on its field.
+
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct XdsConfig {
+    /// `SHOAL_PUSH_THROTTLE`: pushes in flight across all streams (Istio's
+    /// `PILOT_PUSH_THROTTLE`).
+    pub push_throttle: usize,
+    /// `SHOAL_SEND_TIMEOUT`: how long one response may wait for the stream; a stream that
+    /// exceeds it is closed (Istio's `PILOT_XDS_SEND_TIMEOUT`).
+    pub send_timeout: Duration,
+    /// `SHOAL_XDS_STREAM_BUFFER`: responses buffered per stream before sends wait.
+    pub stream_buffer: usize,
+    /// `SHOAL_XDS_MAX_STREAMS`: concurrent ADS streams (SotW and Delta together); beyond
+    /// it new streams are refused with RESOURCE_EXHAUSTED.
+    pub max_streams: usize,
+    /// `SHOAL_XDS_MAX_REQUEST_BYTES`: the largest request accepted.
+    pub max_request_bytes: usize,
+    /// `SHOAL_XDS_FIRST_REQUEST_TIMEOUT`: how long a new stream may take to send its first
+    /// request (which names the proxy).
+    pub first_request_timeout: Duration,
+}
+
+impl Default for XdsConfig {
+    fn default() -> Self {
+        XdsConfig {
+            push_throttle: 100,
+            send_timeout: Duration::from_secs(5),
+            stream_buffer: 8,
+            max_streams: 20_000,
+            max_request_bytes: 4 * 1024 * 1024,
+            first_request_timeout: Duration::from_secs(30),
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The task behind one ADS stream: it owns the stream's state machine and moves bytes
+//! between it, the proxy and the push queue. Nothing here decides protocol questions.
+
+use super::error::AdsError;
+use super::protocol::Protocol;
+use super::registry::{Connection, PushJob};
+use super::scope::{PushScope, short_type};
+use super::server::Shared;
+use super::source::GeneratorSource;
+use super::status::RequestKind;
+use crate::proxy::Proxy;
+use futures::{Stream, StreamExt};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tonic::Status;
+use tracing::{debug, info, warn};
+
+/// Serves one stream until the proxy leaves, a send times out or the edge drains; an
+/// error closes the response stream with its status.
+pub(crate) async fn serve<M, S>(
+    shared: Arc<Shared>,
+    proxy: Proxy,
+    first: M::Request,
+    inbound: S,
+    out: mpsc::Sender<M::Response>,
+    close: oneshot::Sender<Status>,
+    _stream_permit: OwnedSemaphorePermit,
+) where
+    M: Protocol,
+    S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
+{
+    let (push_tx, push_rx) = mpsc::channel(1);
+    // Registered before the first request reads the snapshot: an update after this point
+    // reaches the stream through the queue, one before it is in the snapshot it reads.
+    let scope = shared
+        .latest()
+        .sidecar_scope(&proxy.namespace, &proxy.labels);
+    let conn = shared
+        .registry
+        .insert(proxy.clone(), M::NAME, scope, push_tx);
+    tracing::Span::current().record("conn", conn.id);
+    shared.metrics.connected.inc();
+    let _registered = Registered {
+        shared: shared.clone(),
+        id: conn.id,
+    };
+    info!(connection = %conn.conn_id, "proxy connected");
+
+    let mut task = StreamTask::<M> {
+        machine: M::new(proxy),
+        shared: shared.clone(),
+        conn: conn.clone(),
+        out,
+    };
+    match task.run(first, inbound, push_rx).await {
+        Ok(()) | Err(AdsError::ClientGone) => info!("proxy disconnected"),
+        Err(e) => {
+            warn!(error = %e, "closing stream");
+            let _ = close.send(e.to_status());
+        }
+    }
+}
+
+/// Forgets a connection however its task ends (a panic included).
+struct Registered {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.shared.registry.remove(self.id);
+        self.shared.queue.remove(&self.id);
+        self.shared.metrics.connected.dec();
+    }
+}
+
+struct StreamTask<M: Protocol> {
+    machine: M,
+    shared: Arc<Shared>,
+    conn: Arc<Connection>,
+    out: mpsc::Sender<M::Response>,
+}
+
+impl<M: Protocol> StreamTask<M> {
+    async fn run<S>(
+        &mut self,
+        first: M::Request,
+        mut inbound: S,
+        mut pushes: mpsc::Receiver<PushJob>,
+    ) -> Result<(), AdsError>
+    where
+        S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
+    {
+        let mut draining = self.shared.draining.subscribe();
+        self.on_request(first).await?;
+        loop {
+            tokio::select! {
+                biased;
+                _ = async { drop(draining.wait_for(|d| *d).await) } => {
+                    return Err(AdsError::ShuttingDown);
+                }
+                job = pushes.recv() => match job {
+                    Some(job) => self.on_push(job).await?,
+                    None => return Err(AdsError::ShuttingDown),
+                },
+                req = inbound.next() => match req {
+                    Some(Ok(req)) => self.on_request(req).await?,
+                    Some(Err(status)) => {
+                        debug!(%status, "request stream failed");
+                        return Ok(());
+                    }
+                    None => return Ok(()),
+                },
+            }
+        }
+    }
+
+    async fn on_request(&mut self, req: M::Request) -> Result<(), AdsError> {
+        let push = self.shared.latest();
+        let reply = {
+            let src = GeneratorSource {
+                generator: &self.shared.generator,
+                push: &push,
+            };
+            self.machine.on_request(&src, &req)?
+        };
+        let type_url = M::type_url(&req);
+        match &reply.kind {
+            RequestKind::Nack(message) => {
+                self.shared.metrics.rejected(type_url);
+                warn!(r#type = short_type(type_url), %message, "proxy rejected config");
+            }
+            RequestKind::Stale => self.shared.metrics.expired_nonce(type_url),
+            _ => {}
+        }
+        for (type_url, error) in &reply.errors {
+            self.shared.metrics.push_context_errors.inc();
+            warn!(%type_url, %error, "cannot generate requested resources");
+        }
+        for resp in reply.responses {
+            self.send(resp).await?;
+        }
+        self.conn.publish(self.machine.status());
+        Ok(())
+    }
+
+    async fn on_push(&mut self, job: PushJob) -> Result<(), AdsError> {
+        let PushJob { event, done } = job;
+        // Never go back: a newer snapshot may have been read by a request meanwhile.
+        let latest = self.shared.latest();
+        let push = if latest.version() > event.push.version() {
+            latest
+        } else {
+            event.push.clone()
+        };
+        let scope = PushScope::of(&event);
+        for type_url in scope.types() {
+            let started = Instant::now();
+            let generated = {
+                let src = GeneratorSource {
+                    generator: &self.shared.generator,
+                    push: &push,
+                };
+                self.machine.push_type(&src, type_url, &scope)
+            };
+            match generated {
+                Ok(Some(resp)) => {
+                    self.send(resp).await?;
+                    self.shared.metrics.push_time(type_url, started.elapsed());
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    self.shared.metrics.push_context_errors.inc();
+                    warn!(%type_url, %error, version = push.version(), "push failed for type");
+                }
+            }
+        }
+        let convergence = SystemTime::now()
+            .duration_since(event.start)
+            .unwrap_or_default();
+        self.shared
+            .metrics
+            .convergence
+            .observe(convergence.as_secs_f64());
+        self.conn.publish(self.machine.status());
+        drop(done);
+        Ok(())
+    }
+
+    async fn send(&self, resp: M::Response) -> Result<(), AdsError> {
+        let type_url = M::response_type_url(&resp).to_string();
+        let timeout = self.shared.config.send_timeout;
+        let started = Instant::now();
+        match tokio::time::timeout(timeout, self.out.send(resp)).await {
+            Ok(Ok(())) => {
+                let m = &self.shared.metrics;
+                m.send_time.observe(started.elapsed().as_secs_f64());
+                m.pushed(&type_url);
+                Ok(())
+            }
+            Ok(Err(_)) => Err(AdsError::ClientGone),
+            Err(_) => {
+                self.shared.metrics.write_timeout.inc();
+                Err(AdsError::SendTimeout(timeout))
+            }
+        }
+    }
+}

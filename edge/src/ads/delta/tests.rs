@@ -1,0 +1,195 @@
+use super::*;
+use crate::ads::testing::{FakeSource, proxy};
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+
+const A: &str = "outbound|80||a.shop.svc.cluster.local";
+const B: &str = "outbound|80||b.shop.svc.cluster.local";
+const C: &str = "outbound|80||c.shop.svc.cluster.local";
+
+fn mesh(version: u64) -> FakeSource {
+    FakeSource::new(version)
+        .with(CLUSTER, A, "cluster a")
+        .with(CLUSTER, B, "cluster b")
+        .with(ENDPOINT, A, "endpoints a")
+        .with(ENDPOINT, B, "endpoints b")
+}
+
+fn req(type_url: &str, sub: &[&str], unsub: &[&str], nonce: &str) -> DeltaDiscoveryRequest {
+    DeltaDiscoveryRequest {
+        type_url: type_url.into(),
+        resource_names_subscribe: sub.iter().map(|n| n.to_string()).collect(),
+        resource_names_unsubscribe: unsub.iter().map(|n| n.to_string()).collect(),
+        response_nonce: nonce.into(),
+        ..Default::default()
+    }
+}
+
+fn ack(r: &DeltaDiscoveryResponse) -> DeltaDiscoveryRequest {
+    req(&r.type_url, &[], &[], &r.nonce)
+}
+
+fn names(r: &DeltaDiscoveryResponse) -> Vec<&str> {
+    r.resources.iter().map(|r| r.name.as_str()).collect()
+}
+
+fn one(reply: Reply<DeltaDiscoveryResponse>) -> DeltaDiscoveryResponse {
+    assert!(reply.errors.is_empty(), "{:?}", reply.errors);
+    assert_eq!(reply.responses.len(), 1);
+    reply.responses.into_iter().next().unwrap()
+}
+
+fn status(s: &DeltaStream, type_url: &str) -> TypeStatus {
+    s.status()
+        .into_iter()
+        .find(|t| t.type_url == type_url)
+        .unwrap()
+}
+
+#[test]
+fn wildcard_first_request_then_ack() {
+    let src = mesh(3);
+    let mut s = DeltaStream::new(proxy());
+    let r = one(s.on_request(&src, &req(CLUSTER, &[], &[], "")).unwrap());
+    assert_eq!(names(&r), [A, B]);
+    assert!(r.resources.iter().all(|x| x.version.len() == 16));
+    assert_eq!(r.system_version_info, "3");
+    let a = s.on_request(&src, &ack(&r)).unwrap();
+    assert_eq!(a.kind, RequestKind::Ack);
+    assert!(a.responses.is_empty());
+    assert_eq!(status(&s, CLUSTER).state(), "SYNCED");
+    assert_eq!(status(&s, CLUSTER).resources, 2);
+}
+
+#[test]
+fn reconnect_with_initial_versions_sends_only_differences() {
+    let src = mesh(1);
+    let mut first = DeltaStream::new(proxy());
+    let r = one(first.on_request(&src, &req(CLUSTER, &[], &[], "")).unwrap());
+    let version_a = r.resources[0].version.clone();
+
+    let mut s = DeltaStream::new(proxy());
+    let mut request = req(CLUSTER, &[], &[], "");
+    request.initial_resource_versions = [
+        (A.to_string(), version_a),
+        (B.to_string(), "old".to_string()),
+        (C.to_string(), "gone".to_string()),
+    ]
+    .into();
+    let r = one(s.on_request(&src, &request).unwrap());
+    assert_eq!(names(&r), [B]);
+    assert_eq!(r.removed_resources, [C]);
+}
+
+#[test]
+fn named_subscriptions_missing_names_and_their_later_arrival() {
+    let mut src = mesh(1);
+    let mut s = DeltaStream::new(proxy());
+    let r = one(s.on_request(&src, &req(ENDPOINT, &[A], &[], "")).unwrap());
+    assert_eq!(names(&r), [A]);
+
+    // Subscribing B (and C, which does not exist) answers just those, without an ACK.
+    let r = s
+        .on_request(&src, &req(ENDPOINT, &[B, C], &[], ""))
+        .unwrap();
+    assert_eq!(r.kind, RequestKind::Subscribe);
+    let r = one(r);
+    assert_eq!(names(&r), [B]);
+    assert_eq!(r.removed_resources, [C]);
+
+    // C appears later: pushed.
+    src.version = 2;
+    src.set(ENDPOINT, C, "endpoints c");
+    let pushed = s.on_push(&src, &PushScope::Full).unwrap();
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(names(&pushed[0]), [C]);
+    assert!(pushed[0].removed_resources.is_empty());
+    // Nothing more changes: nothing is sent.
+    assert!(s.on_push(&src, &PushScope::Full).unwrap().is_empty());
+}
+
+#[test]
+fn unsubscribe_forgets_and_resubscribe_resends() {
+    let src = mesh(1);
+    let mut s = DeltaStream::new(proxy());
+    one(s
+        .on_request(&src, &req(ENDPOINT, &[A, B], &[], ""))
+        .unwrap());
+    let r = s.on_request(&src, &req(ENDPOINT, &[], &[B], "")).unwrap();
+    assert!(r.responses.is_empty());
+    assert_eq!(status(&s, ENDPOINT).resources, 1);
+    let r = one(s.on_request(&src, &req(ENDPOINT, &[B], &[], "")).unwrap());
+    assert_eq!(names(&r), [B]);
+}
+
+#[test]
+fn removed_resources_on_push_and_eds_only_scope() {
+    let mut src = mesh(1);
+    let mut s = DeltaStream::new(proxy());
+    let cds = one(s.on_request(&src, &req(CLUSTER, &[], &[], "")).unwrap());
+    s.on_request(&src, &ack(&cds)).unwrap();
+    let eds = one(s
+        .on_request(&src, &req(ENDPOINT, &[A, B], &[], ""))
+        .unwrap());
+    s.on_request(&src, &ack(&eds)).unwrap();
+
+    src.version = 2;
+    src.remove(CLUSTER, B);
+    src.set(CLUSTER, A, "cluster a v2");
+    src.set(ENDPOINT, B, "endpoints b v2");
+    let hosts = BTreeSet::from(["b.shop.svc.cluster.local".to_string()]);
+    let pushed = s.on_push(&src, &PushScope::Endpoints(Some(hosts))).unwrap();
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(pushed[0].type_url, ENDPOINT);
+    assert_eq!(names(&pushed[0]), [B]);
+
+    let pushed = s.on_push(&src, &PushScope::Full).unwrap();
+    assert_eq!(pushed.len(), 2);
+    assert_eq!(names(&pushed[0]), [A]);
+    assert_eq!(pushed[0].removed_resources, [B]);
+    // Cluster A changed: its (unchanged) endpoints go out again for the re-warming cluster.
+    assert_eq!(names(&pushed[1]), [A]);
+}
+
+#[test]
+fn nack_and_stale_nonce() {
+    let mut src = mesh(1);
+    let mut s = DeltaStream::new(proxy());
+    let r1 = one(s.on_request(&src, &req(CLUSTER, &[], &[], "")).unwrap());
+    src.set(CLUSTER, A, "cluster a v2");
+    let r2 = s.on_push(&src, &PushScope::Full).unwrap().remove(0);
+
+    // The ACK of r1 is stale, but a subscription it carries still counts.
+    let mut stale = ack(&r1);
+    stale.resource_names_subscribe = vec!["*".into()];
+    let r = s.on_request(&src, &stale).unwrap();
+    assert_eq!(r.kind, RequestKind::Stale);
+    assert_eq!(status(&s, CLUSTER).nonce_acked, "");
+
+    let mut nack = ack(&r2);
+    nack.error_detail = Some(RpcStatus {
+        code: 3,
+        message: "bad a".into(),
+        details: vec![],
+    });
+    let r = s.on_request(&src, &nack).unwrap();
+    assert_eq!(r.kind, RequestKind::Nack("bad a".into()));
+    assert!(r.responses.is_empty());
+    assert_eq!(status(&s, CLUSTER).state(), "NACKED");
+    assert!(s.on_push(&src, &PushScope::Full).unwrap().is_empty());
+}
+
+#[test]
+fn explicit_wildcard_subscription_and_unsubscription() {
+    let src = mesh(1);
+    let mut s = DeltaStream::new(proxy());
+    // CDS with a name is not wildcard...
+    let r = one(s.on_request(&src, &req(CLUSTER, &[A], &[], "")).unwrap());
+    assert_eq!(names(&r), [A]);
+    // ...until `*` is subscribed; then the rest arrives.
+    let r = one(s.on_request(&src, &req(CLUSTER, &["*"], &[], "")).unwrap());
+    assert_eq!(names(&r), [B]);
+    assert!(status(&s, CLUSTER).wildcard);
+    // Dropping `*` forgets what came only through it.
+    s.on_request(&src, &req(CLUSTER, &[], &["*"], "")).unwrap();
+    assert_eq!(status(&s, CLUSTER).resources, 1);
+}

@@ -1,0 +1,94 @@
+//! The dispatcher: turns each snapshot update into queued pushes for the connections it
+//! concerns, and hands queued pushes to their streams under the throttle.
+
+use super::registry::{Connection, PushJob};
+use super::server::Shared;
+use crate::proxy::ProxyType;
+use crate::push_queue::{DoneGuard, PushEvent};
+use crate::snapshot::SnapshotUpdate;
+use shoal_proto::config::Kind;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+impl Shared {
+    pub(crate) async fn run_dispatcher(
+        self: &Arc<Self>,
+        mut updates: mpsc::Receiver<SnapshotUpdate>,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        let intake = async {
+            while let Some(update) = updates.recv().await {
+                self.dispatch(PushEvent::from(update));
+            }
+        };
+        let sender = async {
+            while let Some((id, event, done)) = self.queue.dequeue_throttled(&self.throttle).await {
+                self.deliver(id, event, done);
+            }
+        };
+        tokio::select! {
+            _ = shutdown => info!("shutting down: closing ADS streams"),
+            _ = intake => warn!("snapshot updates ended: closing ADS streams"),
+            _ = sender => {}
+        }
+        self.queue.close();
+        self.draining.send_replace(true);
+    }
+
+    /// Queues `event` for every connection it concerns.
+    pub(crate) fn dispatch(&self, event: PushEvent) {
+        let mut queued = 0usize;
+        let conns = self.registry.all();
+        for conn in &conns {
+            if needs_push(conn, &event) {
+                self.queue.enqueue(conn.id, event.clone());
+                queued += 1;
+            }
+        }
+        debug!(
+            version = event.push.version(),
+            full = event.full,
+            changed = event.configs_updated.len(),
+            connections = conns.len(),
+            queued,
+            "dispatched snapshot update"
+        );
+    }
+
+    fn deliver(&self, id: u64, event: PushEvent, done: DoneGuard<u64, PushEvent>) {
+        // A connection that is gone drops the job, and with it `done`.
+        if let Some(conn) = self.registry.get(id)
+            && conn.push_tx.try_send(PushJob { event, done }).is_err()
+        {
+            debug!(connection = %conn.conn_id, "stream ended before its push");
+        }
+    }
+}
+
+/// Whether `event` can change the config of `conn` (Istio's `ProxyNeedsPush`): a full
+/// update if its scope (now or before) depends on a changed config, an endpoint update if
+/// its scope sees a changed service. Empty `configs_updated` concerns everyone.
+pub(crate) fn needs_push(conn: &Connection, event: &PushEvent) -> bool {
+    let scope = event
+        .push
+        .sidecar_scope(&conn.proxy.namespace, &conn.proxy.labels);
+    let prev = conn.swap_scope(scope.clone());
+    if event.configs_updated.is_empty() {
+        return true;
+    }
+    if !event.full {
+        return event.configs_updated.iter().any(|k| match k.kind {
+            Kind::ServiceEntry | Kind::Service => k.name.is_empty() || scope.has_host(&k.name),
+            _ => true,
+        });
+    }
+    if conn.proxy.proxy_type != ProxyType::Sidecar {
+        return true;
+    }
+    let scope_changed = !Arc::ptr_eq(&prev, &scope);
+    event
+        .configs_updated
+        .iter()
+        .any(|k| scope.depends_on(k) || (scope_changed && prev.depends_on(k)))
+}

@@ -1,0 +1,65 @@
+//! Stream errors, and how each reaches the proxy as a precise `tonic::Status`.
+
+use crate::proxy::ProxyError;
+use std::time::Duration;
+use tonic::Status;
+
+/// Why an ADS stream ends (or is refused).
+#[derive(Debug, thiserror::Error)]
+pub enum AdsError {
+    #[error(transparent)]
+    Node(#[from] ProxyError),
+    #[error("request has no type_url")]
+    MissingTypeUrl,
+    #[error("the proxy did not take a response within {0:?}")]
+    SendTimeout(Duration),
+    #[error("this edge is shutting down")]
+    ShuttingDown,
+    #[error("this edge already serves its maximum of {0} xDS streams")]
+    TooManyStreams(usize),
+    /// The proxy went away: nothing to tell it.
+    #[error("the proxy closed the stream")]
+    ClientGone,
+}
+
+pub type Result<T, E = AdsError> = std::result::Result<T, E>;
+
+impl AdsError {
+    /// The status the proxy sees, with a hint an operator can act on.
+    pub fn to_status(&self) -> Status {
+        match self {
+            AdsError::Node(ProxyError::MissingNode) => Status::invalid_argument(
+                "the first request on an ADS stream must carry `node`; set node.id (and \
+                 node.metadata NAMESPACE/LABELS) in the proxy's bootstrap",
+            ),
+            AdsError::Node(e @ ProxyError::BadNodeId(_)) => Status::invalid_argument(format!(
+                "{e}; expected e.g. sidecar~10.0.0.1~web-1.shop~shop.svc.cluster.local"
+            )),
+            AdsError::Node(e @ ProxyError::BadProxyType(..)) => {
+                Status::invalid_argument(e.to_string())
+            }
+            AdsError::MissingTypeUrl => Status::invalid_argument(
+                "ADS requests must set type_url, e.g. \
+                 type.googleapis.com/envoy.config.cluster.v3.Cluster",
+            ),
+            AdsError::SendTimeout(t) => Status::deadline_exceeded(format!(
+                "the proxy did not read xDS responses within {t:?} (SHOAL_SEND_TIMEOUT); \
+                 closing the stream, reconnect to resync"
+            )),
+            AdsError::ShuttingDown => {
+                Status::unavailable("edge is draining; reconnect and another edge will serve")
+            }
+            AdsError::TooManyStreams(n) => Status::resource_exhausted(format!(
+                "edge at its limit of {n} xDS streams; retry against another edge, raise \
+                 SHOAL_XDS_MAX_STREAMS or scale out edges"
+            )),
+            AdsError::ClientGone => Status::cancelled("the proxy closed the stream"),
+        }
+    }
+}
+
+impl From<AdsError> for Status {
+    fn from(e: AdsError) -> Status {
+        e.to_status()
+    }
+}

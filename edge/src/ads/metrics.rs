@@ -1,0 +1,121 @@
+//! The ADS server's metrics, under Istio's names (counters gain `_total` in the
+//! OpenMetrics exposition).
+
+use super::scope::short_type;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+
+type TypeLabel = [(&'static str, &'static str); 1];
+type HistogramFamily = Family<TypeLabel, Histogram, fn() -> Histogram>;
+
+const PUSH_BUCKETS: [f64; 8] = [0.001, 0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0];
+const CONVERGENCE_BUCKETS: [f64; 9] = [0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0];
+const SEND_BUCKETS: [f64; 7] = [0.0001, 0.001, 0.01, 0.1, 1.0, 3.0, 5.0];
+
+/// Handles to every ADS metric; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Metrics {
+    pub connected: Gauge,
+    pushes: Family<TypeLabel, Counter>,
+    push_time: HistogramFamily,
+    pub convergence: Histogram,
+    rejects: Family<TypeLabel, Counter>,
+    expired_nonce: Family<TypeLabel, Counter>,
+    pub send_time: Histogram,
+    pub push_context_errors: Counter,
+    pub write_timeout: Counter,
+}
+
+fn push_histogram() -> Histogram {
+    Histogram::new(PUSH_BUCKETS)
+}
+
+impl Metrics {
+    pub fn new(registry: &mut Registry) -> Self {
+        let m = Metrics {
+            connected: Gauge::default(),
+            pushes: Family::default(),
+            push_time: Family::new_with_constructor(push_histogram as fn() -> Histogram),
+            convergence: Histogram::new(CONVERGENCE_BUCKETS),
+            rejects: Family::default(),
+            expired_nonce: Family::default(),
+            send_time: Histogram::new(SEND_BUCKETS),
+            push_context_errors: Counter::default(),
+            write_timeout: Counter::default(),
+        };
+        registry.register(
+            "pilot_xds",
+            "Number of proxies connected to this edge using xDS",
+            m.connected.clone(),
+        );
+        registry.register(
+            "pilot_xds_pushes",
+            "xDS responses sent, by type (cds, eds, lds, rds)",
+            m.pushes.clone(),
+        );
+        registry.register(
+            "pilot_xds_push_time",
+            "Seconds to generate and send one type's response in a push",
+            m.push_time.clone(),
+        );
+        registry.register(
+            "pilot_proxy_convergence_time",
+            "Seconds from the earliest change of a push to its delivery to a proxy",
+            m.convergence.clone(),
+        );
+        registry.register(
+            "pilot_total_xds_rejects",
+            "Responses rejected by proxies (NACKs), by type",
+            m.rejects.clone(),
+        );
+        registry.register(
+            "pilot_xds_expired_nonce",
+            "Requests answering a superseded nonce (ignored), by type",
+            m.expired_nonce.clone(),
+        );
+        registry.register(
+            "pilot_xds_send_time",
+            "Seconds to hand one response to the stream",
+            m.send_time.clone(),
+        );
+        registry.register(
+            "pilot_xds_push_context_errors",
+            "Resource generation failures",
+            m.push_context_errors.clone(),
+        );
+        registry.register(
+            "pilot_xds_write_timeout",
+            "Streams closed because a send exceeded SHOAL_SEND_TIMEOUT",
+            m.write_timeout.clone(),
+        );
+        m
+    }
+
+    pub fn pushed(&self, type_url: &str) {
+        self.pushes
+            .get_or_create(&[("type", short_type(type_url))])
+            .inc();
+    }
+
+    pub fn push_time(&self, type_url: &str, d: Duration) {
+        self.push_time
+            .get_or_create(&[("type", short_type(type_url))])
+            .observe(d.as_secs_f64());
+    }
+
+    pub fn rejected(&self, type_url: &str) {
+        self.rejects
+            .get_or_create(&[("type", short_type(type_url))])
+            .inc();
+    }
+
+    pub fn expired_nonce(&self, type_url: &str) {
+        self.expired_nonce
+            .get_or_create(&[("type", short_type(type_url))])
+            .inc();
+    }
+}

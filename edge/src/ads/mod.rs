@@ -1,0 +1,37 @@
+//! The ADS server: SotW and Delta streams, each a state machine without I/O, fed by the
+//! proxy's requests and by pushes from the dispatcher.
+//!
+//! ```text
+//!  SnapshotUpdate ──► dispatcher ──(scope depends on it?)──► PushQueue ──► throttle ──┐
+//!                                                                                    ▼
+//!  proxy ──requests──► tonic handler ──► stream task: SotwStream / DeltaStream ◄── PushJob
+//!        ◄─responses── bounded channel ◄──── (send timeout) ◄───┘
+//! ```
+
+mod config;
+mod connection;
+pub mod delta;
+mod dispatch;
+pub mod error;
+mod metrics;
+mod outbound;
+mod protocol;
+mod registry;
+pub mod scope;
+mod server;
+pub mod sotw;
+pub mod source;
+pub mod status;
+
+pub use config::XdsConfig;
+pub use delta::DeltaStream;
+pub use error::AdsError;
+pub use outbound::Outbound;
+pub use scope::PushScope;
+pub use server::{AdsService, XdsServer};
+pub use sotw::SotwStream;
+pub use source::{GeneratorSource, ResourceSource};
+pub use status::{Nack, Reply, RequestKind, TypeStatus};
+
+#[cfg(test)]
+mod testing;

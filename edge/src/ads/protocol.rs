@@ -1,0 +1,111 @@
+//! What the stream driver needs from a protocol's state machine: SotW and Delta alike.
+
+use super::error::Result;
+use super::scope::PushScope;
+use super::source::ResourceSource;
+use super::status::{Reply, TypeStatus};
+use super::{DeltaStream, SotwStream};
+use crate::proxy::Proxy;
+use crate::xds::GenerateError;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+
+pub(crate) trait Protocol: Send + Sync + 'static {
+    type Request: Send + 'static;
+    type Response: Send + 'static;
+    /// `sotw` or `delta`, for logs and syncz.
+    const NAME: &'static str;
+
+    fn new(proxy: Proxy) -> Self;
+    fn node(req: &Self::Request) -> Option<&Node>;
+    fn type_url(req: &Self::Request) -> &str;
+    fn response_type_url(resp: &Self::Response) -> &str;
+    fn on_request(
+        &mut self,
+        src: &dyn ResourceSource,
+        req: &Self::Request,
+    ) -> Result<Reply<Self::Response>>;
+    fn push_type(
+        &mut self,
+        src: &dyn ResourceSource,
+        type_url: &str,
+        scope: &PushScope,
+    ) -> Result<Option<Self::Response>, GenerateError>;
+    fn status(&self) -> Vec<TypeStatus>;
+}
+
+impl Protocol for SotwStream {
+    type Request = DiscoveryRequest;
+    type Response = DiscoveryResponse;
+    const NAME: &'static str = "sotw";
+
+    fn new(proxy: Proxy) -> Self {
+        SotwStream::new(proxy)
+    }
+    fn node(req: &DiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn type_url(req: &DiscoveryRequest) -> &str {
+        &req.type_url
+    }
+    fn response_type_url(resp: &DiscoveryResponse) -> &str {
+        &resp.type_url
+    }
+    fn on_request(
+        &mut self,
+        src: &dyn ResourceSource,
+        req: &DiscoveryRequest,
+    ) -> Result<Reply<DiscoveryResponse>> {
+        SotwStream::on_request(self, src, req)
+    }
+    fn push_type(
+        &mut self,
+        src: &dyn ResourceSource,
+        type_url: &str,
+        scope: &PushScope,
+    ) -> Result<Option<DiscoveryResponse>, GenerateError> {
+        SotwStream::push_type(self, src, type_url, scope)
+    }
+    fn status(&self) -> Vec<TypeStatus> {
+        SotwStream::status(self)
+    }
+}
+
+impl Protocol for DeltaStream {
+    type Request = DeltaDiscoveryRequest;
+    type Response = DeltaDiscoveryResponse;
+    const NAME: &'static str = "delta";
+
+    fn new(proxy: Proxy) -> Self {
+        DeltaStream::new(proxy)
+    }
+    fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
+        req.node.as_ref()
+    }
+    fn type_url(req: &DeltaDiscoveryRequest) -> &str {
+        &req.type_url
+    }
+    fn response_type_url(resp: &DeltaDiscoveryResponse) -> &str {
+        &resp.type_url
+    }
+    fn on_request(
+        &mut self,
+        src: &dyn ResourceSource,
+        req: &DeltaDiscoveryRequest,
+    ) -> Result<Reply<DeltaDiscoveryResponse>> {
+        DeltaStream::on_request(self, src, req)
+    }
+    fn push_type(
+        &mut self,
+        src: &dyn ResourceSource,
+        type_url: &str,
+        scope: &PushScope,
+    ) -> Result<Option<DeltaDiscoveryResponse>, GenerateError> {
+        DeltaStream::push_type(self, src, type_url, scope)
+    }
+    fn status(&self) -> Vec<TypeStatus> {
+        DeltaStream::status(self)
+    }
+}

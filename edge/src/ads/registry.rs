@@ -1,0 +1,147 @@
+//! The connected proxies: what the dispatcher enumerates and `/debug/syncz` shows.
+
+use super::scope::short_type;
+use super::status::TypeStatus;
+use crate::proxy::Proxy;
+use crate::push_queue::{DoneGuard, PushEvent};
+use serde_json::{Value, json};
+use shoal_proto::push_context::SidecarScope;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
+use tokio::sync::{mpsc, watch};
+
+/// A push handed to a stream; dropping it (with `done`) ends the push in the queue.
+pub(crate) struct PushJob {
+    pub event: PushEvent,
+    pub done: DoneGuard<u64, PushEvent>,
+}
+
+/// One connected stream.
+pub(crate) struct Connection {
+    pub id: u64,
+    /// Istio's connection ID: `<proxy id>-<n>`.
+    pub conn_id: String,
+    pub proxy: Proxy,
+    pub protocol: &'static str,
+    pub connected_at: SystemTime,
+    pub push_tx: mpsc::Sender<PushJob>,
+    /// The scope the last update was judged against (Istio's `PrevSidecarScope`).
+    scope: Mutex<Arc<SidecarScope>>,
+    /// The stream's sync state, published by its task after every step.
+    status: watch::Sender<Vec<TypeStatus>>,
+}
+
+impl Connection {
+    /// Records `scope` as current and returns the previous one.
+    pub fn swap_scope(&self, scope: Arc<SidecarScope>) -> Arc<SidecarScope> {
+        let mut s = self.scope.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::replace(&mut *s, scope)
+    }
+
+    pub fn publish(&self, status: Vec<TypeStatus>) {
+        self.status.send_replace(status);
+    }
+
+    fn syncz(&self) -> Value {
+        let scope = self
+            .scope
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .id
+            .clone();
+        let types: serde_json::Map<String, Value> = self
+            .status
+            .borrow()
+            .iter()
+            .map(|t| {
+                let key = match short_type(&t.type_url) {
+                    "other" => t.type_url.clone(),
+                    short => short.to_string(),
+                };
+                let mut v = serde_json::to_value(t).unwrap_or(Value::Null);
+                if let Value::Object(o) = &mut v {
+                    o.insert("state".into(), t.state().into());
+                }
+                (key, v)
+            })
+            .collect();
+        let connected_at_ms = self
+            .connected_at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or_default();
+        json!({
+            "proxy": self.proxy.id,
+            "connection_id": self.conn_id,
+            "protocol": self.protocol,
+            "namespace": self.proxy.namespace,
+            "sidecar_scope": scope,
+            "connected_at_unix_ms": connected_at_ms,
+            "types": types,
+        })
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Registry {
+    conns: RwLock<HashMap<u64, Arc<Connection>>>,
+    next_id: AtomicU64,
+}
+
+impl Registry {
+    pub fn insert(
+        &self,
+        proxy: Proxy,
+        protocol: &'static str,
+        scope: Arc<SidecarScope>,
+        push_tx: mpsc::Sender<PushJob>,
+    ) -> Arc<Connection> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let conn = Arc::new(Connection {
+            id,
+            conn_id: format!("{}-{id}", proxy.id),
+            proxy,
+            protocol,
+            connected_at: SystemTime::now(),
+            push_tx,
+            scope: Mutex::new(scope),
+            status: watch::Sender::new(Vec::new()),
+        });
+        self.write().insert(id, conn.clone());
+        conn
+    }
+
+    pub fn remove(&self, id: u64) {
+        self.write().remove(&id);
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<Connection>> {
+        self.read().get(&id).cloned()
+    }
+
+    /// A snapshot of every connection (the lock is not held while they are used).
+    pub fn all(&self) -> Vec<Arc<Connection>> {
+        self.read().values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Per connected proxy: identity and per-type sync state, by connection id.
+    pub fn syncz(&self) -> Value {
+        let mut conns = self.all();
+        conns.sort_by_key(|c| c.id);
+        Value::Array(conns.iter().map(|c| c.syncz()).collect())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u64, Arc<Connection>>> {
+        self.conns.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<u64, Arc<Connection>>> {
+        self.conns.write().unwrap_or_else(|e| e.into_inner())
+    }
+}

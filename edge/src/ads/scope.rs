@@ -1,0 +1,75 @@
+//! Which types a push regenerates, and for which clusters.
+
+use crate::push_queue::PushEvent;
+use crate::xds::types::{ENDPOINT, PUSH_ORDER};
+use shoal_proto::config::Kind;
+use std::collections::BTreeSet;
+
+/// What a push must regenerate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PushScope {
+    /// Every subscribed type, in [`PUSH_ORDER`].
+    Full,
+    /// EDS only; `Some(hosts)`: only the clusters of these service hostnames.
+    Endpoints(Option<BTreeSet<String>>),
+}
+
+impl PushScope {
+    pub fn of(event: &PushEvent) -> Self {
+        if event.full {
+            return PushScope::Full;
+        }
+        let mut hosts = BTreeSet::new();
+        for key in event.configs_updated.iter() {
+            match key.kind {
+                Kind::ServiceEntry | Kind::Service if !key.name.is_empty() => {
+                    hosts.insert(key.name.clone());
+                }
+                // A key that does not name a service: every cluster may be concerned.
+                _ => return PushScope::Endpoints(None),
+            }
+        }
+        if event.configs_updated.is_empty() {
+            PushScope::Endpoints(None)
+        } else {
+            PushScope::Endpoints(Some(hosts))
+        }
+    }
+
+    /// The types to regenerate, in push order (make before break).
+    pub fn types(&self) -> impl Iterator<Item = &'static str> + '_ {
+        PUSH_ORDER
+            .into_iter()
+            .filter(move |t| matches!(self, PushScope::Full) || *t == ENDPOINT)
+    }
+
+    /// The host filter for `type_url` (`None`: everything subscribed).
+    pub(crate) fn hosts(&self) -> Option<&BTreeSet<String>> {
+        match self {
+            PushScope::Endpoints(Some(h)) => Some(h),
+            _ => None,
+        }
+    }
+}
+
+/// The service hostname of a cluster (or CLA) name: its last `|` field
+/// (`outbound|80||reviews.default.svc.cluster.local`).
+pub fn cluster_host(name: &str) -> &str {
+    name.rsplit('|').next().unwrap_or(name)
+}
+
+pub(crate) fn host_selected(hosts: Option<&BTreeSet<String>>, name: &str) -> bool {
+    hosts.is_none_or(|h| h.contains(cluster_host(name)))
+}
+
+/// Istio's short type names, for metric labels: `cds`, `eds`, `lds`, `rds` or `other`.
+pub fn short_type(type_url: &str) -> &'static str {
+    use crate::xds::types::*;
+    match type_url {
+        CLUSTER => "cds",
+        ENDPOINT => "eds",
+        LISTENER => "lds",
+        ROUTE => "rds",
+        _ => "other",
+    }
+}

@@ -1,0 +1,179 @@
+use super::*;
+use crate::ads::dispatch::needs_push;
+use crate::ads::testing::node;
+use crate::xds::types::{CLUSTER, LISTENER};
+use shoal_proto::config::{ConfigKey, Kind, istio};
+use shoal_proto::model::{ExportTo, NamedConfig, NamespaceConfig, Resolution, Service};
+use shoal_proto::snapshot::Chunk;
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+
+const NODE: &str = "sidecar~10.0.0.1~web-1.a~a.svc.cluster.local";
+
+fn server(config: XdsConfig, push: PushContext) -> (XdsServer, watch::Sender<Arc<PushContext>>) {
+    let (tx, rx) = watch::channel(Arc::new(push));
+    let mut registry = prometheus_client::registry::Registry::default();
+    let s = XdsServer::new(config, Arc::new(Generator::new()), rx, &mut registry);
+    (s, tx)
+}
+
+type Inbound = mpsc::Sender<Result<DiscoveryRequest, Status>>;
+
+async fn open(
+    s: &XdsServer,
+    node_id: &str,
+    type_url: &str,
+) -> (Inbound, Result<Outbound<DiscoveryResponse>, Status>) {
+    let (tx, rx) = mpsc::channel(8);
+    tx.send(Ok(DiscoveryRequest {
+        node: Some(node(node_id)),
+        type_url: type_url.into(),
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    let out = s
+        .shared
+        .accept::<SotwStream, _>(ReceiverStream::new(rx))
+        .await;
+    (tx, out)
+}
+
+fn svc(ns: &str, name: &str) -> Service {
+    Service {
+        hostname: format!("{name}.{ns}.svc.cluster.local"),
+        namespace: ns.into(),
+        name: name.into(),
+        ports: vec![],
+        addresses: vec![],
+        resolution: Resolution::ClientSideLb,
+        mesh_external: false,
+        export_to: ExportTo::default(),
+        labels: Default::default(),
+        clusters: vec![],
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_node_is_refused_with_the_expected_format() {
+    let (s, _tx) = server(XdsConfig::default(), PushContext::empty());
+    let (_in, out) = open(&s, "not-a-node", CLUSTER).await;
+    let status = out.err().unwrap();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("sidecar~10.0.0.1~"), "{status}");
+    assert_eq!(s.connected(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn streams_beyond_the_limit_are_refused() {
+    let config = XdsConfig {
+        max_streams: 1,
+        ..Default::default()
+    };
+    let (s, _tx) = server(config, PushContext::empty());
+    let (_in1, out1) = open(&s, NODE, CLUSTER).await;
+    let mut out1 = out1.unwrap();
+    assert!(out1.next().await.unwrap().is_ok());
+    let (_in2, out2) = open(&s, NODE, CLUSTER).await;
+    assert_eq!(out2.err().unwrap().code(), Code::ResourceExhausted);
+    assert_eq!(s.connected(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_send_that_times_out_closes_the_stream() {
+    let config = XdsConfig {
+        stream_buffer: 1,
+        send_timeout: Duration::from_secs(5),
+        ..Default::default()
+    };
+    let (s, _tx) = server(config, PushContext::empty());
+    let (inbound, out) = open(&s, NODE, CLUSTER).await;
+    let mut out = out.unwrap();
+    // The CDS response fills the buffer; the LDS response waits, and times out.
+    inbound
+        .send(Ok(DiscoveryRequest {
+            type_url: LISTENER.into(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let status = out.next().await.unwrap().err().unwrap();
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert!(status.message().contains("SHOAL_SEND_TIMEOUT"));
+    tokio::task::yield_now().await;
+    assert_eq!(s.connected(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_closes_streams_as_unavailable() {
+    let (s, _tx) = server(XdsConfig::default(), PushContext::empty());
+    let (_inbound, out) = open(&s, NODE, CLUSTER).await;
+    let mut out = out.unwrap();
+    let (_updates_tx, updates) = mpsc::channel(1);
+    s.run_dispatcher(updates, async {}).await;
+    let mut last = None;
+    while let Some(item) = out.next().await {
+        last = Some(item);
+    }
+    assert_eq!(last.unwrap().err().unwrap().code(), Code::Unavailable);
+    let (_in2, refused) = open(&s, NODE, CLUSTER).await;
+    assert_eq!(refused.err().unwrap().code(), Code::Unavailable);
+}
+
+#[tokio::test(start_paused = true)]
+async fn updates_reach_only_the_proxies_whose_scope_depends_on_them() {
+    // Namespace a narrows egress to its own namespace; b sees everything.
+    let mut a = NamespaceConfig {
+        namespace: "a".into(),
+        services: vec![svc("a", "x")],
+        ..Default::default()
+    };
+    a.sidecars.push(NamedConfig {
+        name: "default".into(),
+        namespace: "a".into(),
+        spec: istio::Sidecar {
+            egress: vec![istio::EgressListener {
+                hosts: vec!["./*".into()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+    });
+    let b = NamespaceConfig {
+        namespace: "b".into(),
+        services: vec![svc("b", "y")],
+        ..Default::default()
+    };
+    let push = Arc::new(PushContext::from_chunks(
+        1,
+        [Chunk::Namespace(a), Chunk::Namespace(b)],
+    ));
+    let (s, _tx) = server(XdsConfig::default(), (*push).clone());
+    let (_ia, oa) = open(&s, NODE, CLUSTER).await;
+    let (_ib, ob) = open(&s, "sidecar~10.0.0.2~w-1.b~b.svc.cluster.local", CLUSTER).await;
+    let (_oa, _ob) = (oa.unwrap(), ob.unwrap());
+    tokio::task::yield_now().await;
+    let mut conns = s.shared.registry.all();
+    conns.sort_by_key(|c| c.id);
+    let (ca, cb) = (&conns[0], &conns[1]);
+
+    let event = |full: bool, keys: &[ConfigKey]| PushEvent {
+        push: push.clone(),
+        full,
+        configs_updated: Arc::new(keys.iter().cloned().collect::<BTreeSet<_>>()),
+        start: SystemTime::now(),
+    };
+    let y = ConfigKey::new(Kind::ServiceEntry, "b", "y.b.svc.cluster.local");
+    let x = ConfigKey::new(Kind::ServiceEntry, "a", "x.a.svc.cluster.local");
+    for full in [true, false] {
+        assert!(!needs_push(ca, &event(full, std::slice::from_ref(&y))));
+        assert!(needs_push(cb, &event(full, std::slice::from_ref(&y))));
+        assert!(needs_push(ca, &event(full, std::slice::from_ref(&x))));
+        assert!(needs_push(ca, &event(full, &[])));
+    }
+    let vs = ConfigKey::new(Kind::VirtualService, "b", "anything");
+    assert!(needs_push(ca, &event(true, &[vs])));
+}

@@ -1,0 +1,270 @@
+//! One state-of-the-world ADS stream, without I/O: requests and pushes in, responses out.
+//!
+//! Per type URL it keeps the subscription (wildcard or named), the hash of every resource
+//! last sent, and the nonce/version sent and acknowledged. The rules are those of Envoy's
+//! xDS protocol document:
+//!
+//! - every response carries a fresh nonce; a request answering an older nonce is stale and
+//!   ignored (so a push may go out while a response is un-ACKed: "update during ACK");
+//! - the latest nonce without `error_detail` is an ACK, with it a NACK: recorded, nothing
+//!   resent, the proxy keeps its last good config;
+//! - CDS and LDS are state of the world: the full set, sent only when some resource
+//!   changed or went away; EDS and RDS send only requested resources that changed or were
+//!   never sent, and names requested before they exist go out when they appear;
+//! - a cluster that changed makes its endpoints "unsent", so the re-warming cluster gets
+//!   its ClusterLoadAssignment again (Envoy waits for it).
+
+use super::error::{AdsError, Result};
+use super::scope::{PushScope, host_selected};
+use super::source::ResourceSource;
+use super::status::{Nonces, Reply, RequestKind, TypeStatus};
+use crate::proxy::Proxy;
+use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
+use crate::xds::{GenerateError, XdsResource};
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+/// The SotW state of one ADS stream.
+#[derive(Debug)]
+pub struct SotwStream {
+    proxy: Proxy,
+    watches: BTreeMap<String, Watch>,
+    nonces: Nonces,
+}
+
+#[derive(Debug)]
+struct Watch {
+    wildcard: bool,
+    names: BTreeSet<String>,
+    /// Resource name → hash of what the proxy was last sent.
+    sent: HashMap<String, u64>,
+    status: TypeStatus,
+}
+
+impl Watch {
+    fn new(type_url: &str) -> Self {
+        Watch {
+            wildcard: false,
+            names: BTreeSet::new(),
+            sent: HashMap::new(),
+            status: TypeStatus::new(type_url),
+        }
+    }
+
+    /// The subscribed resources of `type_url` (those of `hosts` only, when given).
+    fn generate(
+        &self,
+        src: &dyn ResourceSource,
+        proxy: &Proxy,
+        type_url: &str,
+        hosts: Option<&BTreeSet<String>>,
+    ) -> Result<Vec<Arc<XdsResource>>, GenerateError> {
+        let mut resources = if self.wildcard {
+            src.resources(type_url, proxy, &[])?
+        } else {
+            let names: Vec<String> = self
+                .names
+                .iter()
+                .filter(|n| host_selected(hosts, n))
+                .cloned()
+                .collect();
+            if names.is_empty() {
+                return Ok(Vec::new());
+            }
+            src.resources(type_url, proxy, &names)?
+        };
+        if hosts.is_some() {
+            resources.retain(|r| host_selected(hosts, &r.name));
+        }
+        Ok(resources)
+    }
+}
+
+/// `(wildcard, names)` of a SotW request: `*`, or no names for CDS/LDS, is wildcard.
+fn subscription(type_url: &str, names: &[String]) -> (bool, BTreeSet<String>) {
+    let wildcard = names.iter().any(|n| n == "*") || (names.is_empty() && is_wildcard(type_url));
+    (
+        wildcard,
+        names.iter().filter(|n| *n != "*").cloned().collect(),
+    )
+}
+
+impl SotwStream {
+    pub fn new(proxy: Proxy) -> Self {
+        SotwStream {
+            proxy,
+            watches: BTreeMap::new(),
+            nonces: Nonces::default(),
+        }
+    }
+
+    pub fn proxy(&self) -> &Proxy {
+        &self.proxy
+    }
+
+    /// Whether the proxy subscribed to `type_url`.
+    pub fn watches(&self, type_url: &str) -> bool {
+        self.watches.contains_key(type_url)
+    }
+
+    /// Handles one request from the proxy.
+    pub fn on_request(
+        &mut self,
+        src: &dyn ResourceSource,
+        req: &DiscoveryRequest,
+    ) -> Result<Reply<DiscoveryResponse>> {
+        let type_url = req.type_url.as_str();
+        if type_url.is_empty() {
+            return Err(AdsError::MissingTypeUrl);
+        }
+        let (wildcard, names) = subscription(type_url, &req.resource_names);
+        let nonce = req.response_nonce.as_str();
+
+        // First request of the type (or a proxy that reconnected with a nonce from
+        // elsewhere): (re)start the watch and always respond.
+        if nonce.is_empty() || !self.watches.contains_key(type_url) {
+            let w = self
+                .watches
+                .entry(type_url.to_string())
+                .or_insert_with(|| Watch::new(type_url));
+            w.wildcard = wildcard;
+            w.names = names;
+            w.sent.clear();
+            let mut reply = Reply::new(RequestKind::Initial);
+            reply.push(type_url, self.respond(src, type_url, None, true));
+            return Ok(reply);
+        }
+
+        let Some(w) = self.watches.get_mut(type_url) else {
+            return Ok(Reply::new(RequestKind::Stale));
+        };
+        if nonce != w.status.nonce_sent {
+            return Ok(Reply::new(RequestKind::Stale));
+        }
+        let kind = match &req.error_detail {
+            Some(err) => {
+                w.status.nacked(nonce, &err.message);
+                RequestKind::Nack(err.message.clone())
+            }
+            None => {
+                w.status.acked(nonce, &req.version_info);
+                RequestKind::Ack
+            }
+        };
+        let mut reply = Reply::new(kind);
+        if w.wildcard == wildcard && w.names == names {
+            return Ok(reply);
+        }
+        // The subscription changed: forget what was sent for names no longer watched (so a
+        // re-subscription resends them) and send what is newly requested.
+        if !wildcard {
+            w.sent.retain(|n, _| names.contains(n));
+        }
+        w.wildcard = wildcard;
+        w.names = names;
+        reply.push(type_url, self.respond(src, type_url, None, false));
+        Ok(reply)
+    }
+
+    /// Regenerates `type_url` for a push, if the proxy watches it and `scope` includes it;
+    /// `None` when nothing changed for this proxy.
+    pub fn push_type(
+        &mut self,
+        src: &dyn ResourceSource,
+        type_url: &str,
+        scope: &PushScope,
+    ) -> Result<Option<DiscoveryResponse>, GenerateError> {
+        if !scope.types().any(|t| t == type_url) {
+            return Ok(None);
+        }
+        self.respond(src, type_url, scope.hosts(), false)
+    }
+
+    /// Every response of a push, in push order (stops at the first generation error).
+    pub fn on_push(
+        &mut self,
+        src: &dyn ResourceSource,
+        scope: &PushScope,
+    ) -> Result<Vec<DiscoveryResponse>, GenerateError> {
+        let mut out = Vec::new();
+        for type_url in scope.types() {
+            out.extend(self.push_type(src, type_url, scope)?);
+        }
+        Ok(out)
+    }
+
+    /// The sync state of every watched type.
+    pub fn status(&self) -> Vec<TypeStatus> {
+        self.watches
+            .values()
+            .map(|w| TypeStatus {
+                wildcard: w.wildcard,
+                subscribed: w.names.len(),
+                resources: w.sent.len(),
+                ..w.status.clone()
+            })
+            .collect()
+    }
+
+    fn respond(
+        &mut self,
+        src: &dyn ResourceSource,
+        type_url: &str,
+        hosts: Option<&BTreeSet<String>>,
+        force: bool,
+    ) -> Result<Option<DiscoveryResponse>, GenerateError> {
+        let Some(w) = self.watches.get_mut(type_url) else {
+            return Ok(None);
+        };
+        let resources = w.generate(src, &self.proxy, type_url, hosts)?;
+        let changed: Vec<&Arc<XdsResource>> = resources
+            .iter()
+            .filter(|r| w.sent.get(&r.name) != Some(&r.hash))
+            .collect();
+        let changed_names: Vec<String> = changed.iter().map(|r| r.name.clone()).collect();
+
+        let to_send: Vec<&Arc<XdsResource>> = if is_wildcard(type_url) {
+            // State of the world: any change or removal resends the full set.
+            if !force && changed.is_empty() && resources.len() == w.sent.len() {
+                return Ok(None);
+            }
+            w.sent = resources.iter().map(|r| (r.name.clone(), r.hash)).collect();
+            resources.iter().collect()
+        } else {
+            // Only what changed. A resource that disappeared is forgotten, so it is sent
+            // again should it come back.
+            let present: HashSet<&str> = resources.iter().map(|r| r.name.as_str()).collect();
+            w.sent
+                .retain(|n, _| present.contains(n.as_str()) || !host_selected(hosts, n));
+            if !force && changed.is_empty() {
+                return Ok(None);
+            }
+            for r in &changed {
+                w.sent.insert(r.name.clone(), r.hash);
+            }
+            changed
+        };
+
+        let (version, nonce) = self.nonces.next(src.version());
+        w.status.sent(&version, &nonce);
+        let response = DiscoveryResponse {
+            version_info: version,
+            resources: to_send.iter().map(|r| r.resource.clone()).collect(),
+            type_url: type_url.to_string(),
+            nonce,
+            ..Default::default()
+        };
+        if type_url == CLUSTER
+            && let Some(eds) = self.watches.get_mut(ENDPOINT)
+        {
+            for name in &changed_names {
+                eds.sent.remove(name);
+            }
+        }
+        Ok(Some(response))
+    }
+}
+
+#[cfg(test)]
+mod tests;

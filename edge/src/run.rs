@@ -1,0 +1,186 @@
+//! The edge's tasks wired together: snapshot puller → push dispatcher → ADS streams, the
+//! membership heartbeat, and the gRPC server. Used by the `edge` binary (NATS and Redis)
+//! and by the all-in-one `shoal` (in-process twins).
+
+use crate::ads::{XdsConfig, XdsServer};
+use crate::membership::{self, MembershipConfig, Ring};
+use crate::snapshot::{PullerConfig, SnapshotPuller};
+use crate::xds::Generator;
+use prometheus_client::registry::Registry;
+use shoal_proto::transport::{Bus, Member, Membership, SnapshotStore};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+use tracing::{Instrument, error, info, info_span};
+
+#[derive(Clone, Debug)]
+pub struct EdgeConfig {
+    /// This edge's ID in the membership ring (unique per replica).
+    pub member_id: String,
+    pub xds: XdsConfig,
+    pub puller: PullerConfig,
+    pub membership: MembershipConfig,
+    /// Snapshot updates queued for the dispatcher before the puller waits.
+    pub update_capacity: usize,
+}
+
+impl Default for EdgeConfig {
+    fn default() -> Self {
+        Self {
+            member_id: format!("edge-{}", std::process::id()),
+            xds: XdsConfig::default(),
+            puller: PullerConfig::default(),
+            membership: MembershipConfig::default(),
+            update_capacity: 64,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EdgeError {
+    #[error("cannot listen for xDS on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("xDS server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+    #[error("the push dispatcher stopped unexpectedly")]
+    DispatcherExited,
+}
+
+/// An edge ready to run: metrics registered, transports in hand.
+pub struct Edge {
+    config: EdgeConfig,
+    xds: XdsServer,
+    puller: SnapshotPuller,
+    updates: tokio::sync::mpsc::Receiver<crate::snapshot::SnapshotUpdate>,
+    membership: Arc<dyn Membership>,
+    ring_tx: watch::Sender<Arc<Ring>>,
+}
+
+impl Edge {
+    pub fn new(
+        config: EdgeConfig,
+        bus: Arc<dyn Bus>,
+        store: Arc<dyn SnapshotStore>,
+        membership: Arc<dyn Membership>,
+        registry: &mut Registry,
+    ) -> Self {
+        let (puller, snapshots, updates) = SnapshotPuller::new(
+            config.puller.clone(),
+            store,
+            bus,
+            config.update_capacity,
+            registry,
+        );
+        let xds = XdsServer::new(
+            config.xds.clone(),
+            Arc::new(Generator::new()),
+            snapshots,
+            registry,
+        );
+        Edge {
+            config,
+            xds,
+            puller,
+            updates,
+            membership,
+            ring_tx: watch::channel(Arc::new(Ring::default())).0,
+        }
+    }
+
+    /// The ADS server, for `/debug/syncz`.
+    pub fn xds(&self) -> XdsServer {
+        self.xds.clone()
+    }
+
+    /// The current membership ring, for `/debug/ring`.
+    pub fn ring(&self) -> watch::Receiver<Arc<Ring>> {
+        self.ring_tx.subscribe()
+    }
+
+    /// Binds the xDS address (port 0 picks one) and returns the runnable edge with it.
+    pub async fn bind(self, addr: SocketAddr) -> Result<BoundEdge, EdgeError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| EdgeError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| EdgeError::Bind { addr, source })?;
+        Ok(BoundEdge {
+            edge: self,
+            listener,
+            addr: local,
+        })
+    }
+}
+
+pub struct BoundEdge {
+    edge: Edge,
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
+impl BoundEdge {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` resolves; the dispatcher exiting early is an error.
+    pub async fn run<F>(self, shutdown: impl Fn() -> F) -> Result<(), EdgeError>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let BoundEdge {
+            edge,
+            listener,
+            addr,
+        } = self;
+        let me = Member {
+            id: edge.config.member_id.clone(),
+            xds_addr: addr.to_string(),
+        };
+        let puller = tokio::spawn(
+            edge.puller
+                .run(shutdown())
+                .instrument(info_span!("snapshot_puller")),
+        );
+        let membership = tokio::spawn(
+            membership::run(
+                edge.config.membership.clone(),
+                edge.membership.clone(),
+                me,
+                edge.ring_tx,
+                shutdown(),
+            )
+            .instrument(info_span!("membership")),
+        );
+        let xds = edge.xds.clone();
+        let dispatch_shutdown = shutdown();
+        let mut dispatcher = tokio::spawn(
+            async move { xds.run_dispatcher(edge.updates, dispatch_shutdown).await }
+                .instrument(info_span!("push_dispatcher")),
+        );
+        info!(%addr, member = %edge.config.member_id, "xDS server listening");
+        let server = tonic::transport::Server::builder()
+            .add_service(edge.xds.ads_service())
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown());
+        let mut server = std::pin::pin!(server);
+        let result = tokio::select! {
+            r = &mut server => r.map_err(EdgeError::from),
+            _ = &mut dispatcher => {
+                error!("push dispatcher exited; stopping the edge");
+                Err(EdgeError::DispatcherExited)
+            }
+        };
+        // The dispatcher closes streams on drain; give it and the others a moment.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), dispatcher).await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), membership).await;
+        puller.abort();
+        result
+    }
+}

@@ -1,0 +1,154 @@
+//! Bounded caches of generated, encoded resources, shared by every proxy that needs the
+//! same output.
+//!
+//! Keys say exactly what an output depends on (a scope and its index generation, an
+//! interception mode, a cluster's service). What a key cannot capture cheaply (the endpoint
+//! chunk a cluster was built from) is checked on lookup by the caller's `fresh` test, so a
+//! stale entry is rebuilt, never served. Entries of older generations are never asked for
+//! again and age out: each cache holds at most `capacity` entries, evicting the least
+//! recently used eighth when full.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of one cache, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TypeStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub entries: usize,
+}
+
+/// Counters of every cache of a [`super::Generator`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub clusters: TypeStats,
+    pub endpoints: TypeStats,
+    pub listeners: TypeStats,
+    pub routes: TypeStats,
+}
+
+struct Lru<K, V> {
+    map: HashMap<K, (V, u64)>,
+    tick: u64,
+    capacity: usize,
+}
+
+impl<K: Hash + Eq, V> Lru<K, V> {
+    fn get(&mut self, key: &K) -> Option<&V> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(key).map(|(v, used)| {
+            *used = tick;
+            &*v
+        })
+    }
+
+    fn insert(&mut self, key: K, value: V) {
+        if self.map.len() >= self.capacity && !self.map.contains_key(&key) {
+            self.evict();
+        }
+        self.tick += 1;
+        self.map.insert(key, (value, self.tick));
+    }
+
+    /// Drops the least recently used eighth (at least one entry).
+    fn evict(&mut self) {
+        let n = (self.capacity / 8).max(1).min(self.map.len());
+        if n == 0 {
+            return;
+        }
+        let mut ticks: Vec<u64> = self.map.values().map(|(_, t)| *t).collect();
+        let (_, cutoff, _) = ticks.select_nth_unstable(n - 1);
+        let cutoff = *cutoff;
+        self.map.retain(|_, (_, t)| *t > cutoff);
+    }
+}
+
+/// One cache of generated output, with hit and miss counters.
+pub struct TypeCache<K, V> {
+    inner: Mutex<Lru<K, V>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl<K: Hash + Eq, V: Clone> TypeCache<K, V> {
+    pub fn new(capacity: usize) -> Self {
+        TypeCache {
+            inner: Mutex::new(Lru {
+                map: HashMap::new(),
+                tick: 0,
+                capacity: capacity.max(1),
+            }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The cached value for `key` when `fresh` accepts it; otherwise `build`s (outside the
+    /// lock, so a slow build never blocks other keys), stores and returns a new one.
+    /// Two callers racing on one key may both build; the results are equal.
+    pub fn get_or_build(&self, key: K, fresh: impl Fn(&V) -> bool, build: impl FnOnce() -> V) -> V {
+        if let Some(v) = self.lock().get(&key).filter(|v| fresh(v)).cloned() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return v;
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let v = build();
+        self.lock().insert(key, v.clone());
+        v
+    }
+
+    pub fn stats(&self) -> TypeStats {
+        TypeStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            entries: self.lock().map.len(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru<K, V>> {
+        // A panic while holding the lock cannot leave the map inconsistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hits_misses_and_freshness() {
+        let c: TypeCache<&str, u32> = TypeCache::new(4);
+        assert_eq!(c.get_or_build("a", |_| true, || 1), 1);
+        assert_eq!(c.get_or_build("a", |_| true, || 2), 1);
+        // A stale entry is rebuilt.
+        assert_eq!(c.get_or_build("a", |v| *v != 1, || 3), 3);
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.entries), (1, 2, 1));
+    }
+
+    #[test]
+    fn evicts_least_recently_used() {
+        let c: TypeCache<u32, u32> = TypeCache::new(8);
+        for k in 0..8 {
+            c.get_or_build(k, |_| true, || k);
+        }
+        // Touch 0 so that 1 is the oldest.
+        c.get_or_build(0, |_| true, || 100);
+        c.get_or_build(8, |_| true, || 8);
+        assert_eq!(c.stats().entries, 8);
+        assert_eq!(
+            c.get_or_build(0, |_| true, || 100),
+            0,
+            "recently used survives"
+        );
+        assert_eq!(
+            c.get_or_build(1, |_| true, || 101),
+            101,
+            "oldest was evicted"
+        );
+    }
+}

@@ -1,0 +1,424 @@
+//! CDS: the outbound clusters of a scope, as Istio's `ClusterBuilder` makes them.
+//!
+//! For each visible service and port `outbound|<port>||<host>`, and one more per subset of
+//! the DestinationRule that applies, `outbound|<port>|<subset>|<host>`. Registry services
+//! are EDS clusters served over ADS; DNS services are STRICT_DNS with their endpoints
+//! inline; passthrough services forward to the original destination. Plus the catch-alls
+//! `BlackHoleCluster` and `PassthroughCluster` (and `InboundPassthroughCluster` when
+//! traffic is captured).
+
+use super::endpoints::{EndpointFilter, by_locality};
+use super::policy::{self, Policy};
+use super::util::{
+    BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
+    ads_config_source, any, cluster_name, duration, parse_duration, socket_address, u32_value,
+};
+use envoy_types::pb::envoy::config::cluster::v3::{
+    CircuitBreakers, Cluster, OutlierDetection as EnvoyOutlier, circuit_breakers::Thresholds,
+    cluster,
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    BindConfig, Http1ProtocolOptions, Http2ProtocolOptions,
+    HttpProtocolOptions as CommonHttpOptions,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+    HttpProtocolOptions, http_protocol_options,
+};
+use envoy_types::pb::envoy::r#type::v3::Percent;
+use envoy_types::pb::google::protobuf::UInt64Value;
+use prost::Name;
+use shoal_proto::config::istio::{self, DestinationRule};
+use shoal_proto::model::{Endpoint, Protocol, Resolution, Service, ServiceKey, ServicePort};
+use shoal_proto::push_context::{PushContext, SidecarScope};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Defaults Istio takes from MeshConfig.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterDefaults {
+    /// MeshConfig `connectTimeout`.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClusterDefaults {
+    fn default() -> Self {
+        ClusterDefaults {
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Where the endpoints of one EDS cluster come from.
+#[derive(Clone, Debug)]
+pub struct EdsTarget {
+    pub service: Arc<Service>,
+    pub filter: EndpointFilter,
+}
+
+/// The clusters of a scope, and what EDS needs to answer for them.
+#[derive(Debug, Default)]
+pub struct ScopeClusters {
+    /// Sorted by name.
+    pub clusters: Vec<Cluster>,
+    /// The EDS-typed clusters, by name.
+    pub eds: BTreeMap<String, EdsTarget>,
+    /// DNS services whose endpoints were inlined: the output changes when their endpoints do.
+    pub dns_services: Vec<ServiceKey>,
+}
+
+/// Every cluster of `scope`. `inbound_passthrough` adds the cluster that `virtualInbound`
+/// forwards to (only proxies whose traffic is captured have that listener).
+pub fn build(
+    scope: &SidecarScope,
+    push: &PushContext,
+    defaults: &ClusterDefaults,
+    inbound_passthrough: bool,
+) -> ScopeClusters {
+    let mut out = ScopeClusters::default();
+    for svc in &scope.services {
+        let rule = scope.destination_rule(&svc.hostname).map(|r| &r.spec);
+        if svc.resolution == Resolution::Dns {
+            out.dns_services.push(svc.key());
+        }
+        for port in &svc.ports {
+            let subsets = std::iter::once(None)
+                .chain(rule.into_iter().flat_map(|r| r.subsets.iter()).map(Some));
+            for subset in subsets {
+                let built = outbound(svc, port, rule, subset, push, defaults);
+                if let Some((c, eds)) = built {
+                    if let Some(filter) = eds {
+                        out.eds.insert(
+                            c.name.clone(),
+                            EdsTarget {
+                                service: svc.clone(),
+                                filter,
+                            },
+                        );
+                    }
+                    out.clusters.push(c);
+                }
+            }
+        }
+    }
+    out.clusters.push(blackhole(defaults));
+    out.clusters
+        .push(passthrough(defaults, PASSTHROUGH_CLUSTER));
+    if inbound_passthrough {
+        out.clusters.push(inbound_passthrough_cluster(defaults));
+    }
+    out.clusters.sort_by(|a, b| a.name.cmp(&b.name));
+    out.clusters.dedup_by(|a, b| a.name == b.name);
+    out
+}
+
+fn discovery(t: cluster::DiscoveryType) -> Option<cluster::ClusterDiscoveryType> {
+    Some(cluster::ClusterDiscoveryType::Type(t as i32))
+}
+
+/// One outbound cluster, and the endpoint filter when it is EDS-typed. `None` when the
+/// cluster cannot exist (a DNS service with neither endpoints nor a resolvable name).
+fn outbound(
+    svc: &Service,
+    port: &ServicePort,
+    rule: Option<&DestinationRule>,
+    subset: Option<&istio::Subset>,
+    push: &PushContext,
+    defaults: &ClusterDefaults,
+) -> Option<(Cluster, Option<EndpointFilter>)> {
+    let name = cluster_name(
+        port.port,
+        subset.map_or("", |s| s.name.as_str()),
+        &svc.hostname,
+    );
+    let filter = EndpointFilter {
+        port: port.port,
+        labels: subset.map(|s| s.labels.clone()),
+    };
+    let mut c = Cluster {
+        name: name.clone(),
+        connect_timeout: Some(duration(defaults.connect_timeout)),
+        ..Default::default()
+    };
+    let mut eds = None;
+    match svc.resolution {
+        Resolution::ClientSideLb => {
+            c.cluster_discovery_type = discovery(cluster::DiscoveryType::Eds);
+            c.eds_cluster_config = Some(cluster::EdsClusterConfig {
+                eds_config: Some(ads_config_source()),
+                service_name: name.clone(),
+            });
+            eds = Some(filter);
+        }
+        Resolution::Dns => {
+            c.cluster_discovery_type = discovery(cluster::DiscoveryType::StrictDns);
+            c.dns_lookup_family = cluster::DnsLookupFamily::V4Only as i32;
+            c.load_assignment = Some(dns_assignment(&name, svc, port, &filter, push)?);
+        }
+        Resolution::Passthrough => {
+            c.cluster_discovery_type = discovery(cluster::DiscoveryType::OriginalDst);
+        }
+    }
+
+    let policy = policy::effective(rule, subset, port.port);
+    apply_connection_pool(&mut c, policy, port.protocol);
+    apply_outlier_detection(&mut c, policy);
+    if apply_load_balancer(&mut c, policy) {
+        // A PASSTHROUGH load balancer turned the cluster into ORIGINAL_DST.
+        eds = None;
+    }
+    Some((c, eds))
+}
+
+/// The inline endpoints of a STRICT_DNS cluster. A DNS ServiceEntry without endpoints
+/// resolves its own hostname, as Istio does.
+fn dns_assignment(
+    name: &str,
+    svc: &Service,
+    port: &ServicePort,
+    filter: &EndpointFilter,
+    push: &PushContext,
+) -> Option<ClusterLoadAssignment> {
+    let eps = push.endpoints(&svc.key());
+    let mut selected: Vec<&Endpoint> = eps
+        .into_iter()
+        .flat_map(|e| e.endpoints.iter())
+        .filter(|ep| filter.selects(ep))
+        .collect();
+    let fallback;
+    if selected.is_empty() && eps.is_none_or(|e| e.endpoints.is_empty()) {
+        if svc.hostname.contains('*') {
+            tracing::debug!(
+                cluster = name,
+                "DNS service with a wildcard host and no endpoints"
+            );
+            return None;
+        }
+        fallback = Endpoint {
+            address: svc.hostname.clone(),
+            port: port.port,
+            service_port: port.port,
+            labels: Default::default(),
+            cluster: String::new(),
+            network: String::new(),
+            locality: String::new(),
+            weight: 1,
+            healthy: true,
+            service_account: String::new(),
+        };
+        selected.push(&fallback);
+    }
+    Some(ClusterLoadAssignment {
+        cluster_name: name.to_string(),
+        endpoints: by_locality(selected.into_iter()),
+        ..Default::default()
+    })
+}
+
+/// Istio's default thresholds: effectively unlimited (Envoy's own defaults, e.g. 3
+/// parallel retries, cause 503s during rollouts).
+fn default_thresholds() -> Thresholds {
+    Thresholds {
+        max_connections: Some(u32_value(u32::MAX)),
+        max_pending_requests: Some(u32_value(u32::MAX)),
+        max_requests: Some(u32_value(u32::MAX)),
+        max_retries: Some(u32_value(u32::MAX)),
+        track_remaining: true,
+        ..Default::default()
+    }
+}
+
+fn positive(v: Option<i32>) -> Option<u32> {
+    v.and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0)
+}
+
+/// Connection pool → circuit breakers, connect timeout, and HTTP protocol options (idle
+/// timeout, requests per connection, HTTP/2 for HTTP/2 and gRPC ports).
+fn apply_connection_pool(c: &mut Cluster, policy: Policy<'_>, protocol: Protocol) {
+    let mut t = default_thresholds();
+    let mut idle_timeout = None;
+    let mut max_requests_per_connection = None;
+    if let Some(pool) = policy.connection_pool {
+        if let Some(http) = &pool.http {
+            if let Some(v) = positive(http.http2_max_requests) {
+                t.max_requests = Some(u32_value(v));
+            }
+            if let Some(v) = positive(http.http1_max_pending_requests) {
+                t.max_pending_requests = Some(u32_value(v));
+            }
+            if let Some(v) = positive(http.max_retries) {
+                t.max_retries = Some(u32_value(v));
+            }
+            idle_timeout = parse_duration(http.idle_timeout.as_deref());
+            max_requests_per_connection = positive(http.max_requests_per_connection);
+        }
+        if let Some(tcp) = &pool.tcp {
+            if let Some(v) = positive(tcp.max_connections) {
+                t.max_connections = Some(u32_value(v));
+            }
+            if let Some(d) = parse_duration(tcp.connect_timeout.as_deref()) {
+                c.connect_timeout = Some(d);
+            }
+        }
+    }
+    c.circuit_breakers = Some(CircuitBreakers {
+        thresholds: vec![t],
+        ..Default::default()
+    });
+
+    let h2 = matches!(protocol, Protocol::Http2 | Protocol::Grpc);
+    if !h2 && idle_timeout.is_none() && max_requests_per_connection.is_none() {
+        return;
+    }
+    let common = (idle_timeout.is_some() || max_requests_per_connection.is_some()).then(|| {
+        CommonHttpOptions {
+            idle_timeout,
+            max_requests_per_connection: max_requests_per_connection.map(u32_value),
+            ..Default::default()
+        }
+    });
+    // The upstream protocol is required once the options exist: HTTP/2 for HTTP/2 and
+    // gRPC ports, HTTP/1.1 otherwise.
+    let protocol_config = if h2 {
+        http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+            Http2ProtocolOptions::default(),
+        )
+    } else {
+        http_protocol_options::explicit_http_config::ProtocolConfig::HttpProtocolOptions(
+            Http1ProtocolOptions::default(),
+        )
+    };
+    let options = HttpProtocolOptions {
+        common_http_protocol_options: common,
+        upstream_protocol_options: Some(
+            http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(protocol_config),
+                },
+            ),
+        ),
+        ..Default::default()
+    };
+    c.typed_extension_protocol_options
+        .insert(HttpProtocolOptions::full_name(), any(&options));
+}
+
+/// Istio's outlier detection: success-rate ejection off, 5xx and gateway-error ejection
+/// enforced fully when configured, and the panic threshold disabled (few pods per
+/// service make Envoy's 50% default send traffic to ejected hosts).
+fn apply_outlier_detection(c: &mut Cluster, policy: Policy<'_>) {
+    let Some(o) = policy.outlier_detection else {
+        return;
+    };
+    let enforce = |v: u32| u32_value(if v > 0 { 100 } else { 0 });
+    c.outlier_detection = Some(EnvoyOutlier {
+        enforcing_success_rate: Some(u32_value(0)),
+        consecutive_5xx: o.consecutive_5xx_errors.map(u32_value),
+        enforcing_consecutive_5xx: o.consecutive_5xx_errors.map(enforce),
+        consecutive_gateway_failure: o.consecutive_gateway_errors.map(u32_value),
+        enforcing_consecutive_gateway_failure: o.consecutive_gateway_errors.map(enforce),
+        interval: parse_duration(o.interval.as_deref()),
+        base_ejection_time: parse_duration(o.base_ejection_time.as_deref()),
+        max_ejection_percent: positive(o.max_ejection_percent).map(u32_value),
+        ..Default::default()
+    });
+    c.common_lb_config
+        .get_or_insert_with(Default::default)
+        .healthy_panic_threshold = Some(Percent { value: 0.0 });
+}
+
+/// The LB policy. Istio's default is LEAST_REQUEST; ORIGINAL_DST clusters must use the
+/// cluster-provided one. Returns true when a PASSTHROUGH policy turned the cluster into
+/// ORIGINAL_DST.
+fn apply_load_balancer(c: &mut Cluster, policy: Policy<'_>) -> bool {
+    use cluster::LbPolicy;
+    let original_dst =
+        |c: &Cluster| c.cluster_discovery_type == discovery(cluster::DiscoveryType::OriginalDst);
+    if original_dst(c) {
+        c.lb_policy = LbPolicy::ClusterProvided as i32;
+        return false;
+    }
+    let lb = policy.load_balancer;
+    if let Some(hash) = lb.and_then(|l| l.consistent_hash.as_ref()) {
+        c.lb_policy = LbPolicy::RingHash as i32;
+        c.lb_config = Some(cluster::LbConfig::RingHashLbConfig(
+            cluster::RingHashLbConfig {
+                minimum_ring_size: Some(UInt64Value {
+                    value: hash.minimum_ring_size.filter(|v| *v > 0).unwrap_or(1024),
+                }),
+                ..Default::default()
+            },
+        ));
+        return false;
+    }
+    let simple = lb.and_then(|l| l.simple.as_deref()).unwrap_or("");
+    c.lb_policy = match simple {
+        "ROUND_ROBIN" => LbPolicy::RoundRobin,
+        "RANDOM" => LbPolicy::Random,
+        "PASSTHROUGH" => {
+            c.cluster_discovery_type = discovery(cluster::DiscoveryType::OriginalDst);
+            c.eds_cluster_config = None;
+            c.load_assignment = None;
+            c.lb_policy = LbPolicy::ClusterProvided as i32;
+            return true;
+        }
+        // LEAST_CONN is LEAST_REQUEST's old name; unset means Istio's default.
+        _ => LbPolicy::LeastRequest,
+    } as i32;
+    false
+}
+
+fn blackhole(defaults: &ClusterDefaults) -> Cluster {
+    Cluster {
+        name: BLACKHOLE_CLUSTER.to_string(),
+        cluster_discovery_type: discovery(cluster::DiscoveryType::Static),
+        connect_timeout: Some(duration(defaults.connect_timeout)),
+        lb_policy: cluster::LbPolicy::RoundRobin as i32,
+        ..Default::default()
+    }
+}
+
+/// An ORIGINAL_DST cluster speaking whatever HTTP version the downstream spoke.
+fn passthrough(defaults: &ClusterDefaults, name: &str) -> Cluster {
+    let options = HttpProtocolOptions {
+        upstream_protocol_options: Some(
+            http_protocol_options::UpstreamProtocolOptions::UseDownstreamProtocolConfig(
+                http_protocol_options::UseDownstreamHttpConfig {
+                    http_protocol_options: Some(Http1ProtocolOptions::default()),
+                    http2_protocol_options: Some(Http2ProtocolOptions::default()),
+                    ..Default::default()
+                },
+            ),
+        ),
+        ..Default::default()
+    };
+    let mut c = Cluster {
+        name: name.to_string(),
+        cluster_discovery_type: discovery(cluster::DiscoveryType::OriginalDst),
+        connect_timeout: Some(duration(defaults.connect_timeout)),
+        lb_policy: cluster::LbPolicy::ClusterProvided as i32,
+        circuit_breakers: Some(CircuitBreakers {
+            thresholds: vec![default_thresholds()],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    c.typed_extension_protocol_options
+        .insert(HttpProtocolOptions::full_name(), any(&options));
+    c
+}
+
+/// Inbound passthrough binds 127.0.0.6 so iptables lets its connections out unredirected.
+fn inbound_passthrough_cluster(defaults: &ClusterDefaults) -> Cluster {
+    Cluster {
+        upstream_bind_config: Some(BindConfig {
+            source_address: Some(socket_address(INBOUND_PASSTHROUGH_BIND, 0)),
+            ..Default::default()
+        }),
+        ..passthrough(defaults, INBOUND_PASSTHROUGH_CLUSTER)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,204 @@
+use super::super::testing::*;
+use super::super::types::CLUSTER;
+use crate::proxy::InterceptionMode;
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::core::v3::config_source;
+use envoy_types::pb::envoy::config::endpoint::v3::lb_endpoint;
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+    HttpProtocolOptions, http_protocol_options::UpstreamProtocolOptions,
+    http_protocol_options::explicit_http_config::ProtocolConfig,
+};
+use envoy_types::pb::google::protobuf::Duration;
+use prost::Name;
+
+fn clusters(mode: InterceptionMode) -> Vec<Cluster> {
+    generate(CLUSTER, &proxy("shop", "10.1.0.5", mode), &mesh(), &[])
+}
+
+fn find<'a>(cs: &'a [Cluster], name: &str) -> &'a Cluster {
+    cs.iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no cluster {name}"))
+}
+
+fn kind(c: &Cluster) -> cluster::DiscoveryType {
+    match c.cluster_discovery_type {
+        Some(cluster::ClusterDiscoveryType::Type(t)) => {
+            cluster::DiscoveryType::try_from(t).unwrap()
+        }
+        _ => panic!("{} has no discovery type", c.name),
+    }
+}
+
+fn protocol_options(c: &Cluster) -> HttpProtocolOptions {
+    unpack(&c.typed_extension_protocol_options[&HttpProtocolOptions::full_name()])
+}
+
+fn secs(s: i64) -> Option<Duration> {
+    Some(Duration {
+        seconds: s,
+        nanos: 0,
+    })
+}
+
+#[test]
+fn names_subsets_and_catch_alls() {
+    let cs = clusters(InterceptionMode::Redirect);
+    let names: Vec<&str> = cs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "BlackHoleCluster",
+            "InboundPassthroughCluster",
+            "PassthroughCluster",
+            "outbound|443||api.example.com",
+            "outbound|5432||db.shop.svc.cluster.local",
+            "outbound|6379||cache.shop.svc.cluster.local",
+            "outbound|80||api.example.com",
+            "outbound|80||web.other.svc.cluster.local",
+            "outbound|9080|v1|reviews.shop.svc.cluster.local",
+            "outbound|9080|v2|reviews.shop.svc.cluster.local",
+            "outbound|9080||ratings.shop.svc.cluster.local",
+            "outbound|9080||reviews.shop.svc.cluster.local",
+            "outbound|9090||ratings.shop.svc.cluster.local",
+        ]
+    );
+    // Without capture there is no virtualInbound, so no cluster for it.
+    let none = clusters(InterceptionMode::None);
+    assert!(none.iter().all(|c| c.name != "InboundPassthroughCluster"));
+
+    let blackhole = find(&cs, "BlackHoleCluster");
+    assert_eq!(kind(blackhole), cluster::DiscoveryType::Static);
+    assert!(blackhole.load_assignment.is_none());
+    let passthrough = find(&cs, "PassthroughCluster");
+    assert_eq!(kind(passthrough), cluster::DiscoveryType::OriginalDst);
+    assert_eq!(
+        passthrough.lb_policy,
+        cluster::LbPolicy::ClusterProvided as i32
+    );
+}
+
+#[test]
+fn eds_cluster_uses_ads_and_its_own_name() {
+    let cs = clusters(InterceptionMode::Redirect);
+    let c = find(&cs, "outbound|9080|v1|reviews.shop.svc.cluster.local");
+    assert_eq!(kind(c), cluster::DiscoveryType::Eds);
+    let eds = c.eds_cluster_config.as_ref().unwrap();
+    assert_eq!(eds.service_name, c.name);
+    let source = eds.eds_config.as_ref().unwrap();
+    assert!(matches!(
+        source.config_source_specifier,
+        Some(config_source::ConfigSourceSpecifier::Ads(_))
+    ));
+    assert_eq!(source.resource_api_version, 2, "V3");
+}
+
+#[test]
+fn destination_rule_maps_to_cluster_settings() {
+    let cs = clusters(InterceptionMode::Redirect);
+    let c = find(&cs, "outbound|9080||reviews.shop.svc.cluster.local");
+    assert_eq!(
+        c.lb_policy,
+        cluster::LbPolicy::LeastRequest as i32,
+        "LEAST_CONN"
+    );
+    assert_eq!(c.connect_timeout, secs(3));
+    let t = &c.circuit_breakers.as_ref().unwrap().thresholds[0];
+    assert_eq!(t.max_connections.unwrap().value, 100);
+    assert_eq!(t.max_pending_requests.unwrap().value, 10);
+    assert_eq!(t.max_requests.unwrap().value, 200);
+    assert_eq!(t.max_retries.unwrap().value, 5);
+    let od = c.outlier_detection.as_ref().unwrap();
+    assert_eq!(od.consecutive_5xx.unwrap().value, 7);
+    assert_eq!(od.enforcing_consecutive_5xx.unwrap().value, 100);
+    assert_eq!(od.enforcing_success_rate.unwrap().value, 0);
+    assert_eq!(od.interval, secs(10));
+    assert_eq!(od.base_ejection_time, secs(30));
+    assert_eq!(od.max_ejection_percent.unwrap().value, 50);
+    let opts = protocol_options(c);
+    assert_eq!(
+        opts.common_http_protocol_options.unwrap().idle_timeout,
+        secs(30)
+    );
+    // An HTTP/1.1 port stays HTTP/1.1.
+    assert!(matches!(
+        opts.upstream_protocol_options,
+        Some(UpstreamProtocolOptions::ExplicitHttpConfig(ref e))
+            if matches!(e.protocol_config, Some(ProtocolConfig::HttpProtocolOptions(_)))
+    ));
+
+    // The subset overrides the LB and inherits the rest.
+    let v2 = find(&cs, "outbound|9080|v2|reviews.shop.svc.cluster.local");
+    assert_eq!(v2.lb_policy, cluster::LbPolicy::RoundRobin as i32);
+    assert_eq!(v2.connect_timeout, secs(3));
+    assert!(v2.outlier_detection.is_some());
+}
+
+#[test]
+fn defaults_without_destination_rule() {
+    let cs = clusters(InterceptionMode::Redirect);
+    let c = find(&cs, "outbound|80||web.other.svc.cluster.local");
+    assert_eq!(
+        c.lb_policy,
+        cluster::LbPolicy::LeastRequest as i32,
+        "Istio's default"
+    );
+    assert_eq!(c.connect_timeout, secs(10));
+    let t = &c.circuit_breakers.as_ref().unwrap().thresholds[0];
+    assert_eq!(t.max_connections.unwrap().value, u32::MAX);
+    assert!(c.outlier_detection.is_none());
+    assert!(c.typed_extension_protocol_options.is_empty());
+}
+
+#[test]
+fn consistent_hash_and_http2() {
+    let cs = clusters(InterceptionMode::Redirect);
+    let c = find(&cs, "outbound|9080||ratings.shop.svc.cluster.local");
+    assert_eq!(c.lb_policy, cluster::LbPolicy::RingHash as i32);
+    match &c.lb_config {
+        Some(cluster::LbConfig::RingHashLbConfig(r)) => {
+            assert_eq!(r.minimum_ring_size.unwrap().value, 1024);
+        }
+        other => panic!("unexpected lb config {other:?}"),
+    }
+    let grpc = find(&cs, "outbound|9090||ratings.shop.svc.cluster.local");
+    assert!(matches!(
+        protocol_options(grpc).upstream_protocol_options,
+        Some(UpstreamProtocolOptions::ExplicitHttpConfig(ref e))
+            if matches!(e.protocol_config, Some(ProtocolConfig::Http2ProtocolOptions(_)))
+    ));
+}
+
+#[test]
+fn dns_and_passthrough_services() {
+    let cs = clusters(InterceptionMode::Redirect);
+    let api = find(&cs, "outbound|443||api.example.com");
+    assert_eq!(kind(api), cluster::DiscoveryType::StrictDns);
+    let la = api.load_assignment.as_ref().unwrap();
+    let ep = &la.endpoints[0].lb_endpoints[0];
+    let Some(lb_endpoint::HostIdentifier::Endpoint(e)) = &ep.host_identifier else {
+        panic!("no endpoint")
+    };
+    let addr = format!("{:?}", e.address);
+    assert!(
+        addr.contains("api.example.com") && addr.contains("443"),
+        "{addr}"
+    );
+
+    let cache = find(&cs, "outbound|6379||cache.shop.svc.cluster.local");
+    assert_eq!(kind(cache), cluster::DiscoveryType::OriginalDst);
+    assert_eq!(cache.lb_policy, cluster::LbPolicy::ClusterProvided as i32);
+    assert!(cache.eds_cluster_config.is_none() && cache.load_assignment.is_none());
+}
+
+#[test]
+fn registry_only_scope_sees_only_its_egress_hosts() {
+    let cs: Vec<Cluster> = generate(
+        CLUSTER,
+        &proxy("locked", "10.1.0.9", InterceptionMode::Redirect),
+        &mesh(),
+        &[],
+    );
+    assert!(cs.iter().all(|c| !c.name.contains("web.other")));
+    assert!(cs.iter().any(|c| c.name.contains("reviews.shop")));
+}

@@ -1,0 +1,119 @@
+//! EDS: one `ClusterLoadAssignment` per EDS cluster, named like the cluster.
+//!
+//! The endpoints of the cluster's service that serve its port (and carry its subset's
+//! labels), grouped by locality in `region/zone/subzone` order so Envoy's locality-aware
+//! balancing sees each locality once, weighted by the sum of its endpoints' weights.
+
+use super::util::{is_ip, socket_address, u32_value};
+use envoy_types::pb::envoy::config::core::v3::{Address, HealthStatus, Locality, address};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use shoal_proto::model::{Endpoint, ServiceEndpoints};
+use std::collections::BTreeMap;
+
+/// What an EDS cluster selects from its service's endpoints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointFilter {
+    /// The service port the cluster is for.
+    pub port: u32,
+    /// The subset's labels; `None` for the whole service.
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+impl EndpointFilter {
+    pub fn selects(&self, ep: &Endpoint) -> bool {
+        ep.service_port == self.port
+            && self
+                .labels
+                .as_ref()
+                .is_none_or(|want| want.iter().all(|(k, v)| ep.labels.get(k) == Some(v)))
+    }
+}
+
+/// The assignment of an EDS cluster. Endpoints whose address is not an IP are left out:
+/// Envoy rejects the whole assignment over one hostname.
+pub fn load_assignment(
+    cluster: &str,
+    endpoints: Option<&ServiceEndpoints>,
+    filter: &EndpointFilter,
+) -> ClusterLoadAssignment {
+    let selected = endpoints
+        .into_iter()
+        .flat_map(|e| e.endpoints.iter())
+        .filter(|ep| filter.selects(ep))
+        .filter(|ep| {
+            let ok = is_ip(&ep.address);
+            if !ok {
+                tracing::debug!(cluster, address = %ep.address, "skipping non-IP EDS endpoint");
+            }
+            ok
+        });
+    ClusterLoadAssignment {
+        cluster_name: cluster.to_string(),
+        endpoints: by_locality(selected),
+        ..Default::default()
+    }
+}
+
+/// Groups endpoints by locality, sorted by locality then by address for a stable encoding.
+pub fn by_locality<'a>(endpoints: impl Iterator<Item = &'a Endpoint>) -> Vec<LocalityLbEndpoints> {
+    let mut groups: BTreeMap<&str, Vec<&Endpoint>> = BTreeMap::new();
+    for ep in endpoints {
+        groups.entry(ep.locality.as_str()).or_default().push(ep);
+    }
+    groups
+        .into_iter()
+        .map(|(locality, mut eps)| {
+            eps.sort_by(|a, b| (&a.address, a.port).cmp(&(&b.address, b.port)));
+            let weight: u32 = eps.iter().map(|e| weight(e)).fold(0, u32::saturating_add);
+            LocalityLbEndpoints {
+                locality: Some(parse_locality(locality)),
+                lb_endpoints: eps.into_iter().map(lb_endpoint).collect(),
+                load_balancing_weight: Some(u32_value(weight)),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+/// An endpoint without a weight counts once, as in Istio.
+fn weight(ep: &Endpoint) -> u32 {
+    ep.weight.max(1)
+}
+
+fn lb_endpoint(ep: &Endpoint) -> LbEndpoint {
+    let health = if ep.healthy {
+        HealthStatus::Healthy
+    } else {
+        HealthStatus::Unhealthy
+    };
+    LbEndpoint {
+        host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(EnvoyEndpoint {
+            address: Some(Address {
+                address: Some(address::Address::SocketAddress(socket_address(
+                    &ep.address,
+                    ep.port,
+                ))),
+            }),
+            ..Default::default()
+        })),
+        health_status: health as i32,
+        load_balancing_weight: Some(u32_value(weight(ep))),
+        ..Default::default()
+    }
+}
+
+/// `region/zone/subzone`, any suffix of which may be missing.
+pub fn parse_locality(s: &str) -> Locality {
+    let mut parts = s.splitn(3, '/');
+    let mut next = || parts.next().unwrap_or("").to_string();
+    Locality {
+        region: next(),
+        zone: next(),
+        sub_zone: next(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

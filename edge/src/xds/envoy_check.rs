@@ -1,0 +1,268 @@
+//! Proves the real Envoy accepts what we generate: the output for the test mesh goes into
+//! a bootstrap's `static_resources`, written as a binary `Bootstrap` proto (`.pb`), and
+//! `envoy --mode validate` must accept it.
+//!
+//! Two bootstraps per proxy kind: the output as served (RDS and EDS over ADS, with an ADS
+//! config so Envoy accepts those sources), and the output wired together (route
+//! configurations inlined into their listeners with cluster validation on, every EDS
+//! cluster made STATIC with its generated assignment), so Envoy also checks every route's
+//! and every assignment's content, and that each route names a cluster that exists.
+//!
+//! Skipped, with a notice, where no Envoy binary is installed (`SHOAL_ENVOY` or
+//! `.venv/bin/envoy`).
+
+use super::testing::{decode, mesh, proxy};
+use super::util::{address, any};
+use super::{Generator, XdsResource, types};
+use crate::proxy::{InterceptionMode, Proxy};
+use envoy_types::pb::envoy::config::bootstrap::v3::{Bootstrap, bootstrap};
+use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
+use envoy_types::pb::envoy::config::core::v3::{
+    ApiConfigSource, ApiVersion, GrpcService, Http2ProtocolOptions, Node, api_config_source,
+    grpc_service,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
+};
+use envoy_types::pb::envoy::config::listener::v3::{Listener, filter};
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, http_connection_manager,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+    HttpProtocolOptions, http_protocol_options,
+};
+use envoy_types::pb::google::protobuf::BoolValue;
+use prost::{Message, Name};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+const XDS_CLUSTER: &str = "xds-grpc";
+
+fn envoy_binary() -> Option<PathBuf> {
+    let configured = std::env::var_os("SHOAL_ENVOY").map(PathBuf::from);
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/envoy");
+    configured.into_iter().chain([venv]).find(|p| p.is_file())
+}
+
+fn generate(g: &Generator, type_url: &str, p: &Proxy) -> Vec<Arc<XdsResource>> {
+    g.generate(type_url, p, &mesh(), &[]).expect("generates")
+}
+
+/// The static cluster Envoy's ADS stream would use.
+fn xds_cluster() -> Cluster {
+    let h2 = HttpProtocolOptions {
+        upstream_protocol_options: Some(
+            http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
+                http_protocol_options::ExplicitHttpConfig {
+                    protocol_config: Some(
+                        http_protocol_options::explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                            Http2ProtocolOptions::default(),
+                        ),
+                    ),
+                },
+            ),
+        ),
+        ..Default::default()
+    };
+    let mut c = Cluster {
+        name: XDS_CLUSTER.into(),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+            cluster::DiscoveryType::Static as i32,
+        )),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: XDS_CLUSTER.into(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![LbEndpoint {
+                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
+                        envoy_types::pb::envoy::config::endpoint::v3::Endpoint {
+                            address: Some(address("127.0.0.1", 15010)),
+                            ..Default::default()
+                        },
+                    )),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    c.typed_extension_protocol_options
+        .insert(HttpProtocolOptions::full_name(), any(&h2));
+    c
+}
+
+fn bootstrap(p: &Proxy, clusters: Vec<Cluster>, listeners: Vec<Listener>) -> Bootstrap {
+    Bootstrap {
+        node: Some(Node {
+            id: p.id.clone(),
+            cluster: "shoal-test".into(),
+            ..Default::default()
+        }),
+        static_resources: Some(bootstrap::StaticResources {
+            clusters,
+            listeners,
+            ..Default::default()
+        }),
+        dynamic_resources: Some(bootstrap::DynamicResources {
+            ads_config: Some(ApiConfigSource {
+                api_type: api_config_source::ApiType::Grpc as i32,
+                transport_api_version: ApiVersion::V3 as i32,
+                grpc_services: vec![GrpcService {
+                    target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                        grpc_service::EnvoyGrpc {
+                            cluster_name: XDS_CLUSTER.into(),
+                            ..Default::default()
+                        },
+                    )),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The generated output as Envoy would receive it over ADS.
+fn as_served(g: &Generator, p: &Proxy) -> Bootstrap {
+    let mut clusters: Vec<Cluster> = generate(g, types::CLUSTER, p)
+        .iter()
+        .map(|r| decode(r))
+        .collect();
+    clusters.push(xds_cluster());
+    let listeners = generate(g, types::LISTENER, p)
+        .iter()
+        .map(|r| decode(r))
+        .collect();
+    bootstrap(p, clusters, listeners)
+}
+
+/// The generated output wired together: routes inlined (cluster names checked), EDS
+/// clusters static with their generated assignments.
+fn wired(g: &Generator, p: &Proxy) -> Bootstrap {
+    let assignments: BTreeMap<String, ClusterLoadAssignment> = generate(g, types::ENDPOINT, p)
+        .iter()
+        .map(|r| (r.name.clone(), decode(r)))
+        .collect();
+    let routes: BTreeMap<String, RouteConfiguration> = generate(g, types::ROUTE, p)
+        .iter()
+        .map(|r| (r.name.clone(), decode(r)))
+        .collect();
+    let mut clusters: Vec<Cluster> = generate(g, types::CLUSTER, p)
+        .iter()
+        .map(|r| decode(r))
+        .collect();
+    for c in &mut clusters {
+        if let Some(la) = assignments.get(&c.name) {
+            c.cluster_discovery_type = Some(cluster::ClusterDiscoveryType::Type(
+                cluster::DiscoveryType::Static as i32,
+            ));
+            c.eds_cluster_config = None;
+            c.load_assignment = Some(la.clone());
+        }
+    }
+    assert!(
+        clusters.iter().all(|c| c.eds_cluster_config.is_none()),
+        "every EDS cluster has an assignment"
+    );
+    clusters.push(xds_cluster());
+    let mut listeners: Vec<Listener> = generate(g, types::LISTENER, p)
+        .iter()
+        .map(|r| decode(r))
+        .collect();
+    let mut inlined = 0;
+    for l in &mut listeners {
+        for chain in &mut l.filter_chains {
+            for f in &mut chain.filters {
+                let Some(filter::ConfigType::TypedConfig(cfg)) = &mut f.config_type else {
+                    continue;
+                };
+                if cfg.type_url != HttpConnectionManager::type_url() {
+                    continue;
+                }
+                let mut hcm = HttpConnectionManager::decode(cfg.value.as_slice()).unwrap();
+                let Some(http_connection_manager::RouteSpecifier::Rds(rds)) = &hcm.route_specifier
+                else {
+                    panic!("listener {} does not use RDS", l.name)
+                };
+                let mut rc = routes
+                    .get(&rds.route_config_name)
+                    .unwrap_or_else(|| panic!("no route configuration {}", rds.route_config_name))
+                    .clone();
+                rc.validate_clusters = Some(BoolValue { value: true });
+                hcm.route_specifier =
+                    Some(http_connection_manager::RouteSpecifier::RouteConfig(rc));
+                *cfg = any(&hcm);
+                inlined += 1;
+            }
+        }
+    }
+    assert!(inlined > 0);
+    bootstrap(p, clusters, listeners)
+}
+
+/// Runs `envoy --mode validate` on `b`: whether it passed, and its log.
+fn run_validate(envoy: &std::path::Path, b: &Bootstrap) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bootstrap.pb");
+    std::fs::write(&path, b.encode_to_vec()).unwrap();
+    let base_id: u32 = rand::random_range(10_000..1_000_000);
+    let out = Command::new(envoy)
+        .args(["--mode", "validate", "-l", "warning", "-c"])
+        .arg(&path)
+        .args(["--base-id", &base_id.to_string()])
+        .output()
+        .expect("envoy runs");
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), log)
+}
+
+fn validate(envoy: &std::path::Path, what: &str, b: &Bootstrap) {
+    let (ok, log) = run_validate(envoy, b);
+    assert!(ok, "Envoy rejected {what}:\n{log}");
+}
+
+#[test]
+fn envoy_accepts_generated_config() {
+    let Some(envoy) = envoy_binary() else {
+        eprintln!("skipping: no Envoy binary (set SHOAL_ENVOY or install .venv/bin/envoy)");
+        return;
+    };
+    let g = Generator::new();
+    for (ns, mode) in [
+        ("shop", InterceptionMode::Redirect),
+        ("shop", InterceptionMode::None),
+        ("shop", InterceptionMode::Tproxy),
+        ("locked", InterceptionMode::Redirect),
+        ("bound", InterceptionMode::Redirect),
+        ("bound", InterceptionMode::None),
+    ] {
+        let p = proxy(ns, "10.1.0.5", mode);
+        validate(
+            &envoy,
+            &format!("{ns} {mode:?} as served"),
+            &as_served(&g, &p),
+        );
+        validate(&envoy, &format!("{ns} {mode:?} wired"), &wired(&g, &p));
+    }
+
+    // The check has teeth: a route to a cluster that does not exist is refused.
+    let p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
+    let mut broken = wired(&g, &p);
+    let statics = broken.static_resources.as_mut().unwrap();
+    statics
+        .clusters
+        .retain(|c| c.name != "outbound|80||web.other.svc.cluster.local");
+    let (ok, log) = run_validate(&envoy, &broken);
+    assert!(!ok, "Envoy accepted a route to a missing cluster:\n{log}");
+    assert!(log.contains("web.other"), "{log}");
+}

@@ -1,0 +1,246 @@
+//! RDS: one `RouteConfiguration` per outbound HTTP port, named after the port, as Istio's
+//! sidecar route builder makes it.
+//!
+//! ```text
+//! "9080" ─┬─ reviews.shop.svc.cluster.local:9080   domains: FQDN, short forms, VIPs (± :port)
+//!         │     routes: the first VirtualService for the host (else one default route)
+//!         ├─ ratings.shop.svc.cluster.local:9080
+//!         └─ allow_any (* → PassthroughCluster)   or block_all (* → 502) for REGISTRY_ONLY
+//! ```
+
+mod translate;
+
+use super::listeners::http_ports;
+use super::policy;
+use super::util::{PASSTHROUGH_CLUSTER, cluster_name, duration};
+use envoy_types::pb::envoy::config::route::v3::{
+    DirectResponseAction, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route,
+    route_action, route_match,
+};
+use envoy_types::pb::google::protobuf::BoolValue;
+use shoal_proto::model::{DOMAIN_SUFFIX, Service};
+use shoal_proto::push_context::{SidecarScope, TrafficMode};
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+pub use translate::retry_policy;
+
+/// The route configurations of a scope, and what deserves an operator's attention.
+#[derive(Debug, Default)]
+pub struct ScopeRoutes {
+    /// Sorted by name.
+    pub configs: Vec<RouteConfiguration>,
+    /// Problems that do not stop generation (e.g. a subset no DestinationRule defines).
+    pub warnings: Vec<String>,
+}
+
+/// Whether any visible VirtualService routes by the client's labels: only then do the
+/// routes of a scope differ between its proxies.
+pub fn uses_source_labels(scope: &SidecarScope) -> bool {
+    scope.virtual_services.iter().any(|vs| {
+        vs.spec
+            .http
+            .iter()
+            .flat_map(|r| r.matches.iter())
+            .any(|m| !m.source_labels.is_empty())
+    })
+}
+
+/// Every route configuration of `scope`, for proxies with `labels`.
+pub fn build(scope: &SidecarScope, labels: &BTreeMap<String, String>) -> ScopeRoutes {
+    let mut out = ScopeRoutes::default();
+    // One pass over the services, not one per port: scopes can hold thousands.
+    let mut by_port: BTreeMap<u32, Vec<&Service>> = http_ports(scope)
+        .into_iter()
+        .map(|p| (p, Vec::new()))
+        .collect();
+    for svc in &scope.services {
+        for p in &svc.ports {
+            if let Some(services) = by_port.get_mut(&p.port) {
+                services.push(svc);
+            }
+        }
+    }
+    for (port, services) in by_port {
+        let config = route_config(scope, port, &services, labels, &mut out.warnings);
+        out.configs.push(config);
+    }
+    out.configs.sort_by(|a, b| a.name.cmp(&b.name));
+    out.warnings.sort();
+    out.warnings.dedup();
+    out
+}
+
+/// The configuration for `port`, with a virtual host for each of `services` (those of
+/// the scope that have the port).
+fn route_config(
+    scope: &SidecarScope,
+    port: u32,
+    services: &[&Service],
+    labels: &BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> RouteConfiguration {
+    // Envoy rejects a configuration that lists a domain twice. Every FQDN is claimed
+    // before any short form or VIP, so a short form never shadows a real host name.
+    let mut taken: HashSet<String> = services
+        .iter()
+        .flat_map(|s| [s.hostname.clone(), format!("{}:{port}", s.hostname)])
+        .collect();
+    let mut vhosts: Vec<VirtualHost> = services
+        .iter()
+        .map(|svc| {
+            let mut domains = vec![svc.hostname.clone(), format!("{}:{port}", svc.hostname)];
+            for d in alt_domains(svc, port, &scope.namespace) {
+                if taken.insert(d.clone()) {
+                    domains.push(d);
+                }
+            }
+            VirtualHost {
+                name: format!("{}:{port}", svc.hostname),
+                domains,
+                routes: vhost_routes(scope, svc, port, labels, warnings),
+                ..Default::default()
+            }
+        })
+        .collect();
+    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
+    vhosts.push(catch_all(scope.outbound_mode));
+    RouteConfiguration {
+        name: port.to_string(),
+        virtual_hosts: vhosts,
+        // Clusters arrive over CDS on their own schedule; a route naming a cluster that
+        // is not (yet) there answers 503 instead of rejecting the whole configuration.
+        validate_clusters: Some(BoolValue { value: false }),
+        ignore_port_in_host_matching: true,
+        ..Default::default()
+    }
+}
+
+/// The other names a client may use: Kubernetes short forms (the bare name only from the
+/// service's own namespace, where DNS search paths resolve it to this service) and VIPs,
+/// each with and without the port.
+fn alt_domains(svc: &Service, port: u32, proxy_ns: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let short = svc
+        .hostname
+        .strip_suffix(DOMAIN_SUFFIX)
+        .and_then(|s| s.strip_suffix('.'))
+        .and_then(|s| s.split_once('.'))
+        .filter(|(_, ns)| !ns.contains('.'));
+    if let Some((name, ns)) = short {
+        if ns == proxy_ns {
+            names.push(name.to_string());
+        }
+        names.push(format!("{name}.{ns}"));
+        names.push(format!("{name}.{ns}.svc"));
+        names.push(format!("{name}.{ns}.svc.cluster"));
+    }
+    for vip in svc
+        .addresses
+        .iter()
+        .filter(|a| !a.is_empty() && *a != "0.0.0.0")
+    {
+        // An IPv6 literal is bracketed in a Host header.
+        if vip.contains(':') {
+            names.push(format!("[{vip}]"));
+        } else {
+            names.push(vip.clone());
+        }
+    }
+    names
+        .into_iter()
+        .flat_map(|n| {
+            let with_port = format!("{n}:{port}");
+            [n, with_port]
+        })
+        .collect()
+}
+
+/// The routes of a service's virtual host: the first VirtualService for the host, when it
+/// has routes for this port, else the default route.
+fn vhost_routes(
+    scope: &SidecarScope,
+    svc: &Service,
+    port: u32,
+    labels: &BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> Vec<Route> {
+    if let Some(vs) = scope.virtual_service_for(&svc.hostname) {
+        let routes = translate::virtual_service_routes(scope, vs, port, labels, warnings);
+        if !routes.is_empty() {
+            return routes;
+        }
+    }
+    vec![default_route(scope, svc, port)]
+}
+
+/// `/` to the service's cluster, with Istio's default retries and no timeout; hashed when
+/// the DestinationRule asks for consistent hashing.
+pub fn default_route(scope: &SidecarScope, svc: &Service, port: u32) -> Route {
+    let rule = scope.destination_rule(&svc.hostname).map(|r| &r.spec);
+    let hash = policy::effective(rule, None, port).consistent_hash();
+    Route {
+        name: "default".into(),
+        r#match: Some(prefix_match("/")),
+        action: Some(route::Action::Route(RouteAction {
+            cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(cluster_name(
+                port,
+                "",
+                &svc.hostname,
+            ))),
+            timeout: Some(duration(Duration::ZERO)),
+            retry_policy: retry_policy(None, hash.is_some()),
+            hash_policy: hash
+                .into_iter()
+                .filter_map(translate::hash_policy)
+                .collect(),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+pub fn prefix_match(prefix: &str) -> RouteMatch {
+    RouteMatch {
+        path_specifier: Some(route_match::PathSpecifier::Prefix(prefix.to_string())),
+        ..Default::default()
+    }
+}
+
+/// The last virtual host: unknown hosts pass through (ALLOW_ANY) or get a 502
+/// (REGISTRY_ONLY).
+fn catch_all(mode: TrafficMode) -> VirtualHost {
+    let (name, action) = match mode {
+        TrafficMode::AllowAny => (
+            "allow_any",
+            route::Action::Route(RouteAction {
+                cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(
+                    PASSTHROUGH_CLUSTER.into(),
+                )),
+                timeout: Some(duration(Duration::ZERO)),
+                ..Default::default()
+            }),
+        ),
+        TrafficMode::RegistryOnly => (
+            "block_all",
+            route::Action::DirectResponse(DirectResponseAction {
+                status: 502,
+                ..Default::default()
+            }),
+        ),
+    };
+    VirtualHost {
+        name: name.into(),
+        domains: vec!["*".into()],
+        routes: vec![Route {
+            name: name.into(),
+            r#match: Some(prefix_match("/")),
+            action: Some(action),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

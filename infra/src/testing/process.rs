@@ -1,0 +1,121 @@
+//! Spawning a server binary and waiting until its port accepts connections.
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// Ports are picked then bound by the child, so another process may take one in between;
+/// a few attempts with fresh ports make that race harmless.
+const ATTEMPTS: usize = 3;
+
+/// A running server process; killed (by PID) and reaped on drop.
+pub(super) struct Process {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Process {
+    /// Kills and reaps the child; a second call is a no-op.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `env` if set, else the first of `candidates` that exists, else `name` (looked up on PATH).
+pub(super) fn find_binary(env: &str, candidates: &[PathBuf], name: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(env) {
+        return PathBuf::from(path);
+    }
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
+/// Spawns `binary` with `args(port)` until one run accepts on its port. `log` receives the
+/// child's output, shown if it fails.
+pub(super) fn spawn(
+    binary: &Path,
+    install_hint: &str,
+    log: &Path,
+    args: impl Fn(u16) -> Vec<String>,
+) -> Process {
+    let mut last_error = String::new();
+    for _ in 0..ATTEMPTS {
+        let port = super::free_port();
+        let child = spawn_once(binary, install_hint, log, &args(port));
+        let mut process = Process { child, port };
+        match wait_ready(&mut process) {
+            Ok(()) => return process,
+            Err(e) => {
+                last_error = format!("{e}\n--- {} output ---\n{}", binary.display(), read(log));
+            }
+        }
+    }
+    panic!("{} did not start: {last_error}", binary.display());
+}
+
+/// Starts `binary` again with the same arguments (same port), e.g. after a restart.
+pub(super) fn respawn(
+    binary: &Path,
+    install_hint: &str,
+    log: &Path,
+    args: &[String],
+    port: u16,
+) -> Process {
+    let child = spawn_once(binary, install_hint, log, args);
+    let mut process = Process { child, port };
+    if let Err(e) = wait_ready(&mut process) {
+        panic!("{} did not restart: {e}\n{}", binary.display(), read(log));
+    }
+    process
+}
+
+fn spawn_once(binary: &Path, install_hint: &str, log: &Path, args: &[String]) -> Child {
+    let out = std::fs::File::create(log).expect("create server log file");
+    let err = out.try_clone().expect("clone server log file");
+    match Command::new(binary)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            panic!("{} not found ({e}). {install_hint}", binary.display())
+        }
+        Err(e) => panic!("cannot start {}: {e}", binary.display()),
+    }
+}
+
+fn wait_ready(process: &mut Process) -> Result<(), String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], process.port));
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Ok(Some(status)) = process.child.try_wait() {
+            return Err(format!("exited with {status} before accepting on {addr}"));
+        }
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("not accepting on {addr} after {READY_TIMEOUT:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn read(log: &Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_default()
+}

@@ -1,0 +1,120 @@
+//! The `ingest` binary's wiring: flags, NATS, the admin server, signals and drain.
+
+use crate::{Ingest, IngestConfig};
+use anyhow::Context;
+use clap::{ArgAction, Parser};
+use prometheus_client::registry::Registry;
+use shoal_infra::admin::AdminServer;
+use shoal_infra::nats::{self, NatsBus, NatsConfigKv};
+use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Shoal ingest: serves a directory of Kubernetes and Istio YAML to the mesh — writes
+/// each object to the config KV and publishes debounced push requests.
+#[derive(Debug, Parser)]
+#[command(name = "ingest", version)]
+pub struct Args {
+    /// Directory of `*.yaml` / `*.yml` files, read recursively and watched.
+    #[arg(long, env = "SHOAL_CONFIG_DIR")]
+    pub config_dir: PathBuf,
+    /// This cluster's ID: stamped on every object and prefixed to its KV keys.
+    #[arg(long, env = "SHOAL_CLUSTER_ID")]
+    pub cluster_id: String,
+    /// NATS server URL (JetStream enabled).
+    #[arg(long, env = "SHOAL_NATS_URL")]
+    pub nats_url: String,
+    /// Admin server: /metrics, /healthz/ready, /debug/rejections.
+    #[arg(long, env = "SHOAL_HTTP_ADDR", default_value = "0.0.0.0:15014")]
+    pub http_addr: SocketAddr,
+    /// This cluster's network, labelled on Pods and WorkloadEntries that name none.
+    #[arg(long, env = "SHOAL_NETWORK", default_value = "")]
+    pub network: String,
+    /// Quiet period before a push (e.g. `100ms`).
+    #[arg(long, env = "SHOAL_DEBOUNCE_AFTER", default_value = "100ms", value_parser = duration)]
+    pub debounce_after: Duration,
+    /// Longest a push waits under a steady stream of events (e.g. `10s`).
+    #[arg(long, env = "SHOAL_DEBOUNCE_MAX", default_value = "10s", value_parser = duration)]
+    pub debounce_max: Duration,
+    /// Debounce endpoint-only pushes too.
+    #[arg(long, env = "SHOAL_ENABLE_EDS_DEBOUNCE", default_value_t = true, action = ArgAction::Set)]
+    pub eds_debounce: bool,
+    /// Full rescan period of the directory, in case a file event was missed (`0s`: off).
+    #[arg(long, env = "SHOAL_RESYNC_INTERVAL", default_value = "60s", value_parser = duration)]
+    pub resync_interval: Duration,
+    /// Bound of the queue of changes waiting for their KV write.
+    #[arg(long, env = "SHOAL_INGEST_CHANGE_QUEUE", default_value_t = 1024)]
+    pub change_queue: usize,
+    /// How long shutdown waits for queued writes and pushes.
+    #[arg(long, env = "SHOAL_DRAIN_GRACE", default_value = "10s", value_parser = duration)]
+    pub drain_grace: Duration,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    shoal_proto::config::validate::parse_duration(s).map_err(|e| e.0)
+}
+
+impl Args {
+    pub fn ingest_config(&self) -> IngestConfig {
+        let mut config = IngestConfig::new(&self.config_dir, &self.cluster_id);
+        config.network.clone_from(&self.network);
+        config.debounce_after = self.debounce_after;
+        config.debounce_max = self.debounce_max;
+        config.eds_debounce = self.eds_debounce;
+        config.resync_interval = self.resync_interval;
+        config.change_queue = self.change_queue;
+        config
+    }
+}
+
+/// Runs the binary until SIGTERM / ctrl-c, then drains.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    init_tracing();
+    let client = nats::connect(&args.nats_url)
+        .await
+        .with_context(|| format!("connecting to NATS at {}", args.nats_url))?;
+    let kv = NatsConfigKv::open(client.clone(), Default::default())
+        .await
+        .context("opening the config KV")?;
+    let bus = NatsBus::open(client, Default::default())
+        .await
+        .context("opening the push stream")?;
+
+    let mut registry = Registry::default();
+    let ingest = Ingest::new(
+        args.ingest_config(),
+        Arc::new(kv),
+        Arc::new(bus),
+        &mut registry,
+    );
+    let handle = ingest.handle();
+    let rejections = handle.rejections().clone();
+    let admin = AdminServer::new(registry, handle.readiness())
+        .debug("rejections", Arc::new(move || rejections.to_json()))
+        .bind(args.http_addr)
+        .await?;
+
+    let drain = Drain::new();
+    let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
+    let mut ingest = tokio::spawn(ingest.run(drain.watcher()));
+    tokio::select! {
+        () = shutdown_signal() => {}
+        ended = &mut ingest => {
+            drain.signal();
+            let _ = admin.await;
+            ended.context("ingest task panicked")??;
+            anyhow::bail!("ingest stopped before shutdown");
+        }
+    }
+    if !drain.signal_and_wait(args.drain_grace).await {
+        tracing::warn!(grace = ?args.drain_grace, "drain grace elapsed; exiting with work pending");
+        ingest.abort();
+        admin.abort();
+        return Ok(());
+    }
+    ingest.await.context("ingest task panicked")??;
+    admin.await.context("admin task panicked")??;
+    Ok(())
+}

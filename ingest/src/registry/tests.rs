@@ -1,0 +1,516 @@
+//! The registry end to end on a temp dir with a real notify watcher, through the whole
+//! ingest (KV writer, debouncer, publisher) on the in-process twins.
+
+use crate::{Ingest, IngestConfig, IngestError, IngestHandle};
+use futures::StreamExt;
+use prometheus_client::registry::Registry;
+use shoal_infra::memory::{MemoryBus, MemoryConfigKv};
+use shoal_infra::runtime::Drain;
+use shoal_proto::config::{Config, ConfigKey, Kind, Spec};
+use shoal_proto::push::PushRequest;
+use shoal_proto::transport::{Bus, ConfigKv, config_kv_key, decode_config, parse_config_kv_key};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+const CLUSTER: &str = "c1";
+
+fn vs(name: &str, host: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  hosts: [{host}]\n  http:\n  - route:\n    - destination:\n        host: {host}\n"
+    )
+}
+
+fn vs_without_hosts(name: &str) -> String {
+    format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  http:\n  - route:\n    - destination:\n        host: x\n"
+    )
+}
+
+fn key(name: &str) -> ConfigKey {
+    ConfigKey::new(Kind::VirtualService, "shop", name)
+}
+
+fn host_of(config: &Config) -> &str {
+    match &config.spec {
+        Spec::VirtualService(vs) => &vs.hosts[0],
+        _ => panic!("not a VirtualService"),
+    }
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    kv: Arc<MemoryConfigKv>,
+    pushes: Arc<Mutex<Vec<PushRequest>>>,
+    handle: IngestHandle,
+    metrics: Registry,
+    drain: Drain,
+    task: JoinHandle<Result<(), IngestError>>,
+}
+
+impl Env {
+    /// A temp dir holding `files`, and a KV holding `kv` (`(cluster, key, yaml)`).
+    async fn start(files: &[(&str, &str)], kv_entries: &[(&str, ConfigKey, &str)]) -> Env {
+        Env::start_with(files, kv_entries, |_| {}).await
+    }
+
+    async fn start_with(
+        files: &[(&str, &str)],
+        kv_entries: &[(&str, ConfigKey, &str)],
+        tune: impl FnOnce(&mut IngestConfig),
+    ) -> Env {
+        shoal_infra::runtime::init_tracing();
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            write(&dir.path().join(path), text);
+        }
+        let kv = Arc::new(MemoryConfigKv::default());
+        for (cluster, key, host) in kv_entries {
+            let config = parsed(&vs(&key.name, host), cluster);
+            let value = shoal_proto::transport::encode_config(&config).unwrap();
+            kv.put(&config_kv_key(cluster, key), value.into())
+                .await
+                .unwrap();
+        }
+        let bus = Arc::new(MemoryBus::default());
+        let pushes = Arc::new(Mutex::new(Vec::new()));
+        let mut stream = bus.push_requests().await.unwrap();
+        let seen = pushes.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(delivery)) = stream.next().await {
+                seen.lock().unwrap().push(delivery.message.value);
+            }
+        });
+        let mut config = IngestConfig::new(dir.path(), CLUSTER);
+        config.network = "net-1".into();
+        config.debounce_after = Duration::from_millis(20);
+        config.debounce_max = Duration::from_millis(500);
+        config.resync_interval = Duration::ZERO;
+        tune(&mut config);
+        let mut metrics = Registry::default();
+        let ingest = Ingest::new(config, kv.clone(), bus, &mut metrics);
+        let handle = ingest.handle();
+        let drain = Drain::new();
+        let task = tokio::spawn(ingest.run(drain.watcher()));
+        let env = Env {
+            dir,
+            kv,
+            pushes,
+            handle,
+            metrics,
+            drain,
+            task,
+        };
+        wait_for("ready", || async { env.handle.is_ready() }).await;
+        env
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        write(&self.path(rel), text);
+    }
+
+    /// This cluster's objects in the KV.
+    async fn objects(&self) -> BTreeMap<ConfigKey, Config> {
+        self.kv
+            .entries()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| {
+                let (cluster, key) = parse_config_kv_key(&e.key)?;
+                let value = e.value?;
+                (cluster == CLUSTER).then(|| (key, decode_config(&value).unwrap()))
+            })
+            .collect()
+    }
+
+    async fn host(&self, name: &str) -> Option<String> {
+        self.objects()
+            .await
+            .get(&key(name))
+            .map(|c| host_of(c).to_string())
+    }
+
+    async fn wait_host(&self, name: &str, want: Option<&str>) {
+        wait_for(&format!("{name} to be {want:?}"), || async {
+            self.host(name).await.as_deref() == want
+        })
+        .await;
+    }
+
+    fn pushes(&self) -> Vec<PushRequest> {
+        self.pushes.lock().unwrap().clone()
+    }
+
+    /// Waits for a push naming `key` and returns it.
+    async fn wait_push(&self, key: &ConfigKey) -> PushRequest {
+        let mut found = None;
+        wait_for(&format!("a push naming {key}"), || {
+            found = self
+                .pushes()
+                .into_iter()
+                .rev()
+                .find(|p| p.configs_updated.contains(key));
+            std::future::ready(found.is_some())
+        })
+        .await;
+        found.unwrap()
+    }
+
+    fn metrics_text(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.metrics).unwrap();
+        text
+    }
+
+    async fn stop(self) {
+        assert!(self.drain.signal_and_wait(Duration::from_secs(5)).await);
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn parsed(yaml: &str, cluster: &str) -> Config {
+    let mut config = shoal_proto::config::parse::parse_documents("t", yaml)
+        .remove(0)
+        .unwrap()
+        .config;
+    config.meta.cluster = cluster.into();
+    config
+}
+
+async fn wait_for<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn startup_loads_reconciles_and_pushes_once() {
+    let files = [
+        (
+            "a.yaml",
+            &*format!("{}---\n{}", vs("r1", "one"), vs_without_hosts("broken")),
+        ),
+        (
+            "sub/ns.yml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n",
+        ),
+    ];
+    let kv = [
+        (CLUSTER, key("gone"), "stale"),
+        (CLUSTER, key("broken"), "earlier"),
+        ("c2", key("gone"), "other-cluster"),
+    ];
+    let env = Env::start(&files, &kv).await;
+    wait_for("the start-up push", || async { !env.pushes().is_empty() }).await;
+
+    let objects = env.objects().await;
+    let names: Vec<_> = objects.keys().map(|k| k.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "Namespace /shop",
+            "VirtualService shop/broken",
+            "VirtualService shop/r1"
+        ]
+    );
+    assert_eq!(
+        host_of(&objects[&key("broken")]),
+        "earlier",
+        "kept while rejected"
+    );
+    assert!(objects.values().all(|c| c.meta.cluster == CLUSTER));
+    let other = config_kv_key("c2", &key("gone"));
+    let entries = env.kv.entries().await.unwrap();
+    assert!(
+        entries.iter().any(|e| e.key == other),
+        "other clusters untouched"
+    );
+
+    let latest = entries.iter().map(|e| e.revision).max().unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let pushes = env.pushes();
+    assert_eq!(pushes.len(), 1, "one push at start-up: {pushes:?}");
+    assert!(pushes[0].full && pushes[0].configs_updated.is_empty());
+    assert!(
+        pushes[0].revision >= latest,
+        "{} < {latest}",
+        pushes[0].revision
+    );
+
+    let rejections = env.handle.rejections_json();
+    let list = rejections.as_array().unwrap();
+    assert_eq!(list.len(), 1, "{rejections}");
+    assert_eq!(list[0]["object"], "VirtualService shop/broken");
+    assert_eq!(list[0]["kind"], "VirtualService");
+    assert_eq!(list[0]["line"], 13);
+    assert!(list[0]["file"].as_str().unwrap().ends_with("a.yaml"));
+    let text = env.metrics_text();
+    assert!(
+        text.contains("shoal_ingest_config_rejected_total{kind=\"VirtualService\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shoal_ingest_config_rejected_objects 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shoal_ingest_pushes_published_total{type=\"full\"} 1"),
+        "{text}"
+    );
+
+    // The broken object removed from its file: its kept KV value goes too.
+    env.write("a.yaml", &vs("r1", "one"));
+    env.wait_host("broken", None).await;
+    env.wait_push(&key("broken")).await;
+    wait_for("no rejections", || async {
+        env.handle.rejections().list().is_empty()
+    })
+    .await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn add_edit_and_remove_a_file() {
+    let env = Env::start(&[], &[]).await;
+    env.write("a.yaml", &vs("r", "one"));
+    env.wait_host("r", Some("one")).await;
+    let push = env.wait_push(&key("r")).await;
+    assert!(push.full);
+    let revision = |env: &Env| {
+        let kv = env.kv.clone();
+        async move {
+            let k = config_kv_key(CLUSTER, &key("r"));
+            kv.entries()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|e| e.key == k)
+                .map(|e| e.revision)
+        }
+    };
+    assert_eq!(Some(push.revision), revision(&env).await);
+
+    env.write("a.yaml", &vs("r", "two"));
+    env.wait_host("r", Some("two")).await;
+    let rev = revision(&env).await.unwrap();
+    wait_for("the edit's push", || async {
+        env.pushes()
+            .iter()
+            .any(|p| p.revision == rev && p.configs_updated.contains(&key("r")))
+    })
+    .await;
+
+    std::fs::remove_file(env.path("a.yaml")).unwrap();
+    env.wait_host("r", None).await;
+    wait_for("the delete's push", || async {
+        env.pushes()
+            .iter()
+            .filter(|p| p.configs_updated.contains(&key("r")))
+            .count()
+            >= 3
+    })
+    .await;
+    let text = env.metrics_text();
+    for event in ["add", "update", "delete"] {
+        let line = format!(
+            "shoal_ingest_config_events_total{{kind=\"VirtualService\",event=\"{event}\"}} 1"
+        );
+        assert!(text.contains(&line), "{line} in {text}");
+    }
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_edit_keeps_the_old_version_and_counts_the_rejection() {
+    let env = Env::start(&[("a.yaml", &vs("r", "good"))], &[]).await;
+    env.wait_host("r", Some("good")).await;
+
+    env.write("a.yaml", &vs_without_hosts("r"));
+    wait_for("the rejection", || async {
+        env.handle.rejections().list().len() == 1
+    })
+    .await;
+    let rejection = &env.handle.rejections().list()[0];
+    assert_eq!(rejection.object, "VirtualService shop/r");
+    assert!(rejection.reason.contains("host"), "{}", rejection.reason);
+    assert_eq!(env.host("r").await.as_deref(), Some("good"));
+
+    // Broken YAML: nothing can be named, everything the file had is kept.
+    env.write(
+        "a.yaml",
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: [\n",
+    );
+    wait_for("the syntax error", || async {
+        env.handle
+            .rejections()
+            .list()
+            .first()
+            .is_some_and(|r| r.kind == "unknown")
+    })
+    .await;
+    assert_eq!(env.host("r").await.as_deref(), Some("good"));
+    let text = env.metrics_text();
+    assert!(
+        text.contains("shoal_ingest_config_rejected_total{kind=\"VirtualService\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shoal_ingest_config_rejected_total{kind=\"unknown\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shoal_ingest_config_rejected_objects 1"),
+        "{text}"
+    );
+
+    // Fixed: served again, nothing rejected.
+    env.write("a.yaml", &vs("r", "fixed"));
+    env.wait_host("r", Some("fixed")).await;
+    wait_for("no rejections", || async {
+        env.handle.rejections().list().is_empty()
+    })
+    .await;
+    assert!(
+        env.metrics_text()
+            .contains("shoal_ingest_config_rejected_objects 0")
+    );
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_files_and_directories_removes_their_objects() {
+    let files = [
+        ("keep.yaml", &*vs("keep", "k")),
+        (
+            "a.yaml",
+            &*format!("{}---\n{}", vs("a1", "x"), vs("a2", "y")),
+        ),
+    ];
+    let env = Env::start(&files, &[]).await;
+    env.wait_host("a2", Some("y")).await;
+    std::fs::remove_file(env.path("a.yaml")).unwrap();
+    env.wait_host("a1", None).await;
+    env.wait_host("a2", None).await;
+
+    // A directory created with files in it, then removed whole.
+    env.write("team/sub/b.yaml", &vs("b", "z"));
+    env.wait_host("b", Some("z")).await;
+    std::fs::remove_dir_all(env.path("team")).unwrap();
+    env.wait_host("b", None).await;
+    // A directory moved in from elsewhere.
+    let staged = tempfile::tempdir().unwrap();
+    write(&staged.path().join("c.yaml"), &vs("c", "w"));
+    std::fs::rename(staged.path(), env.path("moved")).unwrap_or_else(|_| {
+        // Different file systems: copy instead.
+        write(&env.path("moved/c.yaml"), &vs("c", "w"));
+    });
+    env.wait_host("c", Some("w")).await;
+    assert_eq!(env.host("keep").await.as_deref(), Some("k"));
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn same_key_in_two_files() {
+    let env = Env::start(&[("a.yaml", &vs("r", "from-a"))], &[]).await;
+    env.wait_host("r", Some("from-a")).await;
+    env.write("b.yaml", &vs("r", "from-b"));
+    env.wait_host("r", Some("from-b")).await;
+    env.write("a.yaml", &vs("r", "from-a2"));
+    env.wait_host("r", Some("from-a2")).await;
+    std::fs::remove_file(env.path("a.yaml")).unwrap();
+    env.wait_host("r", Some("from-b")).await;
+    std::fs::remove_file(env.path("b.yaml")).unwrap();
+    env.wait_host("r", None).await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn editor_write_rename_replace() {
+    let env = Env::start(&[("a.yaml", &vs("r", "one"))], &[]).await;
+    env.wait_host("r", Some("one")).await;
+    // Written beside, then renamed over the original (vim, kubectl, atomic writers).
+    env.write(".a.yaml.tmp", &vs("r", "two"));
+    std::fs::rename(env.path(".a.yaml.tmp"), env.path("a.yaml")).unwrap();
+    env.wait_host("r", Some("two")).await;
+    // Backup-rename style: the original moved away, a new file written in its place.
+    std::fs::rename(env.path("a.yaml"), env.path("a.yaml~")).unwrap();
+    env.write("a.yaml", &vs("r", "three"));
+    env.wait_host("r", Some("three")).await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn unnamed_failure_at_start_keeps_kv_keys_until_it_parses() {
+    let broken = format!("{}---\nkind: [\n", vs("r", "one"));
+    let env = Env::start(&[("a.yaml", &broken)], &[(CLUSTER, key("old"), "earlier")]).await;
+    wait_for("the start-up push", || async { !env.pushes().is_empty() }).await;
+    assert_eq!(
+        env.host("old").await.as_deref(),
+        Some("earlier"),
+        "may be the broken doc"
+    );
+    assert_eq!(env.host("r").await.as_deref(), Some("one"));
+    env.write("a.yaml", &vs("r", "one"));
+    env.wait_host("old", None).await;
+    env.wait_push(&key("old")).await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn workloads_get_the_cluster_network() {
+    let pods = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p1\n  namespace: shop\nstatus:\n  podIP: 10.0.0.1\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p2\n  namespace: shop\n  labels:\n    topology.istio.io/network: net-2\nstatus:\n  podIP: 10.0.0.2\n";
+    let env = Env::start(&[("pods.yaml", pods)], &[]).await;
+    let objects = env.objects().await;
+    let network = |name: &str| {
+        objects[&ConfigKey::new(Kind::Pod, "shop", name)]
+            .meta
+            .labels[super::NETWORK_LABEL]
+            .clone()
+    };
+    assert_eq!(network("p1"), "net-1");
+    assert_eq!(network("p2"), "net-2");
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn config_dir_removed_keeps_config_and_is_watched_again_when_back() {
+    let env = Env::start_with(&[("a.yaml", &vs("r", "one"))], &[], |c| {
+        c.resync_interval = Duration::from_secs(1);
+    })
+    .await;
+    env.wait_host("r", Some("one")).await;
+    std::fs::remove_dir_all(env.dir.path()).unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        env.host("r").await.as_deref(),
+        Some("one"),
+        "kept while the dir is gone"
+    );
+
+    env.write("a.yaml", &vs("r", "two"));
+    env.wait_host("r", Some("two")).await;
+    // Followed again after it came back.
+    env.write("b.yaml", &vs("b", "new"));
+    env.wait_host("b", Some("new")).await;
+    env.stop().await;
+}

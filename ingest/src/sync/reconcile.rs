@@ -1,0 +1,45 @@
+//! Start-up reconciliation: which of this cluster's KV keys the loaded config no longer
+//! holds, and the KV's latest revision for the first full push.
+
+use shoal_proto::config::ConfigKey;
+use shoal_proto::transport::{KvEntry, parse_config_kv_key};
+
+/// What to do with this cluster's KV keys after the initial load.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Keys no file defines any more: delete.
+    pub delete: Vec<ConfigKey>,
+    /// Keys the store lacks but that may still be defined by a file that fails to parse:
+    /// their earlier value stays.
+    pub keep: Vec<ConfigKey>,
+    /// The highest revision among the entries.
+    pub latest: u64,
+}
+
+/// Plans the reconciliation of `entries` (the whole bucket) for `cluster`.
+pub(crate) fn plan(
+    entries: &[KvEntry],
+    cluster: &str,
+    in_store: impl Fn(&ConfigKey) -> bool,
+    protected: impl Fn(&ConfigKey) -> bool,
+) -> Plan {
+    let mut plan = Plan::default();
+    for entry in entries {
+        plan.latest = plan.latest.max(entry.revision);
+        if entry.value.is_none() {
+            continue;
+        }
+        let Some((owner, key)) = parse_config_kv_key(&entry.key) else {
+            continue;
+        };
+        if owner != cluster || in_store(&key) {
+            continue;
+        }
+        if protected(&key) {
+            plan.keep.push(key);
+        } else {
+            plan.delete.push(key);
+        }
+    }
+    plan
+}

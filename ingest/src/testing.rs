@@ -1,0 +1,73 @@
+//! Test doubles and helpers shared by the unit tests.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use shoal_infra::memory::{MemoryBus, MemoryConfigKv};
+use shoal_proto::push::PushRequest;
+use shoal_proto::transport::{
+    Bus, ConfigKv, Delivery, KvEntry, Result, SnapshotEvent, Traced, TransportError,
+};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Fails the next `failures` calls with `Unavailable`, then behaves as its inner twin.
+#[derive(Default)]
+pub(crate) struct Flaky<T> {
+    pub inner: T,
+    pub failures: AtomicU32,
+}
+
+impl<T> Flaky<T> {
+    pub fn new(inner: T, failures: u32) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            failures: AtomicU32::new(failures),
+        })
+    }
+
+    fn check(&self, what: &'static str) -> Result<()> {
+        let left = self.failures.load(Ordering::SeqCst);
+        if left > 0 {
+            self.failures.store(left - 1, Ordering::SeqCst);
+            return Err(TransportError::Unavailable(what, "injected".into()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ConfigKv for Flaky<MemoryConfigKv> {
+    async fn put(&self, key: &str, value: Bytes) -> Result<u64> {
+        self.check("kv")?;
+        self.inner.put(key, value).await
+    }
+    async fn delete(&self, key: &str) -> Result<u64> {
+        self.check("kv")?;
+        self.inner.delete(key).await
+    }
+    async fn entries(&self) -> Result<Vec<KvEntry>> {
+        self.check("kv")?;
+        self.inner.entries().await
+    }
+    async fn watch(&self) -> Result<BoxStream<'static, Result<KvEntry>>> {
+        self.inner.watch().await
+    }
+}
+
+#[async_trait]
+impl Bus for Flaky<MemoryBus> {
+    async fn publish_push(&self, request: &Traced<PushRequest>) -> Result<()> {
+        self.check("bus")?;
+        self.inner.publish_push(request).await
+    }
+    async fn push_requests(&self) -> Result<BoxStream<'static, Result<Delivery<PushRequest>>>> {
+        self.inner.push_requests().await
+    }
+    async fn publish_snapshot(&self, event: &Traced<SnapshotEvent>) -> Result<()> {
+        self.inner.publish_snapshot(event).await
+    }
+    async fn snapshot_events(&self) -> Result<BoxStream<'static, Result<Traced<SnapshotEvent>>>> {
+        self.inner.snapshot_events().await
+    }
+}

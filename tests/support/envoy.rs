@@ -1,0 +1,101 @@
+//! A real Envoy, bootstrapped to an ADS server as an Istio sidecar with
+//! `INTERCEPTION_MODE: NONE`.
+
+use super::process::Proc;
+use super::{free_port, tool};
+use std::path::Path;
+use std::time::Duration;
+
+pub struct Envoy {
+    pub proc: Proc,
+    pub admin_port: u16,
+}
+
+pub fn bootstrap(node_ip: &str, namespace: &str, pod: &str, xds_port: u16, admin_port: u16) -> String {
+    format!(
+        r#"node:
+  id: sidecar~{node_ip}~{pod}.{namespace}~{namespace}.svc.cluster.local
+  cluster: {pod}.{namespace}
+  metadata:
+    NAMESPACE: {namespace}
+    INTERCEPTION_MODE: NONE
+    LABELS: {{app: {pod}}}
+admin:
+  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin_port}}}}}
+dynamic_resources:
+  ads_config:
+    api_type: GRPC
+    transport_api_version: V3
+    set_node_on_first_message_only: true
+    grpc_services: [{{envoy_grpc: {{cluster_name: xds-grpc}}}}]
+  cds_config: {{ads: {{}}, resource_api_version: V3, initial_fetch_timeout: 1s}}
+  lds_config: {{ads: {{}}, resource_api_version: V3, initial_fetch_timeout: 1s}}
+static_resources:
+  clusters:
+  - name: xds-grpc
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    load_assignment:
+      cluster_name: xds-grpc
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {xds_port}}}}}}}
+"#
+    )
+}
+
+impl Envoy {
+    pub fn start(name: &str, bootstrap_yaml: &str, admin_port: u16, dir: &Path) -> Envoy {
+        let config = dir.join(format!("{name}-bootstrap.yaml"));
+        std::fs::write(&config, bootstrap_yaml).expect("write bootstrap");
+        let base_id = u32::from(free_port()) * 16;
+        let proc = Proc::spawn(
+            name,
+            &tool("envoy", "SHOAL_ENVOY"),
+            &[
+                "-c".into(),
+                config.display().to_string(),
+                "--base-id".into(),
+                base_id.to_string(),
+                "--concurrency".into(),
+                "1".into(),
+                "--log-level".into(),
+                "warn".into(),
+                "--drain-time-s".into(),
+                "1".into(),
+            ],
+            &[],
+            dir,
+        );
+        Envoy { proc, admin_port }
+    }
+
+    pub fn admin(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.admin_port)
+    }
+
+    /// A counter from Envoy's `/stats`, 0 when absent.
+    pub async fn stat(&self, name: &str) -> u64 {
+        let text = reqwest::get(self.admin(&format!("/stats?filter=^{}$", regex_escape(name))))
+            .await
+            .ok();
+        let Some(resp) = text else { return 0 };
+        let body = resp.text().await.unwrap_or_default();
+        body.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        super::process::wait_http_ok(&self.admin("/ready"), timeout).await
+    }
+}
+
+fn regex_escape(s: &str) -> String {
+    s.replace('.', "\\.")
+}
