@@ -81,7 +81,13 @@ async fn three_tiers_with_nats_and_redis_route_envoy() {
         );
     }
     let report = fixture
-        .run(xds_port, edge_http, dir.path(), &mut [&mut ingest, &mut builder, &mut edge])
+        .run(
+            xds_port,
+            edge_http,
+            ingest_http,
+            dir.path(),
+            &mut [&mut ingest, &mut builder, &mut edge],
+        )
         .await;
     println!("e2e three-tier: {report}");
     for p in [&mut ingest, &mut builder, &mut edge] {
@@ -115,7 +121,7 @@ async fn embedded_shoal_routes_envoy() {
         wait_http_ok(&format!("http://127.0.0.1:{http}/healthz/ready"), Duration::from_secs(30)).await,
         "shoal not ready"
     );
-    let report = fixture.run(xds_port, http, dir.path(), &mut [&mut shoal]).await;
+    let report = fixture.run(xds_port, http, http, dir.path(), &mut [&mut shoal]).await;
     println!("e2e embedded: {report}");
     shoal.assert_running();
     shoal.stop(Duration::from_secs(5));

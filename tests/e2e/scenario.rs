@@ -70,7 +70,16 @@ impl Fixture {
 
     /// Runs the scenario against an edge serving ADS on `xds_port` with its admin server
     /// on `edge_http`; `tiers` are checked to still be running at the end.
-    pub async fn run(&self, xds_port: u16, edge_http: u16, dir: &Path, tiers: &mut [&mut Proc]) -> Report {
+    /// `ingest_http` serves `/debug/rejections` and `/metrics` of the ingest (the same
+    /// port as `edge_http` for the all-in-one).
+    pub async fn run(
+        &self,
+        xds_port: u16,
+        edge_http: u16,
+        ingest_http: u16,
+        dir: &Path,
+        tiers: &mut [&mut Proc],
+    ) -> Report {
         let admin_port = free_port();
         let envoy = Envoy::start(
             "envoy",
@@ -148,6 +157,45 @@ impl Fixture {
             change_applied < Duration::from_secs(2),
             "edit applied after {change_applied:?}, more than 2 s"
         );
+
+        // Bad input: an edit Istio would reject and a file that is not YAML are reported
+        // with file, object and reason, counted, and change nothing that is served.
+        std::fs::write(&vs_path, mesh::virtual_service_zero_weights()).expect("bad edit");
+        std::fs::write(self.config_dir.join("broken.yaml"), "apiVersion: v1\nkind: Service\nmetadata: [unclosed\n")
+            .expect("broken file");
+        let rejections_url = format!("http://127.0.0.1:{ingest_http}/debug/rejections");
+        let reported = Instant::now();
+        let rejections = loop {
+            let list: serde_json::Value = reqwest::get(&rejections_url)
+                .await
+                .expect("rejections")
+                .json()
+                .await
+                .expect("rejections json");
+            if list.as_array().is_some_and(|l| l.len() >= 2) {
+                break list;
+            }
+            assert!(reported.elapsed() < Duration::from_secs(5), "rejections not reported: {list}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let text = rejections.to_string();
+        assert!(text.contains("virtual-service.yaml") && text.contains("VirtualService bookinfo/reviews") && text.contains("total weight"), "{text}");
+        assert!(text.contains("broken.yaml"), "{text}");
+        let metrics = reqwest::get(format!("http://127.0.0.1:{ingest_http}/metrics"))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics body");
+        assert!(
+            metrics.lines().any(|l| l.starts_with("shoal_ingest_config_rejected_total{kind=\"VirtualService\"}") && !l.ends_with(" 0")),
+            "rejection not counted:\n{metrics}"
+        );
+        // The earlier valid VirtualService (100% v2) stays served.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for _ in 0..50 {
+            assert_eq!(self.get(&client, None).await.as_deref(), Ok("v2"));
+        }
 
         // Envoy never rejected anything we sent.
         let stats = reqwest::get(envoy.admin("/stats?filter=update_rejected"))

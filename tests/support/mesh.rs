@@ -153,3 +153,8 @@ pub fn write(dir: &Path, service_port: u16, v1_port: u16, v2_port: u16) {
     std::fs::write(dir.join("routing/destination-rule.yaml"), DESTINATION_RULE).expect("write");
     std::fs::write(dir.join("routing/virtual-service.yaml"), virtual_service(80)).expect("write");
 }
+
+/// A VirtualService Istio's validation rejects: two destinations whose weights total 0.
+pub fn virtual_service_zero_weights() -> String {
+    virtual_service(0).replace("weight: 100", "weight: 0")
+}

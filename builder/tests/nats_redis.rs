@@ -1,0 +1,161 @@
+//! The builder against real NATS (config KV, push stream, announcements) and Redis
+//! (snapshots): layout, forward-only `latest`, and an endpoint change writing one small
+//! chunk rather than the mesh.
+
+use futures::StreamExt;
+use prometheus_client::registry::Registry;
+use shoal_builder::{Builder, BuilderConfig};
+use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsConfigKv, NatsConfigKvConfig, connect};
+use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
+use shoal_infra::testing::{NatsServer, RedisServer};
+use shoal_proto::config::parse::parse_documents;
+use shoal_proto::config::{ConfigKey, Kind};
+use shoal_proto::push::{PushRequest, TriggerReason};
+use shoal_proto::snapshot::{ChunkKey, Manifest};
+use shoal_proto::transport::{
+    Bus, ConfigKv, SnapshotEvent, SnapshotStore, Traced, TransportError, config_kv_key,
+    encode_config,
+};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+fn mesh(pod_ip: &str) -> String {
+    let mut yaml = String::new();
+    for ns in ["shop", "payments"] {
+        for svc in 0..5 {
+            yaml.push_str(&format!(
+                "---\napiVersion: v1\nkind: Service\nmetadata: {{name: svc-{svc}, namespace: {ns}}}\nspec: {{selector: {{app: svc-{svc}}}, ports: [{{name: http, port: 80, targetPort: 8080}}]}}\n"
+            ));
+            for pod in 0..4 {
+                let ip = if ns == "shop" && svc == 0 && pod == 0 {
+                    pod_ip.to_string()
+                } else {
+                    format!("10.{}.{svc}.{pod}", if ns == "shop" { 1 } else { 2 })
+                };
+                yaml.push_str(&format!(
+                    "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: svc-{svc}-{pod}, namespace: {ns}, labels: {{app: svc-{svc}}}}}\nstatus: {{podIP: {ip}}}\n"
+                ));
+            }
+        }
+    }
+    yaml
+}
+
+/// Writes every object; returns the revision of the last write.
+async fn put_all(kv: &NatsConfigKv, yaml: &str) -> u64 {
+    let mut revision = 0;
+    for parsed in parse_documents("mesh.yaml", yaml) {
+        let mut config = parsed.expect("valid").config;
+        config.meta.cluster = "c1".into();
+        let key = config_kv_key("c1", &config.key());
+        revision = kv
+            .put(&key, encode_config(&config).unwrap().into())
+            .await
+            .unwrap();
+    }
+    revision
+}
+
+async fn next_event(
+    events: &mut (impl futures::Stream<Item = Result<Traced<SnapshotEvent>, TransportError>> + Unpin),
+) -> SnapshotEvent {
+    loop {
+        let item = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("snapshot announced in time")
+            .expect("stream open");
+        if let Ok(e) = item {
+            return e.value;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builds_full_then_writes_only_the_changed_endpoints() {
+    let nats = NatsServer::start();
+    let redis = RedisServer::start();
+    let client = connect(&nats.url()).await.unwrap();
+    let kv = Arc::new(
+        NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
+            .await
+            .unwrap(),
+    );
+    let bus = Arc::new(NatsBus::open(client, NatsBusConfig::default()).await.unwrap());
+    let store = Arc::new(
+        RedisSnapshotStore::connect(RedisConfig::new(redis.url()))
+            .await
+            .unwrap(),
+    );
+    let mut events = bus.snapshot_events().await.unwrap();
+
+    // Config and a push request exist before the builder starts: nothing is lost.
+    let revision = put_all(&kv, &mesh("10.1.0.0")).await;
+    bus.publish_push(&Traced::new(PushRequest::full_everything(
+        TriggerReason::GlobalUpdate,
+        revision,
+        SystemTime::now(),
+    )))
+    .await
+    .unwrap();
+
+    let mut registry = Registry::default();
+    let builder = Builder::new(
+        BuilderConfig::default(),
+        kv.clone(),
+        bus.clone(),
+        store.clone(),
+        &mut registry,
+    );
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(builder.run(async move {
+        let _ = stop_rx.await;
+    }));
+
+    let first = next_event(&mut events).await;
+    assert_eq!(first.version, revision);
+    assert!(first.full);
+    assert_eq!(store.latest().await.unwrap(), Some(revision));
+    let manifest =
+        Manifest::decode(&store.get_manifest(revision).await.unwrap().unwrap()).unwrap();
+    assert_eq!(manifest.chunks.len(), 2 + 10, "2 namespaces + 10 services' endpoints");
+
+    // Move one pod: one endpoints chunk changes, and only it is written.
+    let moved = put_all(&kv, &mesh("10.9.9.9")).await;
+    bus.publish_push(&Traced::new(PushRequest::for_change(
+        ConfigKey::new(Kind::Pod, "shop", "svc-0-0"),
+        moved,
+        SystemTime::now(),
+    )))
+    .await
+    .unwrap();
+    let second = next_event(&mut events).await;
+    assert!(second.version >= moved);
+    assert!(!second.full, "an endpoint change is not a full push");
+    let names: Vec<_> = second
+        .configs_updated
+        .iter()
+        .map(|k| k.name.as_str())
+        .collect();
+    assert_eq!(names, ["svc-0.shop.svc.cluster.local"]);
+    let next =
+        Manifest::decode(&store.get_manifest(second.version).await.unwrap().unwrap()).unwrap();
+    let changed: Vec<_> = next
+        .chunks
+        .iter()
+        .filter(|c| !manifest.chunks.contains(c))
+        .collect();
+    assert_eq!(changed.len(), 1);
+    assert!(
+        matches!(&changed[0].key, ChunkKey::Endpoints(s) if s.hostname == "svc-0.shop.svc.cluster.local")
+    );
+    let body = store.get_chunks(&[changed[0].hash.clone()]).await.unwrap();
+    let size = body[0].as_ref().unwrap().len();
+    assert!(size < 2048, "endpoint chunk is {size} bytes");
+    println!("one-endpoint change: one {size}-byte chunk and a manifest of {} chunks", next.chunks.len());
+
+    // `latest` never moves back.
+    assert!(!store.advance_latest(revision).await.unwrap());
+    assert_eq!(store.latest().await.unwrap(), Some(second.version));
+    let _ = stop_tx.send(());
+    task.await.unwrap().unwrap();
+}
