@@ -5,13 +5,21 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
-#[command(name = "edge", version, about = "Shoal edge: holds proxies' ADS streams and generates xDS")]
+#[command(
+    name = "edge",
+    version,
+    about = "Shoal edge: holds proxies' ADS streams and generates xDS"
+)]
 pub struct Args {
     /// NATS server (snapshot announcements, membership).
     #[arg(long, env = "SHOAL_NATS_URL", default_value = "nats://127.0.0.1:4222")]
     pub nats_url: String,
     /// Redis server holding snapshots.
-    #[arg(long, env = "SHOAL_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    #[arg(
+        long,
+        env = "SHOAL_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
     pub redis_url: String,
     /// ADS gRPC listen address.
     #[arg(long, env = "SHOAL_XDS_ADDR", default_value = "127.0.0.1:15010")]

@@ -14,7 +14,9 @@ use std::time::Duration;
 async fn main() -> anyhow::Result<()> {
     init_tracing();
     let args = Args::parse();
-    let client = connect(&args.nats_url).await.context("connecting to NATS")?;
+    let client = connect(&args.nats_url)
+        .await
+        .context("connecting to NATS")?;
     let bus = NatsBus::open(client.clone(), NatsBusConfig::default())
         .await
         .context("opening the bus")?;
@@ -31,7 +33,13 @@ async fn main() -> anyhow::Result<()> {
     }
     args.push.apply(&mut config.xds);
     let mut registry = Registry::default();
-    let edge = Edge::new(config, Arc::new(bus), Arc::new(store), Arc::new(membership), &mut registry);
+    let edge = Edge::new(
+        config,
+        Arc::new(bus),
+        Arc::new(store),
+        Arc::new(membership),
+        &mut registry,
+    );
     let xds = edge.xds();
     let ring = edge.ring();
     let edge = edge.bind(args.xds_addr).await?;
@@ -40,7 +48,10 @@ async fn main() -> anyhow::Result<()> {
     let readiness = Readiness::new();
     let admin = AdminServer::new(registry, readiness.clone())
         .debug("syncz", Arc::new(move || xds.syncz()))
-        .debug("ring", Arc::new(move || shoal_edge::ring_json(&ring.borrow())))
+        .debug(
+            "ring",
+            Arc::new(move || shoal_edge::ring_json(&ring.borrow())),
+        )
         .bind(args.http_addr)
         .await?;
     let admin = tokio::spawn(admin.serve(drain.watcher().wait()));

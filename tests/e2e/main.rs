@@ -8,17 +8,16 @@ mod support;
 mod scenario;
 
 use shoal_infra::testing::{NatsServer, RedisServer};
-use std::sync::Mutex;
 use std::time::Duration;
 use support::process::{Proc, wait_http_ok};
 use support::{free_port, workspace_binary};
 
 /// The end-to-end tests measure timings: run them one at a time on a 2-core machine.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_tiers_with_nats_and_redis_route_envoy() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config_dir = dir.path().join("config");
     let fixture = scenario::Fixture::new(&config_dir).await;
@@ -98,7 +97,7 @@ async fn three_tiers_with_nats_and_redis_route_envoy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_shoal_routes_envoy() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config_dir = dir.path().join("config");
     let fixture = scenario::Fixture::new(&config_dir).await;

@@ -11,7 +11,8 @@ use super::endpoints::{EndpointFilter, by_locality};
 use super::policy::{self, Policy};
 use super::util::{
     BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
-    ads_config_source, any, cluster_name, duration, parse_duration, socket_address, u32_value,
+    ads_config_source, any, cluster_name, duration, parse_duration, socket_address, sort_by_name,
+    u32_value,
 };
 use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, Cluster, OutlierDetection as EnvoyOutlier, circuit_breakers::Thresholds,
@@ -108,7 +109,7 @@ pub fn build(
     if inbound_passthrough {
         out.clusters.push(inbound_passthrough_cluster(defaults));
     }
-    out.clusters.sort_by(|a, b| a.name.cmp(&b.name));
+    out.clusters = sort_by_name(std::mem::take(&mut out.clusters), |c| &c.name);
     out.clusters.dedup_by(|a, b| a.name == b.name);
     out
 }

@@ -16,7 +16,7 @@
 use super::util::{
     BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER, VIRTUAL_INBOUND,
     VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND, VIRTUAL_OUTBOUND_PORT, WILDCARD_IP, address,
-    ads_config_source, any, cluster_name,
+    ads_config_source, any, cluster_name, sort_by_name,
 };
 use crate::proxy::InterceptionMode;
 use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
@@ -113,12 +113,12 @@ fn vip(svc: &Service) -> Option<&str> {
 pub fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<Listener> {
     // One listener per address; the first claim wins, HTTP ports claiming first, as
     // Istio keeps the existing listener on a conflict.
-    let mut by_bind: BTreeMap<(String, u32), Listener> = BTreeMap::new();
+    let mut by_bind: BTreeMap<(String, u32), Box<Listener>> = BTreeMap::new();
     let http = http_ports(scope);
     for &port in &http {
         let bind = bind_for(scope, opts, port, None);
         let listener = listener(&bind, http_filter_chain(port));
-        by_bind.insert((bind.ip, port), listener);
+        by_bind.insert((bind.ip, port), Box::new(listener));
     }
     for svc in &scope.services {
         for port in svc.ports.iter().filter(|p| !http.contains(&p.port)) {
@@ -137,16 +137,15 @@ pub fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<Listener> {
                 filters: vec![tcp_proxy_filter(&stat, target)],
                 ..Default::default()
             };
-            by_bind.insert(key, listener(&bind, chain));
+            by_bind.insert(key, Box::new(listener(&bind, chain)));
         }
     }
-    let mut out: Vec<Listener> = by_bind.into_values().collect();
+    let mut out: Vec<Listener> = by_bind.into_values().map(|l| *l).collect();
     if opts.mode != InterceptionMode::None {
         out.push(virtual_outbound(scope, opts.mode));
         out.push(virtual_inbound(opts.mode));
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
+    sort_by_name(out, |l| &l.name)
 }
 
 fn listener(bind: &Bind, chain: FilterChain) -> Listener {

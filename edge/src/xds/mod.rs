@@ -74,4 +74,5 @@ mod testing;
 pub use cache::{CacheStats, TypeStats};
 pub use clusters::ClusterDefaults;
 pub use generator::{GenerateError, Generator, GeneratorConfig};
-#[cfg(test)] mod tmp_scale;
+#[cfg(test)]
+mod tmp_scale;

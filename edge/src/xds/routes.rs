@@ -12,15 +12,17 @@ mod translate;
 
 use super::listeners::http_ports;
 use super::policy;
-use super::util::{PASSTHROUGH_CLUSTER, cluster_name, duration};
+use super::util::{PASSTHROUGH_CLUSTER, cluster_name, duration, sort_by_name};
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route,
     route_action, route_match,
 };
 use envoy_types::pb::google::protobuf::BoolValue;
-use shoal_proto::model::{DOMAIN_SUFFIX, Service};
+use shoal_proto::config::istio::VirtualService;
+use shoal_proto::model::{DOMAIN_SUFFIX, NamedConfig, Service, host_matches};
 use shoal_proto::push_context::{SidecarScope, TrafficMode};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use translate::retry_policy;
@@ -49,6 +51,7 @@ pub fn uses_source_labels(scope: &SidecarScope) -> bool {
 /// Every route configuration of `scope`, for proxies with `labels`.
 pub fn build(scope: &SidecarScope, labels: &BTreeMap<String, String>) -> ScopeRoutes {
     let mut out = ScopeRoutes::default();
+    let vs_index = VsIndex::new(scope);
     // One pass over the services, not one per port: scopes can hold thousands.
     let mut by_port: BTreeMap<u32, Vec<&Service>> = http_ports(scope)
         .into_iter()
@@ -62,10 +65,10 @@ pub fn build(scope: &SidecarScope, labels: &BTreeMap<String, String>) -> ScopeRo
         }
     }
     for (port, services) in by_port {
-        let config = route_config(scope, port, &services, labels, &mut out.warnings);
+        let config = route_config(scope, &vs_index, port, &services, labels, &mut out.warnings);
         out.configs.push(config);
     }
-    out.configs.sort_by(|a, b| a.name.cmp(&b.name));
+    out.configs = sort_by_name(std::mem::take(&mut out.configs), |c| &c.name);
     out.warnings.sort();
     out.warnings.dedup();
     out
@@ -75,6 +78,7 @@ pub fn build(scope: &SidecarScope, labels: &BTreeMap<String, String>) -> ScopeRo
 /// the scope that have the port).
 fn route_config(
     scope: &SidecarScope,
+    vs_index: &VsIndex<'_>,
     port: u32,
     services: &[&Service],
     labels: &BTreeMap<String, String>,
@@ -86,7 +90,7 @@ fn route_config(
         .iter()
         .flat_map(|s| [s.hostname.clone(), format!("{}:{port}", s.hostname)])
         .collect();
-    let mut vhosts: Vec<VirtualHost> = services
+    let vhosts: Vec<VirtualHost> = services
         .iter()
         .map(|svc| {
             let mut domains = vec![svc.hostname.clone(), format!("{}:{port}", svc.hostname)];
@@ -98,12 +102,12 @@ fn route_config(
             VirtualHost {
                 name: format!("{}:{port}", svc.hostname),
                 domains,
-                routes: vhost_routes(scope, svc, port, labels, warnings),
+                routes: vhost_routes(scope, vs_index, svc, port, labels, warnings),
                 ..Default::default()
             }
         })
         .collect();
-    vhosts.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut vhosts = sort_by_name(vhosts, |v| &v.name);
     vhosts.push(catch_all(scope.outbound_mode));
     RouteConfiguration {
         name: port.to_string(),
@@ -113,6 +117,54 @@ fn route_config(
         validate_clusters: Some(BoolValue { value: false }),
         ignore_port_in_host_matching: true,
         ..Default::default()
+    }
+}
+
+/// `SidecarScope::virtual_service_for` for every service of a scope at once: a scan of
+/// every VirtualService per virtual host is quadratic in large meshes.
+struct VsIndex<'a> {
+    /// Exact hosts, to the position of the first VirtualService naming them.
+    exact: HashMap<&'a str, usize>,
+    /// VirtualServices with a wildcard host, in scope order.
+    wildcard: Vec<(usize, &'a NamedConfig<VirtualService>)>,
+    all: &'a [Arc<NamedConfig<VirtualService>>],
+}
+
+impl<'a> VsIndex<'a> {
+    fn new(scope: &'a SidecarScope) -> Self {
+        let mut exact = HashMap::new();
+        let mut wildcard = Vec::new();
+        for (i, vs) in scope.virtual_services.iter().enumerate() {
+            for h in &vs.spec.hosts {
+                if h.contains('*') {
+                    if wildcard.last().is_none_or(|(j, _)| *j != i) {
+                        wildcard.push((i, &**vs));
+                    }
+                } else {
+                    exact.entry(h.as_str()).or_insert(i);
+                }
+            }
+        }
+        VsIndex {
+            exact,
+            wildcard,
+            all: &scope.virtual_services,
+        }
+    }
+
+    /// The first VirtualService, in scope order, with a host matching `hostname`.
+    fn lookup(&self, hostname: &str) -> Option<&'a NamedConfig<VirtualService>> {
+        let exact = self.exact.get(hostname).copied();
+        let wild = self
+            .wildcard
+            .iter()
+            .find(|(_, vs)| vs.spec.hosts.iter().any(|h| host_matches(h, hostname)))
+            .map(|(i, _)| *i);
+        let first = match (exact, wild) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(&self.all[first])
     }
 }
 
@@ -160,12 +212,13 @@ fn alt_domains(svc: &Service, port: u32, proxy_ns: &str) -> Vec<String> {
 /// has routes for this port, else the default route.
 fn vhost_routes(
     scope: &SidecarScope,
+    vs_index: &VsIndex<'_>,
     svc: &Service,
     port: u32,
     labels: &BTreeMap<String, String>,
     warnings: &mut Vec<String>,
 ) -> Vec<Route> {
-    if let Some(vs) = scope.virtual_service_for(&svc.hostname) {
+    if let Some(vs) = vs_index.lookup(&svc.hostname) {
         let routes = translate::virtual_service_routes(scope, vs, port, labels, warnings);
         if !routes.is_empty() {
             return routes;

@@ -18,7 +18,8 @@ use shoal_proto::config::istio::{
 };
 use shoal_proto::model::NamedConfig;
 use shoal_proto::push_context::SidecarScope;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 /// Istio's default `retryOn` for outbound routes.
@@ -329,8 +330,26 @@ fn is_present_match(sm: &StringMatch) -> bool {
         || (sm.exact.is_none() && sm.prefix.is_none() && sm.regex.is_none())
 }
 
+/// Whether `re` compiles, memoized: every scope's build checks the same few patterns,
+/// and compiling one costs tens of microseconds.
+fn regex_compiles(re: &str) -> bool {
+    static CHECKED: LazyLock<Mutex<HashMap<String, bool>>> = LazyLock::new(Default::default);
+    let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(ok) = checked.get(re) {
+        return *ok;
+    }
+    if checked.len() >= 4096 {
+        checked.clear();
+    }
+    let ok = regex::Regex::new(re).is_ok();
+    checked.insert(re.to_string(), ok);
+    ok
+}
+
 fn regex(re: &str) -> Result<RegexMatcher, String> {
-    regex::Regex::new(re).map_err(|_| re.to_string())?;
+    if !regex_compiles(re) {
+        return Err(re.to_string());
+    }
     Ok(RegexMatcher {
         regex: re.to_string(),
         ..Default::default()
