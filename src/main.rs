@@ -17,7 +17,11 @@ use std::time::Duration;
 use tracing::{error, info};
 
 #[derive(Debug, Parser)]
-#[command(name = "shoal", version, about = "Shoal all-in-one: an Istio-compatible control plane in one process")]
+#[command(
+    name = "shoal",
+    version,
+    about = "Shoal all-in-one: an Istio-compatible control plane in one process"
+)]
 struct Args {
     /// Directory of Kubernetes and Istio YAML, watched recursively.
     #[arg(long, env = "SHOAL_CONFIG_DIR")]
@@ -60,9 +64,20 @@ async fn main() -> anyhow::Result<()> {
     let mut ingest_config = IngestConfig::new(&args.config_dir, &args.cluster_id);
     ingest_config.debounce_after = args.debounce_after;
     ingest_config.debounce_max = args.debounce_max;
-    let (ingest, ingest_task) =
-        shoal_ingest::run(ingest_config, kv.clone(), bus.clone(), &mut registry, drain.watcher());
-    let builder = Builder::new(BuilderConfig::default(), kv, bus.clone(), store.clone(), &mut registry);
+    let (ingest, ingest_task) = shoal_ingest::run(
+        ingest_config,
+        kv.clone(),
+        bus.clone(),
+        &mut registry,
+        drain.watcher(),
+    );
+    let builder = Builder::new(
+        BuilderConfig::default(),
+        kv,
+        bus.clone(),
+        store.clone(),
+        &mut registry,
+    );
     let builder_status = builder.status();
     let mut edge_config = EdgeConfig {
         member_id: "shoal".into(),
@@ -81,7 +96,10 @@ async fn main() -> anyhow::Result<()> {
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("rejections", Arc::new(move || rejections.rejections_json()))
         .debug("builder", Arc::new(move || status.json()))
-        .debug("ring", Arc::new(move || shoal_edge::ring_json(&ring.borrow())))
+        .debug(
+            "ring",
+            Arc::new(move || shoal_edge::ring_json(&ring.borrow())),
+        )
         .bind(args.http_addr)
         .await?;
     info!(xds = %edge.local_addr(), http = %admin.local_addr(), config_dir = %args.config_dir.display(), "shoal serving");

@@ -5,13 +5,21 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
-#[command(name = "builder", version, about = "Shoal builder: push requests → PushContext snapshots in Redis")]
+#[command(
+    name = "builder",
+    version,
+    about = "Shoal builder: push requests → PushContext snapshots in Redis"
+)]
 pub struct Args {
     /// NATS server (config KV, push requests, snapshot announcements).
     #[arg(long, env = "SHOAL_NATS_URL", default_value = "nats://127.0.0.1:4222")]
     pub nats_url: String,
     /// Redis server holding snapshots.
-    #[arg(long, env = "SHOAL_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    #[arg(
+        long,
+        env = "SHOAL_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379"
+    )]
     pub redis_url: String,
     /// Admin HTTP address: /metrics, /healthz/ready, /debug/builder.
     #[arg(long, env = "SHOAL_HTTP_ADDR", default_value = "127.0.0.1:15014")]

@@ -8,10 +8,10 @@
 //! Bus: shoal.push ──────────────────┘ (wait for revision)                  └──► Bus: shoal.snapshot
 //! ```
 
+pub mod cli;
 pub mod mesh;
 mod metrics;
 pub mod replica;
-pub mod cli;
 mod run;
 pub mod snapshot;
 pub mod writer;

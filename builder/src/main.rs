@@ -13,7 +13,9 @@ use std::time::Duration;
 async fn main() -> anyhow::Result<()> {
     init_tracing();
     let args = Args::parse();
-    let client = connect(&args.nats_url).await.context("connecting to NATS")?;
+    let client = connect(&args.nats_url)
+        .await
+        .context("connecting to NATS")?;
     let kv = NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
         .await
         .context("opening the config KV")?;
@@ -33,16 +35,25 @@ async fn main() -> anyhow::Result<()> {
         max_batch: args.max_batch,
         ..BuilderConfig::default()
     };
-    let builder = Builder::new(config, Arc::new(kv), Arc::new(bus), Arc::new(store), &mut registry);
+    let builder = Builder::new(
+        config,
+        Arc::new(kv),
+        Arc::new(bus),
+        Arc::new(store),
+        &mut registry,
+    );
     let status = builder.status();
 
     let drain = Drain::new();
     let readiness = Readiness::new();
     let admin = AdminServer::new(registry, readiness.clone())
-        .debug("builder", Arc::new({
-            let status = status.clone();
-            move || status.json()
-        }))
+        .debug(
+            "builder",
+            Arc::new({
+                let status = status.clone();
+                move || status.json()
+            }),
+        )
         .bind(args.http_addr)
         .await?;
     let admin = tokio::spawn(admin.serve(drain.watcher().wait()));

@@ -4,7 +4,7 @@
 use crate::mesh::{self, NamespaceBuild};
 use crate::replica::{Dirty, Replica};
 use shoal_proto::config::{ConfigKey, Kind};
-use shoal_proto::model::{NamespaceConfig, ServiceKey};
+use shoal_proto::model::{NamespaceConfig, Resolution, ServiceKey};
 use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, ChunkRef, Manifest, SnapshotError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -101,6 +101,12 @@ impl SnapshotBuilder {
             for eps in endpoints {
                 let svc = eps.service.clone();
                 if put(self, Chunk::Endpoints(eps))? {
+                    // A DNS service's endpoints are inlined in its cluster (CDS), so
+                    // they need a full push, not EDS.
+                    full |= config
+                        .services
+                        .iter()
+                        .any(|s| s.key() == svc && s.resolution != Resolution::ClientSideLb);
                     services_updated.insert(service_entry_key(&svc));
                 }
             }

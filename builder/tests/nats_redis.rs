@@ -80,7 +80,11 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
             .await
             .unwrap(),
     );
-    let bus = Arc::new(NatsBus::open(client, NatsBusConfig::default()).await.unwrap());
+    let bus = Arc::new(
+        NatsBus::open(client, NatsBusConfig::default())
+            .await
+            .unwrap(),
+    );
     let store = Arc::new(
         RedisSnapshotStore::connect(RedisConfig::new(redis.url()))
             .await
@@ -115,9 +119,12 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
     assert_eq!(first.version, revision);
     assert!(first.full);
     assert_eq!(store.latest().await.unwrap(), Some(revision));
-    let manifest =
-        Manifest::decode(&store.get_manifest(revision).await.unwrap().unwrap()).unwrap();
-    assert_eq!(manifest.chunks.len(), 2 + 10, "2 namespaces + 10 services' endpoints");
+    let manifest = Manifest::decode(&store.get_manifest(revision).await.unwrap().unwrap()).unwrap();
+    assert_eq!(
+        manifest.chunks.len(),
+        2 + 10,
+        "2 namespaces + 10 services' endpoints"
+    );
 
     // Move one pod: one endpoints chunk changes, and only it is written.
     let moved = put_all(&kv, &mesh("10.9.9.9")).await;
@@ -151,7 +158,10 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
     let body = store.get_chunks(&[changed[0].hash.clone()]).await.unwrap();
     let size = body[0].as_ref().unwrap().len();
     assert!(size < 2048, "endpoint chunk is {size} bytes");
-    println!("one-endpoint change: one {size}-byte chunk and a manifest of {} chunks", next.chunks.len());
+    println!(
+        "one-endpoint change: one {size}-byte chunk and a manifest of {} chunks",
+        next.chunks.len()
+    );
 
     // `latest` never moves back.
     assert!(!store.advance_latest(revision).await.unwrap());

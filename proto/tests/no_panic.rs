@@ -43,7 +43,9 @@ fn byte_mutations_parse_without_panic() {
         state ^= state << 17;
         state
     };
-    let replacements = [b':', b'-', b' ', b'\n', b'{', b'[', b'"', b'0', b'x', b'*', b'&', b'!'];
+    let replacements = [
+        b':', b'-', b' ', b'\n', b'{', b'[', b'"', b'0', b'x', b'*', b'&', b'!',
+    ];
     for text in corpus() {
         let bytes = text.as_bytes();
         for _ in 0..2_000 {
@@ -52,7 +54,9 @@ fn byte_mutations_parse_without_panic() {
                 let at = (next() as usize) % mutated.len();
                 mutated[at] = replacements[(next() as usize) % replacements.len()];
             }
-            let Ok(s) = String::from_utf8(mutated) else { continue };
+            let Ok(s) = String::from_utf8(mutated) else {
+                continue;
+            };
             let _ = parse_documents("mutated.yaml", &s);
         }
     }

@@ -73,9 +73,17 @@ async fn three_tiers_with_nats_and_redis_route_envoy() {
         &env,
         dir.path(),
     );
-    for (name, port) in [("ingest", ingest_http), ("builder", builder_http), ("edge", edge_http)] {
+    for (name, port) in [
+        ("ingest", ingest_http),
+        ("builder", builder_http),
+        ("edge", edge_http),
+    ] {
         assert!(
-            wait_http_ok(&format!("http://127.0.0.1:{port}/healthz/ready"), Duration::from_secs(30)).await,
+            wait_http_ok(
+                &format!("http://127.0.0.1:{port}/healthz/ready"),
+                Duration::from_secs(30)
+            )
+            .await,
             "{name} not ready"
         );
     }
@@ -117,10 +125,16 @@ async fn embedded_shoal_routes_envoy() {
         dir.path(),
     );
     assert!(
-        wait_http_ok(&format!("http://127.0.0.1:{http}/healthz/ready"), Duration::from_secs(30)).await,
+        wait_http_ok(
+            &format!("http://127.0.0.1:{http}/healthz/ready"),
+            Duration::from_secs(30)
+        )
+        .await,
         "shoal not ready"
     );
-    let report = fixture.run(xds_port, http, http, dir.path(), &mut [&mut shoal]).await;
+    let report = fixture
+        .run(xds_port, http, http, dir.path(), &mut [&mut shoal])
+        .await;
     println!("e2e embedded: {report}");
     shoal.assert_running();
     shoal.stop(Duration::from_secs(5));

@@ -1,8 +1,8 @@
 use crate::support::backend::{self, Backend};
 use crate::support::envoy::{Envoy, bootstrap};
+use crate::support::free_port;
 use crate::support::mesh;
 use crate::support::process::Proc;
-use crate::support::free_port;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -83,7 +83,13 @@ impl Fixture {
         let admin_port = free_port();
         let envoy = Envoy::start(
             "envoy",
-            &bootstrap("127.0.0.1", mesh::NAMESPACE, "productpage", xds_port, admin_port),
+            &bootstrap(
+                "127.0.0.1",
+                mesh::NAMESPACE,
+                "productpage",
+                xds_port,
+                admin_port,
+            ),
             admin_port,
             dir,
         );
@@ -161,8 +167,11 @@ impl Fixture {
         // Bad input: an edit Istio would reject and a file that is not YAML are reported
         // with file, object and reason, counted, and change nothing that is served.
         std::fs::write(&vs_path, mesh::virtual_service_zero_weights()).expect("bad edit");
-        std::fs::write(self.config_dir.join("broken.yaml"), "apiVersion: v1\nkind: Service\nmetadata: [unclosed\n")
-            .expect("broken file");
+        std::fs::write(
+            self.config_dir.join("broken.yaml"),
+            "apiVersion: v1\nkind: Service\nmetadata: [unclosed\n",
+        )
+        .expect("broken file");
         let rejections_url = format!("http://127.0.0.1:{ingest_http}/debug/rejections");
         let reported = Instant::now();
         let rejections = loop {
@@ -175,11 +184,19 @@ impl Fixture {
             if list.as_array().is_some_and(|l| l.len() >= 2) {
                 break list;
             }
-            assert!(reported.elapsed() < Duration::from_secs(5), "rejections not reported: {list}");
+            assert!(
+                reported.elapsed() < Duration::from_secs(5),
+                "rejections not reported: {list}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
         let text = rejections.to_string();
-        assert!(text.contains("virtual-service.yaml") && text.contains("VirtualService bookinfo/reviews") && text.contains("total weight"), "{text}");
+        assert!(
+            text.contains("virtual-service.yaml")
+                && text.contains("VirtualService bookinfo/reviews")
+                && text.contains("total weight"),
+            "{text}"
+        );
         assert!(text.contains("broken.yaml"), "{text}");
         let metrics = reqwest::get(format!("http://127.0.0.1:{ingest_http}/metrics"))
             .await
@@ -188,7 +205,9 @@ impl Fixture {
             .await
             .expect("metrics body");
         assert!(
-            metrics.lines().any(|l| l.starts_with("shoal_ingest_config_rejected_total{kind=\"VirtualService\"}") && !l.ends_with(" 0")),
+            metrics.lines().any(|l| l
+                .starts_with("shoal_ingest_config_rejected_total{kind=\"VirtualService\"}")
+                && !l.ends_with(" 0")),
             "rejection not counted:\n{metrics}"
         );
         // The earlier valid VirtualService (100% v2) stays served.
@@ -205,23 +224,35 @@ impl Fixture {
             .await
             .expect("stats body");
         for line in stats.lines() {
-            let value: u64 = line.rsplit(": ").next().and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+            let value: u64 = line
+                .rsplit(": ")
+                .next()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
             assert_eq!(value, 0, "Envoy rejected config: {line}");
         }
-        let syncz: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{edge_http}/debug/syncz"))
-            .await
-            .expect("syncz")
-            .json()
-            .await
-            .expect("syncz json");
+        let syncz: serde_json::Value =
+            reqwest::get(format!("http://127.0.0.1:{edge_http}/debug/syncz"))
+                .await
+                .expect("syncz")
+                .json()
+                .await
+                .expect("syncz json");
         let proxies = syncz.as_array().expect("syncz is a list of connections");
         let ours = proxies
             .iter()
-            .find(|p| p["proxy"].as_str().is_some_and(|id| id.contains("productpage.bookinfo")))
+            .find(|p| {
+                p["proxy"]
+                    .as_str()
+                    .is_some_and(|id| id.contains("productpage.bookinfo"))
+            })
             .unwrap_or_else(|| panic!("syncz lacks the proxy: {syncz}"));
         let types = ours["types"].as_object().expect("types");
         for (type_name, status) in types {
-            assert!(status["nack"].is_null(), "Envoy NACKed {type_name}: {status}");
+            assert!(
+                status["nack"].is_null(),
+                "Envoy NACKed {type_name}: {status}"
+            );
         }
         for t in ["cds", "eds", "lds", "rds"] {
             let state = types.get(t).map(|s| s["state"].clone());

@@ -22,7 +22,9 @@ pub async fn start(name: &'static str, ip: &str) -> Backend {
     let addr = listener.local_addr().expect("addr");
     let task = tokio::spawn(async move {
         loop {
-            let Ok((mut sock, _)) = listener.accept().await else { return };
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
             tokio::spawn(async move {
                 let mut buf = Vec::with_capacity(4096);
                 let mut chunk = [0u8; 4096];

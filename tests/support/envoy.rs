@@ -11,7 +11,13 @@ pub struct Envoy {
     pub admin_port: u16,
 }
 
-pub fn bootstrap(node_ip: &str, namespace: &str, pod: &str, xds_port: u16, admin_port: u16) -> String {
+pub fn bootstrap(
+    node_ip: &str,
+    namespace: &str,
+    pod: &str,
+    xds_port: u16,
+    admin_port: u16,
+) -> String {
     format!(
         r#"node:
   id: sidecar~{node_ip}~{pod}.{namespace}~{namespace}.svc.cluster.local

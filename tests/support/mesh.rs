@@ -149,9 +149,17 @@ spec:
 
 pub fn write(dir: &Path, service_port: u16, v1_port: u16, v2_port: u16) {
     std::fs::create_dir_all(dir.join("routing")).expect("mkdir");
-    std::fs::write(dir.join("services.yaml"), services(service_port, v1_port, v2_port)).expect("write");
+    std::fs::write(
+        dir.join("services.yaml"),
+        services(service_port, v1_port, v2_port),
+    )
+    .expect("write");
     std::fs::write(dir.join("routing/destination-rule.yaml"), DESTINATION_RULE).expect("write");
-    std::fs::write(dir.join("routing/virtual-service.yaml"), virtual_service(80)).expect("write");
+    std::fs::write(
+        dir.join("routing/virtual-service.yaml"),
+        virtual_service(80),
+    )
+    .expect("write");
 }
 
 /// A VirtualService Istio's validation rejects: two destinations whose weights total 0.

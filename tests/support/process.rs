@@ -12,15 +12,18 @@ pub struct Proc {
 }
 
 impl Proc {
-    pub fn spawn(name: &str, program: &Path, args: &[String], envs: &[(&str, String)], log_dir: &Path) -> Proc {
+    pub fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        envs: &[(&str, String)],
+        log_dir: &Path,
+    ) -> Proc {
         let log = log_dir.join(format!("{name}.log"));
         let out = File::create(&log).expect("create log");
         let err = out.try_clone().expect("clone log");
         let mut cmd = Command::new(program);
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
+        cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
         for (k, v) in envs {
             cmd.env(k, v);
         }
@@ -75,7 +78,11 @@ impl Drop for Proc {
             let _ = self.child.wait();
         }
         if std::thread::panicking() {
-            eprintln!("---- {} log (last 80 lines) ----\n{}", self.name, self.tail(80));
+            eprintln!(
+                "---- {} log (last 80 lines) ----\n{}",
+                self.name,
+                self.tail(80)
+            );
         }
     }
 }

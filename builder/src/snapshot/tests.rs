@@ -110,3 +110,25 @@ fn replays_are_ignored_and_deletes_remove_chunks() {
             .any(|k| k.name == "b.ns2.svc.cluster.local")
     );
 }
+
+#[test]
+fn dns_service_endpoint_change_is_full() {
+    let se = |addr: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {{name: ext, namespace: ns1}}\nspec:\n  hosts: [ext.example.com]\n  resolution: DNS\n  ports: [{{number: 80, name: http, protocol: HTTP}}]\n  endpoints: [{{address: {addr}}}]\n"
+        )
+    };
+    let mut replica = Replica::new();
+    for e in entries(&se("a.example.com"), 1) {
+        replica.apply(e).unwrap();
+    }
+    let mut builder = SnapshotBuilder::new();
+    let dirty = replica.take_dirty();
+    builder.build(&replica, dirty, 1, 0).unwrap();
+    for e in entries(&se("b.example.com"), 2) {
+        replica.apply(e).unwrap();
+    }
+    let dirty = replica.take_dirty();
+    let next = builder.build(&replica, dirty, 2, 0).unwrap().unwrap();
+    assert!(next.full, "a DNS cluster inlines its endpoints: CDS must be pushed");
+}

@@ -12,6 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use shoal_proto::config::ConfigKey;
 use shoal_proto::config::Kind;
+use shoal_proto::model::Resolution;
 use shoal_proto::push::unix_nanos;
 use shoal_proto::push_context::PushContext;
 use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, Manifest, SnapshotError};
@@ -263,16 +264,26 @@ impl SnapshotPuller {
                 }
             }
         }
-        if full || self.push.version() == 0 {
-            // Routing changed (or this is the first snapshot): every scope may depend on it.
-            full = true;
-            configs_updated.clear();
-        }
         let fetched = chunks.len();
         let next = Arc::new(
             self.push
                 .with_changes(manifest.version, chunks, removed.clone()),
         );
+        // A DNS service's endpoints are inlined in its cluster: a CDS change, so full.
+        full |= configs_updated.iter().any(|k| {
+            next.index()
+                .services_by_host
+                .get(&k.name)
+                .is_some_and(|svcs| {
+                    svcs.iter()
+                        .any(|s| s.resolution != Resolution::ClientSideLb)
+                })
+        });
+        if full || self.push.version() == 0 {
+            // Routing changed (or this is the first snapshot): every scope may depend on it.
+            full = true;
+            configs_updated.clear();
+        }
         self.held = manifest
             .chunks
             .iter()

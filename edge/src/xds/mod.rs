@@ -74,5 +74,3 @@ mod testing;
 pub use cache::{CacheStats, TypeStats};
 pub use clusters::ClusterDefaults;
 pub use generator::{GenerateError, Generator, GeneratorConfig};
-#[cfg(test)]
-mod tmp_scale;

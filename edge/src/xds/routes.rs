@@ -8,6 +8,8 @@
 //!         └─ allow_any (* → PassthroughCluster)   or block_all (* → 502) for REGISTRY_ONLY
 //! ```
 
+mod matching;
+mod retry;
 mod translate;
 
 use super::listeners::http_ports;
@@ -25,7 +27,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use translate::retry_policy;
+pub use retry::{DEFAULT_RETRY_ON, retry_policy};
 
 /// The route configurations of a scope, and what deserves an operator's attention.
 #[derive(Debug, Default)]

@@ -78,7 +78,7 @@ fn virtual_service_routes_in_order() {
     );
     let retry = action(jason).retry_policy.as_ref().unwrap();
     assert_eq!(retry.num_retries.unwrap().value, 2);
-    assert_eq!(retry.retry_on, translate::DEFAULT_RETRY_ON);
+    assert_eq!(retry.retry_on, DEFAULT_RETRY_ON);
 
     // Regex URI, timeout and retries.
     let api = &vh.routes[1];
@@ -283,4 +283,28 @@ fn source_labels_select_routes_per_proxy() {
     };
     assert_eq!(route_names("tester"), ["jason", "api", "split"]);
     assert_eq!(route_names("productpage"), ["api", "split"]);
+}
+
+#[test]
+fn vs_index_agrees_with_the_scope() {
+    let mut shop = shop();
+    let wildcard = VirtualService {
+        hosts: vec!["*.shop.svc.cluster.local".into()],
+        ..reviews_vs()
+    };
+    // Sorted first (by name) so the wildcard precedes the exact VirtualService.
+    shop.virtual_services.push(NamedConfig {
+        name: "a-wild".into(),
+        namespace: "shop".into(),
+        spec: wildcard,
+    });
+    let push = shoal_proto::push_context::PushContext::from_chunks(2, [Chunk::Namespace(shop)]);
+    let scope = push.sidecar_scope("shop", &Default::default());
+    let index = VsIndex::new(&scope);
+    for svc in &scope.services {
+        let want = scope.virtual_service_for(&svc.hostname).map(|v| &v.name);
+        let got = index.lookup(&svc.hostname).map(|v| &v.name);
+        assert_eq!(got, want, "{}", svc.hostname);
+    }
+    assert_eq!(index.lookup(REVIEWS).unwrap().name, "a-wild");
 }

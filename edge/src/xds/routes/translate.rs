@@ -1,31 +1,22 @@
 //! VirtualService HTTP routes → Envoy routes (Istio's `TranslateRoute`).
 
-use super::super::listeners::single_port;
-use super::super::policy;
-use super::super::util::{any, cluster_name, duration, parse_duration, u32_value};
+use super::matching::route_match;
 use super::prefix_match;
+use super::retry::retry_policy;
+use crate::xds::listeners::single_port;
+use crate::xds::policy;
+use crate::xds::util::{cluster_name, duration, parse_duration, u32_value};
 use envoy_types::pb::envoy::config::route::v3::{
-    HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy, Route, RouteAction,
-    RouteMatch, WeightedCluster, header_matcher, query_parameter_matcher, redirect_action,
-    retry_policy as retry, route, route_action, route_match, weighted_cluster,
+    RedirectAction, Route, RouteAction, WeightedCluster, redirect_action, route, route_action,
+    route_match, weighted_cluster,
 };
-use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate;
-use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatcher, StringMatcher, string_matcher};
-use envoy_types::pb::google::protobuf::BoolValue;
 use shoal_proto::config::istio::{
-    ConsistentHashLb, Destination, HttpMatchRequest, HttpRedirect, HttpRetry, HttpRoute,
-    StringMatch, VirtualService,
+    ConsistentHashLb, Destination, HttpMatchRequest, HttpRedirect, HttpRoute, VirtualService,
 };
 use shoal_proto::model::NamedConfig;
 use shoal_proto::push_context::SidecarScope;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{LazyLock, Mutex};
+use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// Istio's default `retryOn` for outbound routes.
-pub const DEFAULT_RETRY_ON: &str =
-    "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
-const DEFAULT_ATTEMPTS: u32 = 2;
 
 /// The routes a VirtualService contributes on `port`, in order, up to and including the
 /// first catch-all (nothing after it could match).
@@ -269,171 +260,6 @@ impl Context<'_> {
     }
 }
 
-/// Istio's `TranslateRouteMatch`. Fails with the offending pattern when a regex would not
-/// compile (RE2 and Rust's `regex` accept the same syntax: no backreferences, no
-/// lookaround).
-pub fn route_match(m: &HttpMatchRequest) -> Result<RouteMatch, String> {
-    let mut out = RouteMatch {
-        path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
-        case_sensitive: Some(BoolValue {
-            value: !m.ignore_uri_case,
-        }),
-        ..Default::default()
-    };
-    for (name, sm) in &m.headers {
-        out.headers.push(header(name, sm)?);
-    }
-    for (name, sm) in &m.without_headers {
-        let mut h = header(name, sm)?;
-        h.invert_match = true;
-        // A missing header then counts as not matching the excluded value.
-        h.treat_missing_header_as_empty = !is_present_match(sm);
-        out.headers.push(h);
-    }
-    out.headers.sort_by(|a, b| a.name.cmp(&b.name));
-    if let Some(uri) = &m.uri {
-        out.path_specifier = Some(if let Some(exact) = &uri.exact {
-            route_match::PathSpecifier::Path(exact.clone())
-        } else if let Some(prefix) = &uri.prefix {
-            route_match::PathSpecifier::Prefix(prefix.clone())
-        } else if let Some(re) = &uri.regex {
-            route_match::PathSpecifier::SafeRegex(regex(re)?)
-        } else {
-            route_match::PathSpecifier::Prefix("/".into())
-        });
-    }
-    for (name, sm) in [
-        (":method", &m.method),
-        (":authority", &m.authority),
-        (":scheme", &m.scheme),
-    ] {
-        if let Some(sm) = sm {
-            out.headers.push(header(name, sm)?);
-        }
-    }
-    for (name, sm) in &m.query_params {
-        let specifier = match string_matcher(sm)? {
-            Some(s) => query_parameter_matcher::QueryParameterMatchSpecifier::StringMatch(s),
-            None => query_parameter_matcher::QueryParameterMatchSpecifier::PresentMatch(true),
-        };
-        out.query_parameters.push(QueryParameterMatcher {
-            name: name.clone(),
-            query_parameter_match_specifier: Some(specifier),
-        });
-    }
-    Ok(out)
-}
-
-/// Istio reads an empty match, or the regex `*`, as "present".
-fn is_present_match(sm: &StringMatch) -> bool {
-    sm.regex.as_deref() == Some("*")
-        || (sm.exact.is_none() && sm.prefix.is_none() && sm.regex.is_none())
-}
-
-/// Whether `re` compiles, memoized: every scope's build checks the same few patterns,
-/// and compiling one costs tens of microseconds.
-fn regex_compiles(re: &str) -> bool {
-    static CHECKED: LazyLock<Mutex<HashMap<String, bool>>> = LazyLock::new(Default::default);
-    let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(ok) = checked.get(re) {
-        return *ok;
-    }
-    if checked.len() >= 4096 {
-        checked.clear();
-    }
-    let ok = regex::Regex::new(re).is_ok();
-    checked.insert(re.to_string(), ok);
-    ok
-}
-
-fn regex(re: &str) -> Result<RegexMatcher, String> {
-    if !regex_compiles(re) {
-        return Err(re.to_string());
-    }
-    Ok(RegexMatcher {
-        regex: re.to_string(),
-        ..Default::default()
-    })
-}
-
-fn string_matcher(sm: &StringMatch) -> Result<Option<StringMatcher>, String> {
-    if is_present_match(sm) {
-        return Ok(None);
-    }
-    let pattern = if let Some(exact) = &sm.exact {
-        string_matcher::MatchPattern::Exact(exact.clone())
-    } else if let Some(prefix) = &sm.prefix {
-        string_matcher::MatchPattern::Prefix(prefix.clone())
-    } else if let Some(re) = &sm.regex {
-        string_matcher::MatchPattern::SafeRegex(regex(re)?)
-    } else {
-        return Ok(None);
-    };
-    Ok(Some(StringMatcher {
-        match_pattern: Some(pattern),
-        ..Default::default()
-    }))
-}
-
-fn header(name: &str, sm: &StringMatch) -> Result<HeaderMatcher, String> {
-    let specifier = match string_matcher(sm)? {
-        Some(s) => header_matcher::HeaderMatchSpecifier::StringMatch(s),
-        None => header_matcher::HeaderMatchSpecifier::PresentMatch(true),
-    };
-    Ok(HeaderMatcher {
-        name: name.to_string(),
-        header_match_specifier: Some(specifier),
-        ..Default::default()
-    })
-}
-
-/// Istio's `ConvertPolicy`. No policy: 2 attempts on connection-level failures, trying
-/// another host each time (unless hashing, where the host is the point). `attempts: 0`
-/// disables retries.
-pub fn retry_policy(r: Option<&HttpRetry>, consistent_hash: bool) -> Option<RetryPolicy> {
-    let mut out = RetryPolicy {
-        retry_on: DEFAULT_RETRY_ON.into(),
-        num_retries: Some(u32_value(DEFAULT_ATTEMPTS)),
-        host_selection_retry_max_attempts: 5,
-        ..Default::default()
-    };
-    if !consistent_hash {
-        out.retry_host_predicate.push(retry::RetryHostPredicate {
-            name: "envoy.retry_host_predicates.previous_hosts".into(),
-            config_type: Some(retry::retry_host_predicate::ConfigType::TypedConfig(any(
-                &PreviousHostsPredicate::default(),
-            ))),
-        });
-    }
-    let Some(r) = r else { return Some(out) };
-    let attempts = u32::try_from(r.attempts).ok().filter(|a| *a > 0)?;
-    out.num_retries = Some(u32_value(attempts));
-    if !r.retry_on.is_empty() {
-        let (on, codes) = parse_retry_on(&r.retry_on);
-        out.retry_on = on;
-        out.retriable_status_codes = codes;
-    }
-    out.per_try_timeout = parse_duration(r.per_try_timeout.as_deref());
-    Some(out)
-}
-
-/// Splits Istio's `retryOn`: numbers are status codes, which need Envoy's
-/// `retriable-status-codes` condition.
-fn parse_retry_on(s: &str) -> (String, Vec<u32>) {
-    let mut on = Vec::new();
-    let mut codes = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.parse::<u32>() {
-            Ok(code) => codes.push(code),
-            Err(_) => on.push(part.to_string()),
-        }
-    }
-    if !codes.is_empty() && !on.iter().any(|p| p == "retriable-status-codes") {
-        on.push("retriable-status-codes".into());
-    }
-    (on.join(","), codes)
-}
-
 /// Istio's `ConsistentHashToHashPolicy`.
 pub fn hash_policy(h: &ConsistentHashLb) -> Option<route_action::HashPolicy> {
     use route_action::hash_policy::{self, PolicySpecifier};
@@ -453,49 +279,4 @@ pub fn hash_policy(h: &ConsistentHashLb) -> Option<route_action::HashPolicy> {
         policy_specifier: Some(specifier),
         ..Default::default()
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_on_splits_status_codes() {
-        assert_eq!(
-            parse_retry_on("5xx, 503,gateway-error"),
-            (
-                "5xx,gateway-error,retriable-status-codes".to_string(),
-                vec![503]
-            )
-        );
-        assert_eq!(parse_retry_on("reset"), ("reset".to_string(), vec![]));
-    }
-
-    #[test]
-    fn retry_defaults_and_disable() {
-        let d = retry_policy(None, false).unwrap();
-        assert_eq!(d.retry_on, DEFAULT_RETRY_ON);
-        assert_eq!(d.num_retries.unwrap().value, 2);
-        assert_eq!(d.retry_host_predicate.len(), 1);
-        assert!(
-            retry_policy(None, true)
-                .unwrap()
-                .retry_host_predicate
-                .is_empty()
-        );
-        let off = HttpRetry::default();
-        assert_eq!(retry_policy(Some(&off), false), None);
-    }
-
-    #[test]
-    fn bad_regex_is_reported() {
-        let m = HttpMatchRequest {
-            uri: Some(StringMatch {
-                regex: Some("(unclosed".into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert_eq!(route_match(&m), Err("(unclosed".to_string()));
-    }
 }
