@@ -1,0 +1,1 @@
+//! Simulated proxies and synthetic meshes for measuring Shoal.
