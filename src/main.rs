@@ -13,6 +13,7 @@ use shoal_ingest::IngestConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tracing::{error, info};
 
@@ -87,6 +88,7 @@ async fn main() -> anyhow::Result<()> {
     let edge = Edge::new(edge_config, bus, store, membership, &mut registry);
     let xds = edge.xds();
     let ring = edge.ring();
+    let synced = edge.synced();
     let edge = edge.bind(args.xds_addr).await?;
 
     let readiness = Readiness::new();
@@ -105,7 +107,8 @@ async fn main() -> anyhow::Result<()> {
     info!(xds = %edge.local_addr(), http = %admin.local_addr(), config_dir = %args.config_dir.display(), "shoal serving");
     let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
     tokio::spawn(async move {
-        while !(ingest.is_ready() && builder_status.ready()) {
+        // Ready once the whole path has run: config loaded, built, and served by the edge.
+        while !(ingest.is_ready() && builder_status.ready() && synced.load(Ordering::Acquire)) {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         readiness.set_ready(true);

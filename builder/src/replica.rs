@@ -22,6 +22,10 @@ pub enum ReplicaError {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Dirty {
     pub namespaces: BTreeSet<String>,
+    /// The kinds that changed in each of `namespaces`, so a build can skip what they
+    /// cannot affect (a VirtualService edit leaves services and endpoints as they were).
+    /// A namespace missing here is rebuilt entirely.
+    pub kinds: BTreeMap<String, BTreeSet<Kind>>,
     /// Everything (first build).
     pub all: bool,
 }
@@ -32,13 +36,18 @@ impl Dirty {
     }
 }
 
+/// A namespace's objects by kind, each kind in KV key order (the order builds read them).
+type NamespaceStore = BTreeMap<Kind, BTreeMap<String, Config>>;
+
 #[derive(Default)]
 pub struct Replica {
-    objects: HashMap<String, Config>,
-    by_namespace: BTreeMap<String, BTreeSet<String>>,
+    /// Objects by namespace, so a namespace's build reads them without a lookup each.
+    by_namespace: BTreeMap<String, NamespaceStore>,
+    /// Where the object at each KV key is held.
+    location: HashMap<String, (String, Kind)>,
     key_revisions: HashMap<String, u64>,
     revision: u64,
-    dirty: BTreeSet<String>,
+    dirty: BTreeMap<String, BTreeSet<Kind>>,
     never_built: bool,
 }
 
@@ -56,11 +65,11 @@ impl Replica {
     }
 
     pub fn len(&self) -> usize {
-        self.objects.len()
+        self.location.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.location.is_empty()
     }
 
     /// Applies one KV entry. Entries at or below the revision already held for their key
@@ -84,40 +93,68 @@ impl Replica {
                     key: entry.key.clone(),
                     reason: e.to_string(),
                 })?;
-                if let Some(old) = self.objects.get(&entry.key) {
-                    self.dirty.insert(old.meta.namespace.clone());
+                if let Some(old_namespace) = self.remove(&entry.key) {
+                    self.mark_dirty(&old_namespace, key.kind);
                 }
                 if key.kind != Kind::Namespace {
-                    self.dirty.insert(config.meta.namespace.clone());
+                    self.mark_dirty(&config.meta.namespace, key.kind);
                 }
+                let (namespace, kind) = (config.meta.namespace.clone(), config.kind());
                 self.by_namespace
-                    .entry(config.meta.namespace.clone())
+                    .entry(namespace.clone())
                     .or_default()
-                    .insert(entry.key.clone());
-                self.objects.insert(entry.key, config);
+                    .entry(kind)
+                    .or_default()
+                    .insert(entry.key.clone(), config);
+                self.location.insert(entry.key, (namespace, kind));
             }
             None => {
-                if let Some(old) = self.objects.remove(&entry.key) {
-                    if let Some(keys) = self.by_namespace.get_mut(&old.meta.namespace) {
-                        keys.remove(&entry.key);
-                        if keys.is_empty() {
-                            self.by_namespace.remove(&old.meta.namespace);
-                        }
-                    }
-                    if key.kind != Kind::Namespace {
-                        self.dirty.insert(old.meta.namespace);
-                    }
+                if let Some(old_namespace) = self.remove(&entry.key)
+                    && key.kind != Kind::Namespace
+                {
+                    self.mark_dirty(&old_namespace, key.kind);
                 }
             }
         }
         Ok(true)
     }
 
+    /// Removes the object at `kv_key`; returns the namespace it was in.
+    fn remove(&mut self, kv_key: &str) -> Option<String> {
+        let (namespace, kind) = self.location.remove(kv_key)?;
+        if let Some(store) = self.by_namespace.get_mut(&namespace) {
+            if let Some(objects) = store.get_mut(&kind) {
+                objects.remove(kv_key);
+                if objects.is_empty() {
+                    store.remove(&kind);
+                }
+            }
+            if store.is_empty() {
+                self.by_namespace.remove(&namespace);
+            }
+        }
+        Some(namespace)
+    }
+
+    fn mark_dirty(&mut self, namespace: &str, kind: Kind) {
+        match self.dirty.get_mut(namespace) {
+            Some(kinds) => {
+                kinds.insert(kind);
+            }
+            None => {
+                self.dirty
+                    .insert(namespace.to_string(), BTreeSet::from([kind]));
+            }
+        }
+    }
+
     /// What changed since the last call; the first call returns everything.
     pub fn take_dirty(&mut self) -> Dirty {
         let all = std::mem::take(&mut self.never_built);
+        let kinds = std::mem::take(&mut self.dirty);
         Dirty {
-            namespaces: std::mem::take(&mut self.dirty),
+            namespaces: kinds.keys().cloned().collect(),
+            kinds,
             all,
         }
     }
@@ -129,12 +166,10 @@ impl Replica {
 
     pub fn namespace_objects(&self, namespace: &str) -> NamespaceObjects<'_> {
         let mut objects = NamespaceObjects::default();
-        if let Some(keys) = self.by_namespace.get(namespace) {
-            for key in keys {
-                if let Some(c) = self.objects.get(key) {
-                    objects.push(c);
-                }
-            }
+        for (kind, configs) in self.by_namespace.get(namespace).into_iter().flatten() {
+            objects
+                .by_kind
+                .insert(*kind, configs.values().collect());
         }
         objects
     }

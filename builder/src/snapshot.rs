@@ -1,12 +1,12 @@
 //! Incremental snapshot construction (I/O-free): rebuild the dirty namespaces' chunks,
 //! keep every other chunk, and say what changed.
 
-use crate::mesh::{self, NamespaceBuild};
+use crate::mesh::{self, Feeds, NamespaceBuild};
 use crate::replica::{Dirty, Replica};
 use shoal_proto::config::{ConfigKey, Kind};
 use shoal_proto::model::{NamespaceConfig, Resolution, ServiceKey};
 use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, ChunkRef, Manifest, SnapshotError};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// A snapshot ready to write.
@@ -54,19 +54,23 @@ impl SnapshotBuilder {
         version: u64,
         now_unix_nanos: u64,
     ) -> Result<Option<Built>, SnapshotError> {
-        let namespaces: BTreeSet<String> = if dirty.all {
-            replica
+        // A first build always yields a snapshot, even of an empty mesh, so edges can
+        // tell "nothing configured" from "not built yet".
+        let everything = dirty.all;
+        let (namespaces, kinds): (BTreeSet<String>, _) = if dirty.all {
+            let namespaces = replica
                 .namespaces()
                 .cloned()
                 .chain(self.namespace_configs.keys().cloned())
-                .collect()
+                .collect();
+            (namespaces, BTreeMap::new())
         } else {
-            dirty.namespaces
+            (dirty.namespaces, dirty.kinds)
         };
         let mut new_chunks = Vec::new();
         let mut full = false;
         let mut services_updated = BTreeSet::new();
-        let mut put = |this: &mut Self, chunk: Chunk| -> Result<bool, SnapshotError> {
+        let mut put = |this: &mut Self, chunk: &Chunk| -> Result<bool, SnapshotError> {
             let key = chunk.key();
             let (hash, bytes) = chunk.encode()?;
             if this.chunks.get(&key).is_some_and(|(h, _)| *h == hash) {
@@ -79,41 +83,75 @@ impl SnapshotBuilder {
         };
         for ns in &namespaces {
             let objects = replica.namespace_objects(ns);
-            let NamespaceBuild { config, endpoints } = mesh::build_namespace(ns, &objects);
-            let empty = config.services.is_empty()
-                && config.virtual_services.is_empty()
-                && config.destination_rules.is_empty()
-                && config.sidecars.is_empty()
-                && config.gateways.is_empty();
+            let previous = self.namespace_configs.remove(ns);
+            // Only the kinds that changed decide what is rebuilt (see `Feeds`); a
+            // namespace this builder holds no config for is rebuilt entirely.
+            let feeds = kinds.get(ns).and_then(|kinds| {
+                let mut feeds = kinds.iter().map(|k| Feeds::of(*k));
+                let first = feeds.next()?;
+                feeds.all(|f| f == first).then_some(first)
+            });
+            // (config, endpoints when rebuilt, whether the namespace chunk may have changed)
+            let (config, endpoints, config_rebuilt) = match (feeds, previous) {
+                // Routing objects only: services and endpoints are as they were.
+                (Some(Feeds::Routing), Some(previous)) => {
+                    let mut config = mesh::build_routing(ns, &objects);
+                    config.services = previous.services;
+                    (config, None, true)
+                }
+                // Endpoint sources only: the namespace chunk is as it was.
+                (Some(Feeds::Endpoints), Some(previous)) => {
+                    let endpoints = mesh::build_endpoints(ns, &objects);
+                    (previous, Some(endpoints), false)
+                }
+                (_, previous) => {
+                    let NamespaceBuild { config, endpoints } =
+                        mesh::build_namespace(ns, &objects);
+                    let previous_services = previous.map(|c| c.services);
+                    let changed = previous_services.as_ref() != Some(&config.services);
+                    if changed && !config_is_empty(&config) {
+                        for s in previous_services.iter().flatten().chain(&config.services) {
+                            services_updated.insert(service_entry_key(&s.key()));
+                        }
+                    }
+                    (config, Some(endpoints), true)
+                }
+            };
+            let empty = config_is_empty(&config);
 
             // Endpoints: upsert current services, drop those that left the namespace.
-            let current: BTreeSet<ServiceKey> =
-                endpoints.iter().map(|e| e.service.clone()).collect();
-            for gone in self
-                .endpoints_by_namespace
-                .get(ns)
-                .map(|prev| prev.difference(&current).cloned().collect::<Vec<_>>())
-                .unwrap_or_default()
-            {
-                self.chunks.remove(&ChunkKey::Endpoints(gone.clone()));
-                services_updated.insert(service_entry_key(&gone));
-            }
-            for eps in endpoints {
-                let svc = eps.service.clone();
-                if put(self, Chunk::Endpoints(eps))? {
-                    // A DNS service's endpoints are inlined in its cluster (CDS), so
-                    // they need a full push, not EDS.
-                    full |= config
-                        .services
-                        .iter()
-                        .any(|s| s.key() == svc && s.resolution != Resolution::ClientSideLb);
-                    services_updated.insert(service_entry_key(&svc));
+            if let Some(endpoints) = endpoints {
+                let current: BTreeSet<ServiceKey> =
+                    endpoints.iter().map(|e| e.service.clone()).collect();
+                for gone in self
+                    .endpoints_by_namespace
+                    .get(ns)
+                    .map(|prev| prev.difference(&current).cloned().collect::<Vec<_>>())
+                    .unwrap_or_default()
+                {
+                    self.chunks.remove(&ChunkKey::Endpoints(gone.clone()));
+                    services_updated.insert(service_entry_key(&gone));
                 }
-            }
-            if current.is_empty() {
-                self.endpoints_by_namespace.remove(ns);
-            } else {
-                self.endpoints_by_namespace.insert(ns.clone(), current);
+                // A DNS service's endpoints are inlined in its cluster (CDS), so they
+                // need a full push, not EDS. (A set, not a scan of the services per chunk.)
+                let inlined: HashSet<ServiceKey> = config
+                    .services
+                    .iter()
+                    .filter(|s| s.resolution != Resolution::ClientSideLb)
+                    .map(|s| s.key())
+                    .collect();
+                for eps in endpoints {
+                    let svc = eps.service.clone();
+                    if put(self, &Chunk::Endpoints(eps))? {
+                        full |= inlined.contains(&svc);
+                        services_updated.insert(service_entry_key(&svc));
+                    }
+                }
+                if current.is_empty() {
+                    self.endpoints_by_namespace.remove(ns);
+                } else {
+                    self.endpoints_by_namespace.insert(ns.clone(), current);
+                }
             }
 
             if empty {
@@ -121,21 +159,22 @@ impl SnapshotBuilder {
                     .chunks
                     .remove(&ChunkKey::Namespace(ns.clone()))
                     .is_some();
-                self.namespace_configs.remove(ns);
             } else {
-                let previous_services = self.namespace_configs.get(ns).map(|c| c.services.clone());
-                if previous_services.as_ref() != Some(&config.services) {
-                    for s in previous_services.iter().flatten().chain(&config.services) {
-                        services_updated.insert(service_entry_key(&s.key()));
-                    }
-                }
-                if put(self, Chunk::Namespace(config.clone()))? {
-                    full = true;
-                }
+                let config = if !config_rebuilt {
+                    config
+                } else {
+                    // Encoded in place: a namespace's config is not cloned to be hashed.
+                    let chunk = Chunk::Namespace(config);
+                    full |= put(self, &chunk)?;
+                    let Chunk::Namespace(config) = chunk else {
+                        unreachable!("built as a namespace chunk")
+                    };
+                    config
+                };
                 self.namespace_configs.insert(ns.clone(), config);
             }
         }
-        if new_chunks.is_empty() && !full && services_updated.is_empty() {
+        if new_chunks.is_empty() && !full && services_updated.is_empty() && !everything {
             return Ok(None);
         }
         let warnings = if full {
@@ -164,6 +203,14 @@ impl SnapshotBuilder {
             warnings,
         }))
     }
+}
+
+fn config_is_empty(config: &NamespaceConfig) -> bool {
+    config.services.is_empty()
+        && config.virtual_services.is_empty()
+        && config.destination_rules.is_empty()
+        && config.sidecars.is_empty()
+        && config.gateways.is_empty()
 }
 
 /// Istio names a service change `ServiceEntry <namespace>/<hostname>` in ConfigsUpdated.

@@ -8,6 +8,7 @@ use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsMembership, NatsMembershipCo
 use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
 use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 #[tokio::main]
@@ -42,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let xds = edge.xds();
     let ring = edge.ring();
+    let synced = edge.synced();
     let edge = edge.bind(args.xds_addr).await?;
 
     let drain = Drain::new();
@@ -55,7 +57,15 @@ async fn main() -> anyhow::Result<()> {
         .bind(args.http_addr)
         .await?;
     let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
-    readiness.set_ready(true);
+    // Ready once the latest snapshot is served, so proxies never get an empty config
+    // from an edge that has not caught up.
+    let ready = readiness.clone();
+    tokio::spawn(async move {
+        while !synced.load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        ready.set_ready(true);
+    });
 
     let watcher = drain.watcher();
     let run = tokio::spawn(edge.run(move || watcher.wait()));

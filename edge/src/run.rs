@@ -11,6 +11,7 @@ use shoal_proto::transport::{Bus, Member, Membership, SnapshotStore};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -60,6 +61,7 @@ pub struct Edge {
     updates: tokio::sync::mpsc::Receiver<crate::snapshot::SnapshotUpdate>,
     membership: Arc<dyn Membership>,
     ring_tx: watch::Sender<Arc<Ring>>,
+    synced: Arc<AtomicBool>,
 }
 
 impl Edge {
@@ -86,6 +88,7 @@ impl Edge {
         Edge {
             config,
             xds,
+            synced: puller.synced(),
             puller,
             updates,
             membership,
@@ -96,6 +99,11 @@ impl Edge {
     /// The ADS server, for `/debug/syncz`.
     pub fn xds(&self) -> XdsServer {
         self.xds.clone()
+    }
+
+    /// True once the latest snapshot in the store is being served (readiness).
+    pub fn synced(&self) -> Arc<AtomicBool> {
+        self.synced.clone()
     }
 
     /// The current membership ring, for `/debug/ring`.

@@ -1,1 +1,17 @@
 //! Simulated proxies and synthetic meshes for measuring Shoal.
+//!
+//! ```text
+//!  mesh ──► meshgen YAML + .loadtest-mesh.json in the config dir (served by ingest/shoal)
+//!  run  ──► C HTTP/2 connections ──► N ADS streams (proxy::run_proxy, one task each)
+//!             each: wire::framing ─► client::{SotwClient,DeltaClient} (no I/O) ─► ACK/NACK
+//!           run::run: wait for every initial config, write the change (run::change),
+//!           time each proxy's ACK of it, read /proc of the edges ─► run::Report
+//! ```
+
+pub mod client;
+pub mod mesh;
+pub mod proxy;
+pub mod run;
+pub mod wire;
+
+pub use run::{ChangeKind, Report, RunConfig, RunError, run};

@@ -1,1 +1,70 @@
-fn main() {}
+//! `loadtest mesh` writes a synthetic mesh; `loadtest run` measures Shoal with simulated
+//! proxies. See loadtest/README.md.
+
+mod cli;
+
+use anyhow::Context;
+use clap::Parser;
+use cli::{Cli, Command, MeshArgs, RunArgs};
+use shoal_loadtest::{RunConfig, mesh, run};
+use shoal_meshgen::MeshSpec;
+use std::time::Duration;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    match Cli::parse().command {
+        Command::Mesh(args) => write_mesh(args),
+        Command::Run(args) => run_load(args).await,
+    }
+}
+
+fn write_mesh(a: MeshArgs) -> anyhow::Result<()> {
+    let spec = MeshSpec {
+        services: a.services,
+        endpoints_per_service: a.endpoints_per_service,
+        namespaces: a.namespaces,
+        vs_fraction: a.vs_fraction,
+        dr_fraction: a.dr_fraction,
+        sidecar_fraction: a.sidecar_fraction,
+        seed: a.seed,
+    };
+    println!("{}", mesh::write_mesh(&spec, &a.out)?);
+    Ok(())
+}
+
+async fn run_load(a: RunArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(a.timeout > 0.0, "--timeout must be positive");
+    let config = RunConfig {
+        xds_addrs: a.xds_addr,
+        proxies: a.proxies,
+        conns: a.conns,
+        namespaces: a.namespaces,
+        delta: a.delta,
+        change: a.change,
+        config_dir: a.config_dir,
+        edge_pids: a.edge_pid,
+        timeout: Duration::from_secs_f64(a.timeout),
+        settle: Duration::from_millis(a.settle_ms),
+        ..RunConfig::default()
+    };
+    let report = run(config).await?;
+    println!("{report}");
+    if let Some(path) = &a.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    anyhow::ensure!(
+        report.synced == report.proxies && !report.timed_out,
+        "{} of {} proxies synced; not every wait finished within --timeout",
+        report.synced,
+        report.proxies
+    );
+    Ok(())
+}

@@ -5,12 +5,65 @@ use super::NamespaceObjects;
 use super::services::SourcedService;
 use shoal_proto::config::{Config, Kind, Spec, istio, k8s};
 use shoal_proto::model::{Endpoint, ServiceEndpoints, ServicePort};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-pub fn build(source: &SourcedService<'_>, objects: &NamespaceObjects<'_>) -> ServiceEndpoints {
+type PodsByName<'a> = BTreeMap<&'a str, (&'a Config, &'a k8s::PodSpec)>;
+
+/// A namespace's Pods, EndpointSlices and Endpoints, indexed once per namespace build so
+/// that each service finds its own without scanning the namespace (which made a
+/// namespace's build quadratic in its size).
+pub struct EndpointIndex<'a> {
+    /// Pods by cluster, then by name (a later object with the same name wins).
+    pods: HashMap<&'a str, PodsByName<'a>>,
+    /// EndpointSlices by (cluster, `kubernetes.io/service-name`), in object order.
+    slices: HashMap<(&'a str, &'a str), Vec<&'a k8s::EndpointSliceSpec>>,
+    /// The first v1 Endpoints by (cluster, name).
+    legacy: HashMap<(&'a str, &'a str), &'a k8s::EndpointsSpec>,
+}
+
+impl<'a> EndpointIndex<'a> {
+    pub fn new(objects: &NamespaceObjects<'a>) -> Self {
+        let mut pods: HashMap<&'a str, PodsByName<'a>> = HashMap::new();
+        for c in objects.of(Kind::Pod) {
+            if let Spec::Pod(p) = &c.spec {
+                pods.entry(c.meta.cluster.as_str())
+                    .or_default()
+                    .insert(c.meta.name.as_str(), (*c, p));
+            }
+        }
+        let mut slices: HashMap<(&'a str, &'a str), Vec<_>> = HashMap::new();
+        for c in objects.of(Kind::EndpointSlice) {
+            if let Spec::EndpointSlice(s) = &c.spec {
+                slices
+                    .entry((c.meta.cluster.as_str(), s.service_name.as_str()))
+                    .or_default()
+                    .push(s);
+            }
+        }
+        let mut legacy = HashMap::new();
+        for c in objects.of(Kind::Endpoints) {
+            if let Spec::Endpoints(e) = &c.spec {
+                legacy
+                    .entry((c.meta.cluster.as_str(), c.meta.name.as_str()))
+                    .or_insert(e);
+            }
+        }
+        EndpointIndex {
+            pods,
+            slices,
+            legacy,
+        }
+    }
+}
+
+pub fn build(
+    source: &SourcedService<'_>,
+    objects: &NamespaceObjects<'_>,
+    index: &EndpointIndex<'_>,
+) -> ServiceEndpoints {
     let mut out = Vec::new();
     for (config, spec) in &source.kube {
-        kube_endpoints(config, spec, &source.service.ports, objects, &mut out);
+        kube_endpoints(config, spec, &source.service.ports, objects, index, &mut out);
     }
     for (config, spec) in &source.entries {
         entry_endpoints(config, spec, &source.service.ports, objects, &mut out);
@@ -30,21 +83,6 @@ pub fn build(source: &SourcedService<'_>, objects: &NamespaceObjects<'_>) -> Ser
         service: source.service.key(),
         endpoints: out,
     }
-}
-
-fn pods_by_name<'a>(
-    objects: &NamespaceObjects<'a>,
-    cluster: &str,
-) -> BTreeMap<&'a str, (&'a Config, &'a k8s::PodSpec)> {
-    objects
-        .of(Kind::Pod)
-        .iter()
-        .filter(|c| c.meta.cluster == cluster)
-        .filter_map(|c| match &c.spec {
-            Spec::Pod(p) => Some((c.meta.name.as_str(), (*c, p))),
-            _ => None,
-        })
-        .collect()
 }
 
 fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
@@ -97,15 +135,16 @@ fn kube_endpoints(
     spec: &k8s::ServiceSpec,
     ports: &[ServicePort],
     objects: &NamespaceObjects<'_>,
+    index: &EndpointIndex<'_>,
     out: &mut Vec<Endpoint>,
 ) {
     let cluster = config.meta.cluster.as_str();
     let name = config.meta.name.as_str();
-    let pods = pods_by_name(objects, cluster);
+    let pods = index.pods.get(cluster);
     let pod_of = |r: &Option<k8s::ObjectRef>| {
         r.as_ref()
             .filter(|r| r.kind == "Pod" || r.kind.is_empty())
-            .and_then(|r| pods.get(r.name.as_str()))
+            .and_then(|r| pods?.get(r.name.as_str()))
     };
     let endpoint = |address: &str,
                     port: u32,
@@ -130,16 +169,7 @@ fn kube_endpoints(
         }
     };
 
-    let slices: Vec<&k8s::EndpointSliceSpec> = objects
-        .of(Kind::EndpointSlice)
-        .iter()
-        .filter(|c| c.meta.cluster == cluster)
-        .filter_map(|c| match &c.spec {
-            Spec::EndpointSlice(s) if s.service_name == name => Some(s),
-            _ => None,
-        })
-        .collect();
-    if !slices.is_empty() {
+    if let Some(slices) = index.slices.get(&(cluster, name)) {
         for slice in slices {
             if !matches!(slice.address_type.as_str(), "" | "IPv4" | "IPv6") {
                 continue;
@@ -167,11 +197,7 @@ fn kube_endpoints(
         return;
     }
 
-    let legacy = objects
-        .of(Kind::Endpoints)
-        .iter()
-        .find(|c| c.meta.cluster == cluster && c.meta.name == name);
-    if let Some(Spec::Endpoints(eps)) = legacy.map(|c| &c.spec) {
+    if let Some(eps) = index.legacy.get(&(cluster, name)) {
         for subset in &eps.subsets {
             for port in &subset.ports {
                 let Some(sp) = service_port_for(ports, &port.name) else {
@@ -192,7 +218,7 @@ fn kube_endpoints(
     }
 
     // No endpoint objects: select Pods as the Kubernetes endpoints controller would.
-    for (pod_config, pod) in pods.values() {
+    for (pod_config, pod) in pods.into_iter().flat_map(BTreeMap::values) {
         if pod.ip.is_empty() || !selects(&spec.selector, &pod_config.meta.labels) {
             continue;
         }

@@ -39,16 +39,62 @@ pub struct NamespaceBuild {
     pub endpoints: Vec<ServiceEndpoints>,
 }
 
+/// What a kind's objects feed in a namespace's build: a change to one kind can only
+/// change what it feeds (and what depends on that).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feeds {
+    /// Services, and so the endpoints found for them (Namespace objects feed nothing in
+    /// a namespace, and are counted here to be safe).
+    Services,
+    /// Endpoints only.
+    Endpoints,
+    /// The namespace's routing config only.
+    Routing,
+}
+
+impl Feeds {
+    pub fn of(kind: Kind) -> Feeds {
+        match kind {
+            Kind::Service | Kind::ServiceEntry | Kind::Namespace => Feeds::Services,
+            Kind::Pod | Kind::EndpointSlice | Kind::Endpoints | Kind::WorkloadEntry => {
+                Feeds::Endpoints
+            }
+            Kind::VirtualService | Kind::DestinationRule | Kind::Sidecar | Kind::Gateway => {
+                Feeds::Routing
+            }
+        }
+    }
+}
+
 /// Builds one namespace's chunks.
 pub fn build_namespace(namespace: &str, objects: &NamespaceObjects<'_>) -> NamespaceBuild {
     let sourced = services::build(namespace, objects);
-    let endpoints = sourced
-        .iter()
-        .map(|s| endpoints::build(s, objects))
-        .collect();
+    let endpoints = endpoints_of(&sourced, objects);
     let mut config = routing::build(namespace, objects);
     config.services = sourced.into_iter().map(|s| s.service).collect();
     NamespaceBuild { config, endpoints }
+}
+
+/// One namespace's endpoints alone: what [`build_namespace`] returns as `endpoints`.
+pub fn build_endpoints(namespace: &str, objects: &NamespaceObjects<'_>) -> Vec<ServiceEndpoints> {
+    endpoints_of(&services::build(namespace, objects), objects)
+}
+
+/// One namespace's routing config alone: what [`build_namespace`] returns as `config`,
+/// without its services.
+pub fn build_routing(namespace: &str, objects: &NamespaceObjects<'_>) -> NamespaceConfig {
+    routing::build(namespace, objects)
+}
+
+fn endpoints_of(
+    sourced: &[services::SourcedService<'_>],
+    objects: &NamespaceObjects<'_>,
+) -> Vec<ServiceEndpoints> {
+    let index = endpoints::EndpointIndex::new(objects);
+    sourced
+        .iter()
+        .map(|s| endpoints::build(s, objects, &index))
+        .collect()
 }
 
 #[cfg(test)]

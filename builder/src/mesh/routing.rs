@@ -4,7 +4,7 @@
 use super::NamespaceObjects;
 use shoal_proto::config::{Config, Kind, Spec};
 use shoal_proto::model::{NamedConfig, NamespaceConfig, host_matches, resolve_short_name};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 
 /// The same object ingested from several clusters is one object: the first cluster wins.
 fn dedup<'a>(configs: &[&'a Config]) -> Vec<&'a Config> {
@@ -78,7 +78,7 @@ pub fn build(namespace: &str, objects: &NamespaceObjects<'_>) -> NamespaceConfig
 pub fn dangling_subsets<'a>(
     namespaces: impl Iterator<Item = &'a NamespaceConfig> + Clone,
 ) -> Vec<String> {
-    let defined: BTreeSet<(&str, &str)> = namespaces
+    let defined: HashSet<(&str, &str)> = namespaces
         .clone()
         .flat_map(|ns| ns.destination_rules.iter())
         .flat_map(|dr| {
@@ -87,6 +87,13 @@ pub fn dangling_subsets<'a>(
                 .iter()
                 .map(move |s| (dr.spec.host.as_str(), s.name.as_str()))
         })
+        .collect();
+    // Exact hosts are looked up; only wildcard hosts need `host_matches` against each
+    // destination (a scan of every subset per destination was quadratic in the mesh).
+    let wildcards: Vec<(&str, &str)> = defined
+        .iter()
+        .filter(|(host, _)| host.starts_with('*'))
+        .copied()
         .collect();
     let mut out = Vec::new();
     for ns in namespaces {
@@ -106,9 +113,10 @@ pub fn dangling_subsets<'a>(
                 if d.subset.is_empty() {
                     continue;
                 }
-                let found = defined
-                    .iter()
-                    .any(|(host, subset)| *subset == d.subset && host_matches(host, &d.host));
+                let found = defined.contains(&(d.host.as_str(), d.subset.as_str()))
+                    || wildcards
+                        .iter()
+                        .any(|(host, subset)| *subset == d.subset && host_matches(host, &d.host));
                 if !found {
                     out.push(format!(
                         "VirtualService {}/{}: subset {:?} of {} is not defined by any DestinationRule (requests to it will fail with 503)",

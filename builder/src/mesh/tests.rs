@@ -192,3 +192,44 @@ spec:
     assert_eq!(warnings.len(), 1);
     assert!(warnings[0].contains("\"v3\""), "{warnings:?}");
 }
+
+#[test]
+fn dangling_subsets_match_wildcard_destination_rule_hosts() {
+    let yaml = r#"
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: reviews, namespace: shop}
+spec:
+  hosts: [reviews]
+  http:
+  - route:
+    - destination: {host: reviews, subset: v1}
+      weight: 50
+    - destination: {host: reviews, subset: v2}
+      weight: 25
+    - destination: {host: ratings, subset: v1}
+      weight: 25
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: all, namespace: shop}
+spec:
+  host: "*.shop.svc.cluster.local"
+  subsets: [{name: v1, labels: {version: v1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: ratings, namespace: shop}
+spec:
+  host: ratings
+  subsets: [{name: v2, labels: {version: v2}}]
+"#;
+    let b = build("shop", &configs("c1", yaml));
+    let warnings = dangling_subsets(std::iter::once(&b.config));
+    // v1 of both hosts is defined by the wildcard rule; v2 of reviews by nothing.
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("\"v2\" of reviews.shop"),
+        "{warnings:?}"
+    );
+}

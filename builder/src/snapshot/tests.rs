@@ -132,3 +132,193 @@ fn dns_service_endpoint_change_is_full() {
     let next = builder.build(&replica, dirty, 2, 0).unwrap().unwrap();
     assert!(next.full, "a DNS cluster inlines its endpoints: CDS must be pushed");
 }
+
+const RICH: &str = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: a, namespace: ns1}
+spec: {selector: {app: a}, ports: [{name: http, port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: a-1, namespace: ns1, labels: {kubernetes.io/service-name: a}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- addresses: [10.0.0.1]
+  targetRef: {kind: Pod, name: a-1, namespace: ns1}
+- addresses: [10.0.0.2]
+  targetRef: {kind: Pod, name: a-2, namespace: ns1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a-1, namespace: ns1, labels: {app: a, version: v1}}
+status: {podIP: 10.0.0.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a-2, namespace: ns1, labels: {app: a, version: v2}}
+status: {podIP: 10.0.0.2}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: b, namespace: ns1}
+spec: {selector: {app: b}, ports: [{name: http, port: 80}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b-1, namespace: ns1, labels: {app: b}}
+status: {podIP: 10.0.1.1}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: a, namespace: ns1}
+spec:
+  hosts: [a]
+  http: [{route: [{destination: {host: a, subset: v1}}], timeout: 5s}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: a, namespace: ns1}
+spec: {host: a, subsets: [{name: v1, labels: {version: v1}}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: c, namespace: ns2}
+spec: {selector: {app: c}, ports: [{name: http, port: 80}]}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: c-vm, namespace: ns2}
+spec: {address: 10.0.2.1, labels: {app: c}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ext, namespace: ns2}
+spec:
+  hosts: [ext.example.com]
+  resolution: DNS
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  endpoints: [{address: a.example.com}]
+"#;
+
+/// Builds `replica` from scratch: what every incremental build must equal.
+fn from_scratch(replica: &Replica) -> Vec<ChunkRef> {
+    let dirty = Dirty {
+        all: true,
+        ..Dirty::default()
+    };
+    SnapshotBuilder::new()
+        .build(replica, dirty, replica.revision(), 0)
+        .unwrap()
+        .map(|b| b.manifest.chunks)
+        .unwrap_or_default()
+}
+
+#[test]
+fn incremental_builds_equal_a_build_from_scratch() {
+    let mut replica = Replica::new();
+    let mut rev = 0;
+    let mut apply = |replica: &mut Replica, yaml: &str, delete: bool| {
+        for mut e in entries(yaml, rev + 1) {
+            rev += 1;
+            e.revision = rev;
+            if delete {
+                e.value = None;
+            }
+            replica.apply(e).unwrap();
+        }
+    };
+    apply(&mut replica, RICH, false);
+    let mut builder = SnapshotBuilder::new();
+    let dirty = replica.take_dirty();
+    let mut last = builder
+        .build(&replica, dirty, replica.revision(), 0)
+        .unwrap()
+        .unwrap()
+        .manifest
+        .chunks;
+    assert_eq!(last, from_scratch(&replica));
+
+    let doc = |i: usize| RICH.split("\n---\n").nth(i).unwrap().to_string();
+    // (what, YAML, delete, expect full, expect services_updated names)
+    let steps: Vec<(&str, String, bool, bool, Vec<&str>)> = vec![
+        ("VirtualService edit", doc(6).replace("5s", "7s"), false, true, vec![]),
+        (
+            "Pod relabelled (endpoints only)",
+            doc(2).replace("version: v1", "version: v2"),
+            false,
+            false,
+            vec!["a.ns1.svc.cluster.local"],
+        ),
+        (
+            "EndpointSlice address moved",
+            doc(1).replace("10.0.0.2]", "10.0.0.9]"),
+            false,
+            false,
+            vec!["a.ns1.svc.cluster.local"],
+        ),
+        ("DestinationRule deleted", doc(7), true, true, vec![]),
+        (
+            "WorkloadEntry moved",
+            doc(9).replace("10.0.2.1", "10.0.2.2"),
+            false,
+            false,
+            vec!["c.ns2.svc.cluster.local"],
+        ),
+        (
+            "DNS ServiceEntry endpoints changed",
+            doc(10).replace("a.example.com", "b.example.com"),
+            false,
+            true,
+            vec!["ext.example.com"],
+        ),
+        (
+            "Service port added",
+            doc(4).replace(
+                "[{name: http, port: 80}]",
+                "[{name: http, port: 80}, {name: grpc, port: 90}]",
+            ),
+            false,
+            true,
+            vec!["a.ns1.svc.cluster.local", "b.ns1.svc.cluster.local"],
+        ),
+        (
+            "VirtualService and Pod together",
+            format!(
+                "{}\n---\n{}",
+                doc(6).replace("5s", "9s"),
+                doc(5).replace("10.0.1.1", "10.0.1.2")
+            ),
+            false,
+            true,
+            vec!["b.ns1.svc.cluster.local"],
+        ),
+        ("VirtualService deleted", doc(6), true, true, vec![]),
+        (
+            "Service and its Pods deleted",
+            format!("{}\n---\n{}", doc(4), doc(5)),
+            true,
+            true,
+            vec!["a.ns1.svc.cluster.local", "b.ns1.svc.cluster.local"],
+        ),
+    ];
+    for (what, yaml, delete, want_full, want_updated) in steps {
+        apply(&mut replica, &yaml, delete);
+        let dirty = replica.take_dirty();
+        let built = builder
+            .build(&replica, dirty, replica.revision(), 0)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what}: no snapshot"));
+        assert_eq!(built.manifest.chunks, from_scratch(&replica), "{what}");
+        assert_ne!(built.manifest.chunks, last, "{what}: nothing changed");
+        assert_eq!(built.full, want_full, "{what}: full");
+        let updated: Vec<&str> = built
+            .services_updated
+            .iter()
+            .map(|k| k.name.as_str())
+            .collect();
+        assert_eq!(updated, want_updated, "{what}: services_updated");
+        last = built.manifest.chunks;
+    }
+}

@@ -18,6 +18,7 @@ mod outbound;
 mod protocol;
 mod registry;
 pub mod scope;
+mod sent;
 mod server;
 pub mod sotw;
 pub mod source;

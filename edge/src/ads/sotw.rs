@@ -16,13 +16,14 @@
 
 use super::error::{AdsError, Result};
 use super::scope::{PushScope, host_selected};
+use super::sent::{Names, SentSet};
 use super::source::ResourceSource;
 use super::status::{Nonces, Reply, RequestKind, TypeStatus};
 use crate::proxy::Proxy;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
 use crate::xds::{GenerateError, XdsResource};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// The SotW state of one ADS stream.
@@ -36,9 +37,9 @@ pub struct SotwStream {
 #[derive(Debug)]
 struct Watch {
     wildcard: bool,
-    names: BTreeSet<String>,
-    /// Resource name → hash of what the proxy was last sent.
-    sent: HashMap<String, u64>,
+    names: Names,
+    /// What the proxy was last sent.
+    sent: SentSet,
     status: TypeStatus,
 }
 
@@ -46,8 +47,8 @@ impl Watch {
     fn new(type_url: &str) -> Self {
         Watch {
             wildcard: false,
-            names: BTreeSet::new(),
-            sent: HashMap::new(),
+            names: Names::default(),
+            sent: SentSet::default(),
             status: TypeStatus::new(type_url),
         }
     }
@@ -82,12 +83,9 @@ impl Watch {
 }
 
 /// `(wildcard, names)` of a SotW request: `*`, or no names for CDS/LDS, is wildcard.
-fn subscription(type_url: &str, names: &[String]) -> (bool, BTreeSet<String>) {
+fn subscription(type_url: &str, names: &[String]) -> (bool, Names) {
     let wildcard = names.iter().any(|n| n == "*") || (names.is_empty() && is_wildcard(type_url));
-    (
-        wildcard,
-        names.iter().filter(|n| *n != "*").cloned().collect(),
-    )
+    (wildcard, Names::new(names))
 }
 
 impl SotwStream {
@@ -159,7 +157,7 @@ impl SotwStream {
         // The subscription changed: forget what was sent for names no longer watched (so a
         // re-subscription resends them) and send what is newly requested.
         if !wildcard {
-            w.sent.retain(|n, _| names.contains(n));
+            w.sent.retain(|n| names.contains(n));
         }
         w.wildcard = wildcard;
         w.names = names;
@@ -218,10 +216,7 @@ impl SotwStream {
             return Ok(None);
         };
         let resources = w.generate(src, &self.proxy, type_url, hosts)?;
-        let changed: Vec<&Arc<XdsResource>> = resources
-            .iter()
-            .filter(|r| w.sent.get(&r.name) != Some(&r.hash))
-            .collect();
+        let changed: Vec<&Arc<XdsResource>> = resources.iter().filter(|r| !w.sent.has(r)).collect();
         let changed_names: Vec<String> = changed.iter().map(|r| r.name.clone()).collect();
 
         let to_send: Vec<&Arc<XdsResource>> = if is_wildcard(type_url) {
@@ -229,19 +224,19 @@ impl SotwStream {
             if !force && changed.is_empty() && resources.len() == w.sent.len() {
                 return Ok(None);
             }
-            w.sent = resources.iter().map(|r| (r.name.clone(), r.hash)).collect();
+            w.sent.replace(&resources);
             resources.iter().collect()
         } else {
             // Only what changed. A resource that disappeared is forgotten, so it is sent
             // again should it come back.
             let present: HashSet<&str> = resources.iter().map(|r| r.name.as_str()).collect();
             w.sent
-                .retain(|n, _| present.contains(n.as_str()) || !host_selected(hosts, n));
+                .retain(|n| present.contains(n) || !host_selected(hosts, n));
             if !force && changed.is_empty() {
                 return Ok(None);
             }
             for r in &changed {
-                w.sent.insert(r.name.clone(), r.hash);
+                w.sent.insert(r);
             }
             changed
         };

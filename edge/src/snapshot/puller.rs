@@ -20,6 +20,7 @@ use shoal_proto::transport::{Bus, SnapshotStore, TransportError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -101,6 +102,7 @@ pub struct SnapshotPuller {
     push_tx: watch::Sender<Arc<PushContext>>,
     updates_tx: mpsc::Sender<SnapshotUpdate>,
     metrics: Metrics,
+    synced: Arc<AtomicBool>,
 }
 
 impl SnapshotPuller {
@@ -129,8 +131,15 @@ impl SnapshotPuller {
             push_tx,
             updates_tx,
             metrics: Metrics::register(registry),
+            synced: Arc::default(),
         };
         (puller, push_rx, updates_rx)
+    }
+
+    /// Set once the store's `latest` snapshot has been applied: the edge then serves real
+    /// config, and is ready.
+    pub fn synced(&self) -> Arc<AtomicBool> {
+        self.synced.clone()
     }
 
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
@@ -189,13 +198,15 @@ impl SnapshotPuller {
 
     async fn pull_latest(&mut self) {
         match self.store.latest().await {
-            Ok(Some(v)) if v > self.push.version() => {
-                if let Err(e) = self.pull(v, SystemTime::now()).await {
+            Ok(Some(v)) if v > self.push.version() => match self.pull(v, SystemTime::now()).await {
+                Ok(()) => self.synced.store(true, Ordering::Release),
+                Err(e) => {
                     self.metrics.errors.inc();
                     warn!(version = v, error = %e, "snapshot pull failed; keeping the current snapshot");
                 }
-            }
-            Ok(_) => {}
+            },
+            Ok(Some(_)) => self.synced.store(true, Ordering::Release),
+            Ok(None) => {}
             Err(e) => {
                 self.metrics.errors.inc();
                 debug!(error = %e, "snapshot store unavailable; keeping the current snapshot");
@@ -308,6 +319,7 @@ impl SnapshotPuller {
             configs_updated,
             start,
         };
+        self.synced.store(true, Ordering::Release);
         // Bounded: a slow dispatcher slows the puller rather than growing memory.
         let _ = self.updates_tx.send(update).await;
         Ok(())

@@ -87,7 +87,12 @@ pub fn namespace_name(k: usize) -> String {
 /// The address of endpoint `e` of service `i`: unique across the mesh.
 pub fn endpoint_ip(i: usize, e: usize) -> String {
     let n = i * 1000 + e;
-    format!("10.{}.{}.{}", 1 + (n >> 16) % 200, (n >> 8) & 0xff, n & 0xff)
+    format!(
+        "10.{}.{}.{}",
+        1 + (n >> 16) % 200,
+        (n >> 8) & 0xff,
+        n & 0xff
+    )
 }
 
 impl Mesh {
@@ -151,7 +156,12 @@ impl Mesh {
 
     /// An endpoint edit: the service's file with its first endpoint moved to `address`.
     pub fn endpoint_change(&self, service: &ServiceInfo, address: &str) -> (PathBuf, String) {
-        let text = service_file(service, self.spec.endpoints_per_service, Some(address), "5s");
+        let text = service_file(
+            service,
+            self.spec.endpoints_per_service,
+            Some(address),
+            "5s",
+        );
         (service_path(service), text)
     }
 }
@@ -168,7 +178,12 @@ fn sidecar(ns: &str) -> String {
 
 /// One service's objects. Endpoints carry Pods (and so labels) when a DestinationRule
 /// selects subsets by label; otherwise the slice stands alone, as for most services.
-fn service_file(s: &ServiceInfo, endpoints: usize, first_address: Option<&str>, timeout: &str) -> String {
+fn service_file(
+    s: &ServiceInfo,
+    endpoints: usize,
+    first_address: Option<&str>,
+    timeout: &str,
+) -> String {
     let (name, ns) = (&s.name, &s.namespace);
     let mut out = String::new();
     let _ = write!(
@@ -186,7 +201,10 @@ fn service_file(s: &ServiceInfo, endpoints: usize, first_address: Option<&str>, 
         };
         let _ = write!(out, "- addresses: [{ip}]\n  conditions: {{ready: true}}\n");
         if s.has_dr {
-            let _ = write!(out, "  targetRef: {{kind: Pod, name: {name}-{e}, namespace: {ns}}}\n");
+            let _ = writeln!(
+                out,
+                "  targetRef: {{kind: Pod, name: {name}-{e}, namespace: {ns}}}"
+            );
         }
     }
     if s.has_dr {
@@ -248,7 +266,11 @@ mod tests {
         let with_vs = mesh.services.iter().filter(|s| s.has_vs).count();
         assert!((200..400).contains(&with_vs), "{with_vs}");
         assert_eq!(mesh.files.len(), 1000 + 10);
-        assert!(mesh.files.iter().any(|(p, _)| p == Path::new("ns-3/svc-13.yaml")));
+        assert!(
+            mesh.files
+                .iter()
+                .any(|(p, _)| p == Path::new("ns-3/svc-13.yaml"))
+        );
     }
 
     #[test]

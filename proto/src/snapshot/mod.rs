@@ -36,10 +36,12 @@ pub struct ChunkHash(pub String);
 
 impl ChunkHash {
     pub fn of(bytes: &[u8]) -> Self {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let hash = blake3::hash(bytes);
         let mut hex = String::with_capacity(32);
         for b in &hash.as_bytes()[..16] {
-            hex.push_str(&format!("{b:02x}"));
+            hex.push(HEX[usize::from(b >> 4)] as char);
+            hex.push(HEX[usize::from(b & 0xf)] as char);
         }
         ChunkHash(hex)
     }
@@ -171,6 +173,12 @@ mod tests {
             Chunk::decode(&h3, &b1),
             Err(SnapshotError::Corrupt(_))
         ));
+    }
+
+    #[test]
+    fn chunk_hash_is_lowercase_hex_of_the_first_128_bits_of_blake3() {
+        // BLAKE3("") = af1349b9f5f9a1a6a0404dea36dcc949 9bcb25c9adc112b7cc9a93cae41f3262
+        assert_eq!(ChunkHash::of(b"").0, "af1349b9f5f9a1a6a0404dea36dcc949");
     }
 
     #[test]

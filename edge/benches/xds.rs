@@ -1,0 +1,395 @@
+//! Edge benchmarks: xDS generation for one proxy (first and cached), and the fan-out of
+//! one change to 10k in-process SotW streams.
+//!
+//! ```sh
+//! cargo bench -p shoal-edge --bench xds -- --warm-up-time 1 --measurement-time 3
+//! cargo bench -p shoal-edge --bench xds -- generate/    # one proxy only
+//! cargo bench -p shoal-edge --bench xds -- fanout/      # 10k streams
+//! ```
+//!
+//! The mesh: 1k services × 10 endpoints in 10 namespaces (meshgen defaults: half with a
+//! VirtualService, half with a DestinationRule with two subsets), each namespace with a
+//! Sidecar narrowing egress to `./*` (`sidecar`), or none (`no_sidecar`: every proxy
+//! sees the whole mesh).
+//!
+//! The fan-out drives the public pieces the ADS server is made of: a `PushQueue` of
+//! `PushEvent`s, one `SotwStream` per connection, a `GeneratorSource` over a shared
+//! `Generator`. The dispatcher's decision (`ads::dispatch::needs_push`, crate-private) is
+//! mirrored here with the public `SidecarScope` API. Nothing is sent: what is measured is
+//! the edge's CPU per change (decide, queue, generate, diff, build the responses).
+
+mod support;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use shoal_edge::ads::{GeneratorSource, PushScope, SotwStream};
+use shoal_edge::proxy::Proxy;
+use shoal_edge::push_queue::{PushEvent, PushQueue};
+use shoal_edge::xds::Generator;
+use shoal_edge::xds::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, is_wildcard};
+use shoal_meshgen::Mesh;
+use shoal_proto::config::{ConfigKey, Kind};
+use shoal_proto::model::ServiceKey;
+use shoal_proto::push_context::{ConfigIndex, PushContext, SidecarScope};
+use shoal_proto::snapshot::Chunk;
+use std::collections::{BTreeSet, HashMap};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+const TYPES: [(&str, &str); 4] = [
+    ("cds", CLUSTER),
+    ("eds", ENDPOINT),
+    ("lds", LISTENER),
+    ("rds", ROUTE),
+];
+const SERVICES: usize = 1_000;
+const STREAMS: usize = 10_000;
+
+/// The names a proxy subscribes to for `type_url`: none for CDS/LDS (wildcard), every
+/// EDS cluster / route configuration its scope has for EDS/RDS (as Envoy asks for what
+/// CDS and LDS reference).
+fn subscription(g: &Generator, type_url: &str, proxy: &Proxy, push: &PushContext) -> Vec<String> {
+    if is_wildcard(type_url) {
+        return Vec::new();
+    }
+    g.generate(type_url, proxy, push, &[])
+        .expect("generates")
+        .iter()
+        .map(|r| r.name.clone())
+        .collect()
+}
+
+fn generate(c: &mut Criterion) {
+    for sidecars in [true, false] {
+        let variant = if sidecars { "sidecar" } else { "no_sidecar" };
+        let (mesh, push) = support::push_context(&support::spec(SERVICES, sidecars));
+        let proxy = support::proxy(&mesh, 0);
+        let mut g = c.benchmark_group(format!("generate/{variant}"));
+        g.sample_size(20);
+
+        // The proxy's SidecarScope: computed once per index generation, then shared.
+        g.bench_function("scope/first", |b| {
+            b.iter_batched(
+                || ConfigIndex::build(push.version(), push.namespaces()),
+                |index| {
+                    let scope = index.sidecar_scope(&proxy.namespace, &proxy.labels);
+                    (index, scope)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+        g.bench_function("scope/cached", |b| {
+            b.iter(|| push.sidecar_scope(&proxy.namespace, &proxy.labels))
+        });
+
+        let warm = Generator::new();
+        for (short, type_url) in TYPES {
+            let names = subscription(&warm, type_url, &proxy, &push);
+            let out = warm.generate(type_url, &proxy, &push, &names).unwrap();
+            let bytes: usize = out.iter().map(|r| r.resource.value.len()).sum();
+            eprintln!(
+                "{variant}: {short}: {} resources, {bytes} B encoded",
+                out.len()
+            );
+            // First: a generator that has seen nothing for this scope (EDS after CDS, as
+            // Envoy asks; EDS reads the clusters' endpoint targets).
+            g.bench_function(format!("{short}/first"), |b| {
+                b.iter_batched(
+                    || {
+                        let fresh = Generator::new();
+                        if type_url == ENDPOINT {
+                            fresh.generate(CLUSTER, &proxy, &push, &[]).unwrap();
+                        }
+                        fresh
+                    },
+                    |fresh| {
+                        let out = fresh.generate(type_url, &proxy, &push, &names).unwrap();
+                        (fresh, out)
+                    },
+                    BatchSize::SmallInput,
+                )
+            });
+            g.bench_function(format!("{short}/cached"), |b| {
+                b.iter(|| warm.generate(type_url, &proxy, &push, black_box(&names)).unwrap())
+            });
+        }
+        g.finish();
+    }
+}
+
+/// One connection: its stream and the scope it was last judged against.
+struct Conn {
+    stream: SotwStream,
+    scope: Arc<SidecarScope>,
+}
+
+struct Fleet {
+    mesh: Mesh,
+    push: Arc<PushContext>,
+    generator: Generator,
+    conns: Vec<Conn>,
+    queue: PushQueue<u64, PushEvent>,
+    rt: tokio::runtime::Runtime,
+}
+
+fn request(type_url: &str, names: &[String], nonce: &str, version: &str) -> DiscoveryRequest {
+    DiscoveryRequest {
+        type_url: type_url.into(),
+        resource_names: names.to_vec(),
+        response_nonce: nonce.into(),
+        version_info: version.into(),
+        ..Default::default()
+    }
+}
+
+fn encoded_bytes(responses: &[DiscoveryResponse]) -> usize {
+    responses
+        .iter()
+        .flat_map(|r| r.resources.iter())
+        .map(|a| a.value.len())
+        .sum()
+}
+
+/// Connects `n` proxies and takes each through its initial sync (CDS, EDS, LDS, RDS,
+/// each requested then ACKed). Returns the streams and the bytes of resources sent.
+fn connect(mesh: &Mesh, g: &Generator, push: &PushContext, n: usize) -> (Vec<Conn>, usize) {
+    // Subscriptions depend only on the scope: computed once per namespace.
+    let mut subscriptions: HashMap<String, Vec<Vec<String>>> = HashMap::new();
+    let src = GeneratorSource {
+        generator: g,
+        push,
+    };
+    let mut bytes = 0;
+    let conns = (0..n)
+        .map(|i| {
+            let proxy = support::proxy(mesh, i);
+            let subs = subscriptions
+                .entry(proxy.namespace.clone())
+                .or_insert_with(|| {
+                    TYPES
+                        .iter()
+                        .map(|(_, t)| subscription(g, t, &proxy, push))
+                        .collect()
+                })
+                .clone();
+            let scope = push.sidecar_scope(&proxy.namespace, &proxy.labels);
+            let mut stream = SotwStream::new(proxy);
+            for ((_, type_url), names) in TYPES.iter().zip(&subs) {
+                let reply = stream
+                    .on_request(&src, &request(type_url, names, "", ""))
+                    .expect("initial request");
+                let response = &reply.responses[0];
+                bytes += encoded_bytes(&reply.responses);
+                stream
+                    .on_request(
+                        &src,
+                        &request(type_url, names, &response.nonce, &response.version_info),
+                    )
+                    .expect("ACK");
+            }
+            Conn { stream, scope }
+        })
+        .collect();
+    (conns, bytes)
+}
+
+/// The dispatcher's `needs_push`, through the public API.
+fn needs_push(conn: &mut Conn, event: &PushEvent) -> bool {
+    let proxy = conn.stream.proxy();
+    let scope = event.push.sidecar_scope(&proxy.namespace, &proxy.labels);
+    let prev = std::mem::replace(&mut conn.scope, scope.clone());
+    if event.configs_updated.is_empty() {
+        return true;
+    }
+    if !event.full {
+        return event.configs_updated.iter().any(|k| match k.kind {
+            Kind::ServiceEntry | Kind::Service => k.name.is_empty() || scope.has_host(&k.name),
+            _ => true,
+        });
+    }
+    let scope_changed = !Arc::ptr_eq(&prev, &scope);
+    event
+        .configs_updated
+        .iter()
+        .any(|k| scope.depends_on(k) || (scope_changed && prev.depends_on(k)))
+}
+
+/// What one change cost: decided, queued, generated and diffed for every connection.
+#[derive(Default, Debug)]
+struct FanOut {
+    decide: Duration,
+    push: Duration,
+    pushed: usize,
+    responses: usize,
+    bytes: usize,
+}
+
+impl Fleet {
+    fn new(n: usize) -> Fleet {
+        let (mesh, push) = support::push_context(&support::spec(SERVICES, true));
+        let generator = Generator::new();
+        let started = Instant::now();
+        let (conns, bytes) = connect(&mesh, &generator, &push, n);
+        eprintln!(
+            "fanout: initial sync of {n} streams (4 types, requested and ACKed): {:?}, {} MiB of resources",
+            started.elapsed(),
+            bytes >> 20
+        );
+        Fleet {
+            mesh,
+            push: Arc::new(push),
+            generator,
+            conns,
+            queue: PushQueue::new(),
+            rt: tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime"),
+        }
+    }
+
+    /// Dispatches `event` to every connection it concerns and runs their pushes.
+    fn fan_out(&mut self, event: PushEvent) -> FanOut {
+        let mut out = FanOut::default();
+        let started = Instant::now();
+        for (id, conn) in self.conns.iter_mut().enumerate() {
+            if needs_push(conn, &event) {
+                self.queue.enqueue(id as u64, event.clone());
+                out.pushed += 1;
+            }
+        }
+        out.decide = started.elapsed();
+        let started = Instant::now();
+        let (queue, conns, generator) = (&self.queue, &mut self.conns, &self.generator);
+        self.rt.block_on(async {
+            while queue.pending() > 0 {
+                let (id, event) = queue.dequeue().await.expect("queued");
+                let src = GeneratorSource {
+                    generator,
+                    push: &event.push,
+                };
+                let responses = conns[id as usize]
+                    .stream
+                    .on_push(&src, &PushScope::of(&event))
+                    .expect("push");
+                out.responses += responses.len();
+                out.bytes += encoded_bytes(&responses);
+                queue.mark_done(&id);
+            }
+        });
+        out.push = started.elapsed();
+        out
+    }
+
+    fn event(&self, full: bool, configs_updated: BTreeSet<ConfigKey>) -> PushEvent {
+        PushEvent {
+            push: self.push.clone(),
+            full,
+            configs_updated: Arc::new(configs_updated),
+            start: SystemTime::now(),
+        }
+    }
+}
+
+/// The next snapshot with `service`'s first endpoint moved (alternating addresses).
+fn endpoint_change(push: &PushContext, service: &ServiceKey, flip: bool) -> PushContext {
+    let mut eps = (**push.endpoints(service).expect("service has endpoints")).clone();
+    eps.endpoints[0].address = if flip { "10.250.0.1" } else { "10.250.0.2" }.into();
+    push.with_changes(push.version() + 1, [Chunk::Endpoints(eps)], [])
+}
+
+/// The next snapshot with a VirtualService's route timeout changed in `namespace`.
+fn vs_change(push: &PushContext, namespace: &str, vs: &str, flip: bool) -> PushContext {
+    let mut ns = (**push.namespace(namespace).expect("namespace")).clone();
+    let vs = ns
+        .virtual_services
+        .iter_mut()
+        .find(|v| v.name == vs)
+        .expect("virtual service");
+    vs.spec.http[0].timeout = Some(if flip { "7s" } else { "5s" }.into());
+    push.with_changes(push.version() + 1, [Chunk::Namespace(ns)], [])
+}
+
+fn fanout(c: &mut Criterion) {
+    let mut fleet = Fleet::new(STREAMS);
+    let svc = fleet.mesh.services[1].clone();
+    let key = ServiceKey {
+        hostname: svc.hostname.clone(),
+        namespace: svc.namespace.clone(),
+    };
+    let vs_svc = fleet.mesh.first_with_vs().expect("a VirtualService").clone();
+
+    let mut g = c.benchmark_group("fanout");
+    g.sample_size(10);
+    let mut flip = false;
+
+    // The edge applying a snapshot (PushContext::with_changes, as the puller does).
+    let base = fleet.push.clone();
+    g.bench_function("apply/eds_change", |b| {
+        b.iter(|| endpoint_change(&base, &key, true))
+    });
+    g.bench_function("apply/vs_change", |b| {
+        b.iter(|| vs_change(&base, &vs_svc.namespace, &vs_svc.name, true))
+    });
+
+    let mut report = |name: &str, last: &FanOut| {
+        eprintln!(
+            "fanout: {name} to {STREAMS} streams: {} pushed, {} responses, {} KiB; decide {:?}, generate+diff {:?}",
+            last.pushed,
+            last.responses,
+            last.bytes >> 10,
+            last.decide,
+            last.push
+        );
+    };
+
+    // One endpoint change: an EDS push to the streams whose scope holds the service.
+    let mut last = FanOut::default();
+    g.bench_function("eds_change_10k_streams", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                flip = !flip;
+                fleet.push = Arc::new(endpoint_change(&fleet.push, &key, flip));
+                let updated = BTreeSet::from([ConfigKey::new(
+                    Kind::ServiceEntry,
+                    &svc.namespace,
+                    &svc.hostname,
+                )]);
+                let event = fleet.event(false, updated);
+                last = fleet.fan_out(event);
+                assert!(last.responses > 0);
+                total += last.decide + last.push;
+            }
+            total
+        })
+    });
+    report("one endpoint change", &last);
+
+    // One VirtualService change: a full push to every stream (routing changes concern
+    // every scope); each scope's CDS/EDS/LDS/RDS is regenerated once and diffed per stream.
+    g.bench_function("vs_change_10k_streams", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                flip = !flip;
+                fleet.push = Arc::new(vs_change(
+                    &fleet.push,
+                    &vs_svc.namespace,
+                    &vs_svc.name,
+                    flip,
+                ));
+                let event = fleet.event(true, BTreeSet::new());
+                last = fleet.fan_out(event);
+                assert!(last.responses > 0);
+                total += last.decide + last.push;
+            }
+            total
+        })
+    });
+    report("one VirtualService change", &last);
+    g.finish();
+}
+
+criterion_group!(benches, generate, fanout);
+criterion_main!(benches);

@@ -1,0 +1,157 @@
+//! Compact per-stream bookkeeping, for streams counted in tens of thousands per edge.
+//!
+//! - [`SentSet`]: what a stream last sent of one type, as the shared resources themselves
+//!   (8 bytes per resource per stream; the resources live once, in the generator's cache),
+//!   sorted by name for lookups.
+//! - [`Names`]: a subscription's resource names, interned: proxies of one scope request
+//!   the same EDS/RDS names, so they share one list.
+
+use crate::xds::XdsResource;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// Resources last sent on one stream, sorted by name.
+#[derive(Debug, Default)]
+pub struct SentSet(Vec<Arc<XdsResource>>);
+
+impl SentSet {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|r| r.name.as_str().cmp(name))
+    }
+
+    /// Whether `resource` (same name and content) was sent.
+    pub fn has(&self, resource: &XdsResource) -> bool {
+        self.position(&resource.name)
+            .is_ok_and(|i| self.0[i].hash == resource.hash)
+    }
+
+    /// Replaces everything with `resources` (a state-of-the-world response).
+    pub fn replace(&mut self, resources: &[Arc<XdsResource>]) {
+        self.0.clear();
+        self.0.extend(resources.iter().cloned());
+        self.0.sort_by(|a, b| a.name.cmp(&b.name));
+        self.0.shrink_to_fit();
+    }
+
+    pub fn insert(&mut self, resource: &Arc<XdsResource>) {
+        match self.position(&resource.name) {
+            Ok(i) => self.0[i] = resource.clone(),
+            Err(i) => self.0.insert(i, resource.clone()),
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) {
+        if let Ok(i) = self.position(name) {
+            self.0.remove(i);
+        }
+    }
+
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.0.retain(|r| keep(&r.name));
+    }
+}
+
+/// A sorted, deduplicated list of names, shared between every stream that asked for the
+/// same list.
+#[derive(Clone, Debug, Default)]
+pub struct Names(Option<Arc<[String]>>);
+
+impl PartialEq for Names {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+            (None, None) => true,
+            (a, b) => a.as_deref().unwrap_or(&[]) == b.as_deref().unwrap_or(&[]),
+        }
+    }
+}
+
+type Pool = Mutex<HashMap<u64, Vec<Weak<[String]>>>>;
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(Default::default)
+}
+
+impl Names {
+    /// Interns `names` (any order, duplicates allowed; `*` dropped).
+    pub fn new(names: &[String]) -> Names {
+        let mut list: Vec<String> = names.iter().filter(|n| *n != "*").cloned().collect();
+        if list.is_empty() {
+            return Names(None);
+        }
+        list.sort();
+        list.dedup();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        list.hash(&mut hasher);
+        let key = hasher.finish();
+        let mut pool = pool().lock().unwrap_or_else(|e| e.into_inner());
+        let bucket = pool.entry(key).or_default();
+        bucket.retain(|w| w.strong_count() > 0);
+        if let Some(shared) = bucket.iter().filter_map(Weak::upgrade).find(|s| **s == *list) {
+            return Names(Some(shared));
+        }
+        let shared: Arc<[String]> = list.into();
+        bucket.push(Arc::downgrade(&shared));
+        // Keep the pool from holding buckets of dead lists forever.
+        if pool.len() > 1024 && pool.len().is_power_of_two() {
+            pool.retain(|_, b| b.iter().any(|w| w.strong_count() > 0));
+        }
+        Names(Some(shared))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &String> {
+        self.0.iter().flat_map(|l| l.iter())
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |l| l.len())
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|l| l.binary_search_by(|n| n.as_str().cmp(name)).is_ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn equal_lists_share_one_allocation() {
+        let a = Names::new(&names(&["b", "a", "a"]));
+        let b = Names::new(&names(&["a", "b"]));
+        assert_eq!(a, b);
+        assert!(Arc::ptr_eq(a.0.as_ref().unwrap(), b.0.as_ref().unwrap()));
+        assert!(a.contains("a") && !a.contains("c"));
+        assert_eq!(Names::new(&names(&["*"])), Names::default());
+    }
+
+    #[test]
+    fn sent_set_tracks_by_name_and_content() {
+        let r = |n: &str, v: &[u8]| Arc::new(XdsResource::new(n.into(), "t", v.to_vec()));
+        let mut s = SentSet::default();
+        s.replace(&[r("b", b"1"), r("a", b"1")]);
+        assert!(s.has(&r("a", b"1")));
+        assert!(!s.has(&r("a", b"2")));
+        s.insert(&r("a", b"2"));
+        assert!(s.has(&r("a", b"2")));
+        s.remove("a");
+        assert_eq!(s.len(), 1);
+    }
+}

@@ -1,0 +1,134 @@
+//! Counters every proxy task updates and the run reads. Times are nanoseconds since the
+//! run started.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// Error messages kept for the report.
+const SAMPLES: usize = 8;
+
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Streams open now.
+    pub connected: AtomicUsize,
+    /// Proxies that have had their initial config.
+    pub synced: AtomicUsize,
+    /// Proxies that stopped for good (their stream failed twice).
+    pub gave_up: AtomicUsize,
+    pub responses: AtomicU64,
+    pub bytes_received: AtomicU64,
+    pub nacks: AtomicU64,
+    pub errors: AtomicU64,
+    pub reconnects: AtomicU64,
+    /// Set just before the change is written: later responses are pushes.
+    pub changed: AtomicBool,
+    pub pushes: AtomicU64,
+    pub push_bytes: AtomicU64,
+    /// Pushes to proxies that should not receive the change.
+    pub pushes_unneeded: AtomicU64,
+    /// Proxies whose scope includes the change, now.
+    pub expected: AtomicI64,
+    /// Proxies that ACKed the change, and those of them that were expected to.
+    pub converged: AtomicUsize,
+    pub converged_expected: AtomicUsize,
+    /// When the last proxy synced.
+    pub last_sync_ns: AtomicU64,
+    converged_at: Mutex<Vec<u64>>,
+    samples: Mutex<Vec<String>>,
+}
+
+impl Stats {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+
+    pub fn synced(&self, at_ns: u64) {
+        self.synced.fetch_add(1, Relaxed);
+        self.last_sync_ns.fetch_max(at_ns, Relaxed);
+    }
+
+    pub fn converged(&self, at_ns: u64, expected: bool) {
+        self.converged_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(at_ns);
+        if expected {
+            self.converged_expected.fetch_add(1, Relaxed);
+        }
+        self.converged.fetch_add(1, Relaxed);
+    }
+
+    /// Keeps the first few error messages.
+    pub fn sample(&self, what: impl FnOnce() -> String) {
+        let mut s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        if s.len() < SAMPLES {
+            s.push(what());
+        }
+    }
+
+    pub fn error(&self, what: impl FnOnce() -> String) {
+        self.errors.fetch_add(1, Relaxed);
+        self.sample(what);
+    }
+
+    pub fn converged_at(&self) -> Vec<u64> {
+        self.converged_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn samples(&self) -> Vec<String> {
+        self.samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Relaxed)
+    }
+}
+
+/// Counts a proxy in a gauge while held.
+#[derive(Debug)]
+pub(crate) struct Gauge<'a> {
+    gauge: &'a AtomicI64,
+    on: bool,
+}
+
+impl<'a> Gauge<'a> {
+    pub fn new(gauge: &'a AtomicI64) -> Self {
+        Gauge { gauge, on: false }
+    }
+
+    pub fn set(&mut self, on: bool) {
+        if on != self.on {
+            self.gauge.fetch_add(if on { 1 } else { -1 }, Relaxed);
+            self.on = on;
+        }
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.set(false);
+    }
+}
+
+/// Counts an open stream while held.
+#[derive(Debug)]
+pub(crate) struct Connected<'a>(&'a AtomicUsize);
+
+impl<'a> Connected<'a> {
+    pub fn new(c: &'a AtomicUsize) -> Self {
+        c.fetch_add(1, Relaxed);
+        Connected(c)
+    }
+}
+
+impl Drop for Connected<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}

@@ -1,0 +1,279 @@
+//! `loadtest run`: N simulated proxies against one or more edges.
+//!
+//! ```text
+//!  probe: each edge serves the mesh ─► connect C channels ─► spawn N proxy tasks ─► wait: every proxy synced (or --timeout)
+//!  ─► write the change (temp + rename; t0 taken after the rename)
+//!  ─► wait: every proxy whose scope includes it ACKed it (or --timeout), then --settle
+//!  ─► stop the proxies, read /proc of the edges ─► Report
+//! ```
+
+pub mod change;
+mod probe;
+pub mod procfs;
+mod report;
+
+pub use change::{ChangeError, ChangeKind, Plan};
+pub use report::{ChangeReport, Percentiles, ProcReport, Report};
+
+use crate::client::{Shared, Target};
+use crate::mesh::{self, MeshError};
+use crate::proxy::{self, Limits, RunContext, Stats, transport};
+use procfs::ProcSample;
+use shoal_meshgen::Mesh;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{Relaxed, Release};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+/// Streams per connection when `conns` is not given.
+pub const STREAMS_PER_CONN: usize = 100;
+
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Edges' ADS addresses (`host:port`); connections are spread over them.
+    pub xds_addrs: Vec<String>,
+    pub proxies: usize,
+    /// HTTP/2 connections; `None`: one per [`STREAMS_PER_CONN`] proxies.
+    pub conns: Option<usize>,
+    /// Namespaces proxies are spread over; `None`: the mesh's (10 without a mesh).
+    pub namespaces: Option<usize>,
+    pub delta: bool,
+    pub change: ChangeKind,
+    /// The directory `loadtest mesh` wrote (and ingest or shoal serves).
+    pub config_dir: Option<PathBuf>,
+    pub edge_pids: Vec<u32>,
+    /// Bound of each wait (initial sync, convergence).
+    pub timeout: Duration,
+    /// After convergence, how long to keep counting pushes.
+    pub settle: Duration,
+    pub limits: Limits,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            xds_addrs: vec!["127.0.0.1:15010".into()],
+            proxies: 100,
+            conns: None,
+            namespaces: None,
+            delta: false,
+            change: ChangeKind::None,
+            config_dir: None,
+            edge_pids: Vec::new(),
+            timeout: Duration::from_secs(120),
+            settle: Duration::from_millis(500),
+            limits: Limits::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Mesh(#[from] MeshError),
+    #[error(transparent)]
+    Change(#[from] ChangeError),
+    #[error(transparent)]
+    Transport(#[from] transport::TransportError),
+    #[error("the edge does not serve the mesh: {0}")]
+    Probe(#[from] probe::ProbeError),
+}
+
+pub type Result<T, E = RunError> = std::result::Result<T, E>;
+
+/// Runs the loadtest described by `config`.
+pub async fn run(config: RunConfig) -> Result<Report> {
+    if config.proxies == 0 || config.xds_addrs.is_empty() {
+        return Err(RunError::Config(
+            "need --proxies > 0 and an --xds-addr".into(),
+        ));
+    }
+    let mesh = match (&config.config_dir, config.change) {
+        (None, ChangeKind::None) => None,
+        (None, _) => {
+            return Err(RunError::Config(
+                "--change vs|endpoint needs --config-dir (the directory `loadtest mesh` wrote)"
+                    .into(),
+            ));
+        }
+        (Some(dir), _) => Some(Mesh::generate(&mesh::read_spec(dir)?)),
+    };
+    let plan = match (&mesh, &config.config_dir) {
+        (Some(mesh), Some(dir)) => change::plan(config.change, mesh, dir, entropy())?,
+        _ => None,
+    };
+    let namespaces = config
+        .namespaces
+        .or(mesh.as_ref().map(|m| m.spec.namespaces))
+        .unwrap_or(10)
+        .max(1);
+    let target = plan
+        .as_ref()
+        .map(|p| p.target.clone())
+        .unwrap_or(Target::default());
+    let conns = config
+        .conns
+        .unwrap_or(config.proxies.div_ceil(STREAMS_PER_CONN))
+        .clamp(1, config.proxies);
+
+    // Every edge serves the mesh before the clock starts.
+    if let Some(last) = mesh.as_ref().and_then(|m| m.services.last()) {
+        for addr in &config.xds_addrs {
+            let cluster = change::cluster_name(last);
+            probe::wait_for_cluster(addr, &last.namespace, &cluster, config.timeout).await?;
+        }
+    }
+
+    let pids: Vec<String> = config.edge_pids.iter().map(u32::to_string).collect();
+    let sample_all = || -> Vec<ProcSample> {
+        pids.iter()
+            .chain([&"self".to_string()])
+            .map(|p| procfs::sample(p).unwrap_or_default())
+            .collect()
+    };
+    let before = sample_all();
+
+    let stats = Arc::new(Stats::default());
+    let ctx = Arc::new(RunContext {
+        shared: Shared::new(target),
+        stats: stats.clone(),
+        start: Instant::now(),
+        delta: config.delta,
+        namespaces,
+        limits: config.limits.clone(),
+    });
+    let mut channels = Vec::with_capacity(conns);
+    for j in 0..conns {
+        let addr = &config.xds_addrs[j % config.xds_addrs.len()];
+        channels.push(transport::connect(addr, config.limits.open_timeout).await?);
+    }
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    for i in 0..config.proxies {
+        let task = proxy::run_proxy(
+            ctx.clone(),
+            i,
+            channels[i % conns].clone(),
+            shutdown.clone(),
+        );
+        tasks.spawn(task.in_current_span());
+    }
+    drop(channels);
+
+    // Every proxy has its initial config (or gave up), or the timeout.
+    let n = config.proxies;
+    let synced_all = wait_until(config.timeout, || {
+        let done = stats.synced.load(Relaxed);
+        (done >= n)
+            .then_some(true)
+            .or((done + stats.gave_up.load(Relaxed) >= n).then_some(false))
+    })
+    .await
+    .unwrap_or(false);
+    let connected = stats.connected.load(Relaxed);
+    let synced = stats.synced.load(Relaxed);
+    let initial_sync_s = synced_all
+        .then(|| (stats.last_sync_ns.load(Relaxed) as f64 / 1e9 * 1000.0).round() / 1000.0);
+    let at_sync = sample_all();
+    let mut timed_out = !synced_all && stats.gave_up.load(Relaxed) + synced < n;
+
+    let mut write_ns = 0;
+    if let Some(plan) = &plan {
+        stats.changed.store(true, Release);
+        change::write_atomically(&plan.path, &plan.contents)?;
+        write_ns = ctx.start.elapsed().as_nanos() as u64;
+        tracing::info!(service = %plan.service, value = %plan.value, "change written");
+        let converged = wait_until(config.timeout, || {
+            let expected = stats.expected.load(Relaxed).max(0) as usize;
+            (stats.converged_expected.load(Relaxed) >= expected).then_some(())
+        })
+        .await;
+        timed_out |= converged.is_none();
+        tokio::time::sleep(config.settle).await;
+    }
+
+    let expected = stats.expected.load(Relaxed).max(0) as usize;
+    let _ = shutdown_tx.send(true);
+    let drained = tokio::time::timeout(Duration::from_secs(5), async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tasks.abort_all();
+    }
+    let after = sample_all();
+
+    let ms: Vec<f64> = stats
+        .converged_at()
+        .into_iter()
+        .map(|t| t.saturating_sub(write_ns) as f64 / 1e6)
+        .collect();
+    let pushed = stats.converged.load(Relaxed);
+    let procs: Vec<ProcReport> = pids
+        .iter()
+        .chain([&"self".to_string()])
+        .enumerate()
+        .map(|(i, pid)| ProcReport::new(pid.clone(), before[i], at_sync[i], after[i]))
+        .collect();
+    let (edges, me) = procs.split_at(pids.len());
+    Ok(Report {
+        proxies: n,
+        connected,
+        synced,
+        conns,
+        protocol: if config.delta { "delta" } else { "sotw" },
+        xds_addrs: config.xds_addrs.clone(),
+        initial_sync_s,
+        change: plan.as_ref().map(|p| ChangeReport {
+            kind: p.kind,
+            service: p.service.clone(),
+            file: p.path.display().to_string(),
+            value: p.value.clone(),
+        }),
+        proxies_expected: expected,
+        proxies_pushed: pushed,
+        proxies_pushed_unexpected: pushed - stats.converged_expected.load(Relaxed),
+        proxies_not_pushed: n - pushed,
+        convergence_ms: Percentiles::of(ms),
+        pushes: Stats::get(&stats.pushes),
+        pushes_unneeded: Stats::get(&stats.pushes_unneeded),
+        push_bytes: Stats::get(&stats.push_bytes),
+        responses: Stats::get(&stats.responses),
+        bytes_received: Stats::get(&stats.bytes_received),
+        nacks: Stats::get(&stats.nacks),
+        errors: Stats::get(&stats.errors),
+        reconnects: Stats::get(&stats.reconnects),
+        gave_up: stats.gave_up.load(Relaxed),
+        timed_out,
+        edges: edges.to_vec(),
+        loadtest: me[0].clone(),
+        error_samples: stats.samples(),
+    })
+}
+
+/// Polls `done` every 10 ms until it returns `Some`, or `timeout` passes (`None`).
+async fn wait_until<T>(timeout: Duration, mut done: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = done() {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A value that differs between runs, for picking fresh change values.
+fn entropy() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 / 1000)
+        .unwrap_or(0)
+}

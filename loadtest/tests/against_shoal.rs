@@ -1,0 +1,154 @@
+//! One small loadtest against the all-in-one `shoal` binary, so the tool cannot rot:
+//! 200 simulated proxies sync, then a VirtualService change and an endpoint change (SotW,
+//! and Delta for the latter) must reach every proxy whose scope includes them.
+//!
+//! Needs `target/<profile>/shoal`: run `cargo build --workspace --bins` first (as
+//! `make test` does).
+
+use shoal_loadtest::mesh::write_mesh;
+use shoal_loadtest::{ChangeKind, Report, RunConfig, run};
+use shoal_meshgen::MeshSpec;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `shoal`, killed when dropped; its log is printed if the test fails.
+struct Shoal {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for Shoal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect();
+            eprintln!("---- shoal log (last lines) ----");
+            for l in tail.iter().rev() {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// `target/<profile>/shoal`, beside this test's `deps/` directory.
+fn shoal_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join("shoal");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+fn start_shoal(config_dir: &Path, xds: u16, http: u16, log_dir: &Path) -> Shoal {
+    let log = log_dir.join("shoal.log");
+    let out = std::fs::File::create(&log).expect("log");
+    let child = Command::new(shoal_binary())
+        .args(["--config-dir", &config_dir.display().to_string()])
+        .args(["--xds-addr", &format!("127.0.0.1:{xds}")])
+        .args(["--http-addr", &format!("127.0.0.1:{http}")])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out)
+        .spawn()
+        .expect("start shoal");
+    Shoal { child, log }
+}
+
+/// Whether `GET /healthz/ready` answers 200 within `timeout`.
+fn wait_ready(port: u16, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut reply = String::new();
+            if s.write_all(b"GET /healthz/ready HTTP/1.0\r\nHost: x\r\n\r\n")
+                .is_ok()
+                && s.read_to_string(&mut reply).is_ok()
+                && reply.split_whitespace().nth(1) == Some("200")
+            {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn check(report: &Report) {
+    println!("{report}");
+    assert_eq!(report.connected, 200, "connected");
+    assert_eq!(report.synced, 200, "synced");
+    assert!(report.initial_sync_s.is_some());
+    assert!(report.proxies_expected > 0, "the change concerns someone");
+    assert_eq!(
+        report.proxies_pushed - report.proxies_pushed_unexpected,
+        report.proxies_expected,
+        "every proxy that should get the change converged"
+    );
+    assert_eq!(report.nacks, 0, "nacks");
+    assert_eq!(report.errors, 0, "errors");
+    let p = report.convergence_ms.expect("convergence measured");
+    assert!(p.p99 < 5000.0, "convergence p99 {} ms", p.p99);
+    assert!(!report.timed_out);
+    assert!(report.edges[0].peak_rss_kib > 0, "edge memory read");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_proxies_against_shoal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mesh_dir = dir.path().join("mesh");
+    let spec = MeshSpec {
+        services: 50,
+        endpoints_per_service: 5,
+        namespaces: 5,
+        ..MeshSpec::default()
+    };
+    write_mesh(&spec, &mesh_dir).expect("write mesh");
+    let (xds, http) = (free_port(), free_port());
+    let shoal = start_shoal(&mesh_dir, xds, http, dir.path());
+    assert!(wait_ready(http, Duration::from_secs(30)), "shoal not ready");
+
+    for (change, delta) in [
+        (ChangeKind::Vs, false),
+        (ChangeKind::Endpoint, false),
+        (ChangeKind::Endpoint, true),
+    ] {
+        let report = run(RunConfig {
+            xds_addrs: vec![format!("127.0.0.1:{xds}")],
+            proxies: 200,
+            delta,
+            change,
+            config_dir: Some(mesh_dir.clone()),
+            edge_pids: vec![shoal.child.id()],
+            timeout: Duration::from_secs(20),
+            settle: Duration::from_millis(200),
+            ..RunConfig::default()
+        })
+        .await
+        .expect("loadtest run");
+        check(&report);
+        if change == ChangeKind::Endpoint {
+            assert_eq!(
+                report.pushes_unneeded, 0,
+                "an endpoint change reaches only the proxies whose scope includes the service"
+            );
+        }
+    }
+}
