@@ -311,20 +311,21 @@ fn vs_change(push: &PushContext, namespace: &str, vs: &str, flip: bool) -> PushC
 }
 
 fn fanout(c: &mut Criterion) {
-    let mut fleet = Fleet::new(STREAMS);
-    let svc = fleet.mesh.services[1].clone();
+    // Connected on first use, so that running other benches does not pay for it.
+    let mut fleet: Option<Fleet> = None;
+    let (mesh, base) = support::push_context(&support::spec(SERVICES, true));
+    let svc = mesh.services[1].clone();
     let key = ServiceKey {
         hostname: svc.hostname.clone(),
         namespace: svc.namespace.clone(),
     };
-    let vs_svc = fleet.mesh.first_with_vs().expect("a VirtualService").clone();
+    let vs_svc = mesh.first_with_vs().expect("a VirtualService").clone();
 
     let mut g = c.benchmark_group("fanout");
     g.sample_size(10);
     let mut flip = false;
 
     // The edge applying a snapshot (PushContext::with_changes, as the puller does).
-    let base = fleet.push.clone();
     g.bench_function("apply/eds_change", |b| {
         b.iter(|| endpoint_change(&base, &key, true))
     });
@@ -332,7 +333,7 @@ fn fanout(c: &mut Criterion) {
         b.iter(|| vs_change(&base, &vs_svc.namespace, &vs_svc.name, true))
     });
 
-    let mut report = |name: &str, last: &FanOut| {
+    let report = |name: &str, last: &FanOut| {
         eprintln!(
             "fanout: {name} to {STREAMS} streams: {} pushed, {} responses, {} KiB; decide {:?}, generate+diff {:?}",
             last.pushed,
@@ -344,8 +345,9 @@ fn fanout(c: &mut Criterion) {
     };
 
     // One endpoint change: an EDS push to the streams whose scope holds the service.
-    let mut last = FanOut::default();
+    let mut last = None;
     g.bench_function("eds_change_10k_streams", |b| {
+        let fleet = fleet.get_or_insert_with(|| Fleet::new(STREAMS));
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
@@ -357,18 +359,22 @@ fn fanout(c: &mut Criterion) {
                     &svc.hostname,
                 )]);
                 let event = fleet.event(false, updated);
-                last = fleet.fan_out(event);
-                assert!(last.responses > 0);
-                total += last.decide + last.push;
+                let out = fleet.fan_out(event);
+                assert!(out.responses > 0);
+                total += out.decide + out.push;
+                last = Some(out);
             }
             total
         })
     });
-    report("one endpoint change", &last);
+    if let Some(last) = last.take() {
+        report("one endpoint change", &last);
+    }
 
     // One VirtualService change: a full push to every stream (routing changes concern
     // every scope); each scope's CDS/EDS/LDS/RDS is regenerated once and diffed per stream.
     g.bench_function("vs_change_10k_streams", |b| {
+        let fleet = fleet.get_or_insert_with(|| Fleet::new(STREAMS));
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
@@ -380,14 +386,17 @@ fn fanout(c: &mut Criterion) {
                     flip,
                 ));
                 let event = fleet.event(true, BTreeSet::new());
-                last = fleet.fan_out(event);
-                assert!(last.responses > 0);
-                total += last.decide + last.push;
+                let out = fleet.fan_out(event);
+                assert!(out.responses > 0);
+                total += out.decide + out.push;
+                last = Some(out);
             }
             total
         })
     });
-    report("one VirtualService change", &last);
+    if let Some(last) = last.take() {
+        report("one VirtualService change", &last);
+    }
     g.finish();
 }
 

@@ -44,7 +44,7 @@ impl IngestConfig {
             debounce_after: Duration::from_millis(100),
             debounce_max: Duration::from_secs(10),
             eds_debounce: true,
-            file_coalesce: Duration::from_millis(50),
+            file_coalesce: Duration::from_millis(20),
             resync_interval: Duration::from_secs(60),
             change_queue: 1024,
             push_queue: 1024,

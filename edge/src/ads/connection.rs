@@ -9,6 +9,7 @@ use super::server::Shared;
 use super::source::GeneratorSource;
 use super::status::RequestKind;
 use crate::proxy::Proxy;
+use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -23,7 +24,7 @@ pub(crate) async fn serve<M, S>(
     proxy: Proxy,
     first: M::Request,
     inbound: S,
-    out: mpsc::Sender<M::Response>,
+    out: mpsc::Sender<Bytes>,
     close: oneshot::Sender<Status>,
     _stream_permit: OwnedSemaphorePermit,
 ) where
@@ -54,11 +55,28 @@ pub(crate) async fn serve<M, S>(
         out,
     };
     match task.run(first, inbound, push_rx).await {
-        Ok(()) | Err(AdsError::ClientGone) => info!("proxy disconnected"),
-        Err(e) => {
+        Ok(()) | Err(Stop::Ads(AdsError::ClientGone)) => info!("proxy disconnected"),
+        Err(Stop::Ads(e)) => {
             warn!(error = %e, "closing stream");
             let _ = close.send(e.to_status());
         }
+        Err(Stop::BadRequest(status)) => {
+            warn!(%status, "closing stream on a request it cannot take");
+            let _ = close.send(status);
+        }
+    }
+}
+
+/// Why a stream task ends early.
+enum Stop {
+    Ads(AdsError),
+    /// The proxy sent a request the transport refused (compressed, too large, malformed).
+    BadRequest(Status),
+}
+
+impl From<AdsError> for Stop {
+    fn from(e: AdsError) -> Self {
+        Stop::Ads(e)
     }
 }
 
@@ -80,7 +98,7 @@ struct StreamTask<M: Protocol> {
     machine: M,
     shared: Arc<Shared>,
     conn: Arc<Connection>,
-    out: mpsc::Sender<M::Response>,
+    out: mpsc::Sender<Bytes>,
 }
 
 impl<M: Protocol> StreamTask<M> {
@@ -89,7 +107,7 @@ impl<M: Protocol> StreamTask<M> {
         first: M::Request,
         mut inbound: S,
         mut pushes: mpsc::Receiver<PushJob>,
-    ) -> Result<(), AdsError>
+    ) -> Result<(), Stop>
     where
         S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
     {
@@ -99,19 +117,19 @@ impl<M: Protocol> StreamTask<M> {
             tokio::select! {
                 biased;
                 _ = async { drop(draining.wait_for(|d| *d).await) } => {
-                    return Err(AdsError::ShuttingDown);
+                    return Err(AdsError::ShuttingDown.into());
                 }
                 job = pushes.recv() => match job {
                     Some(job) => self.on_push(job).await?,
-                    None => return Err(AdsError::ShuttingDown),
+                    None => return Err(AdsError::ShuttingDown.into()),
                 },
                 req = inbound.next() => match req {
                     Some(Ok(req)) => self.on_request(req).await?,
-                    Some(Err(status)) => {
-                        debug!(%status, "request stream failed");
+                    Some(Err(status)) => return Err(Stop::BadRequest(status)),
+                    None => {
+                        debug!("the proxy closed its request stream");
                         return Ok(());
                     }
-                    None => return Ok(()),
                 },
             }
         }
@@ -189,11 +207,15 @@ impl<M: Protocol> StreamTask<M> {
         Ok(())
     }
 
+    /// Encodes `resp` (one exact-size buffer, the response itself dropped before waiting)
+    /// and hands it to the stream.
     async fn send(&self, resp: M::Response) -> Result<(), AdsError> {
+        let encoded = M::encode(&resp);
         let type_url = M::response_type_url(&resp).to_string();
+        drop(resp);
         let timeout = self.shared.config.send_timeout;
         let started = Instant::now();
-        match tokio::time::timeout(timeout, self.out.send(resp)).await {
+        match tokio::time::timeout(timeout, self.out.send(encoded)).await {
             Ok(Ok(())) => {
                 let m = &self.shared.metrics;
                 m.send_time.observe(started.elapsed().as_secs_f64());

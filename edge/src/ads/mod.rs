@@ -4,8 +4,8 @@
 //! ```text
 //!  SnapshotUpdate ──► dispatcher ──(scope depends on it?)──► PushQueue ──► throttle ──┐
 //!                                                                                    ▼
-//!  proxy ──requests──► tonic handler ──► stream task: SotwStream / DeltaStream ◄── PushJob
-//!        ◄─responses── bounded channel ◄──── (send timeout) ◄───┘
+//!  proxy ──requests──► transport ──► stream task: SotwStream / DeltaStream ◄── PushJob
+//!        ◄─responses── bounded channel of encoded responses ◄── (send timeout) ◄──────┘
 //! ```
 
 mod config;
@@ -23,6 +23,7 @@ mod server;
 pub mod sotw;
 pub mod source;
 pub mod status;
+mod transport;
 
 pub use config::XdsConfig;
 pub use delta::DeltaStream;

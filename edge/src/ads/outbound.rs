@@ -1,47 +1,112 @@
-//! The response stream tonic sends: a stream task's bounded channel, ended early with a
-//! status when the task closes the stream on an error.
+//! The response body of an ADS stream: the encoded responses a stream task hands over,
+//! one DATA chunk each, then the gRPC status as trailers.
+//!
+//! It holds two channel receivers and nothing else: every response is a `Bytes` of exactly
+//! its encoded size that leaves the body with the chunk, so a stream keeps no buffer sized
+//! by the largest response it ever sent (tonic's encoder does).
 
-use futures::Stream;
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::sync::{mpsc, oneshot};
 use tonic::Status;
 
-/// Responses from a bounded channel, then the closing status (if any).
-pub struct Outbound<T> {
-    rx: mpsc::Receiver<T>,
+/// Responses from a bounded channel, then the closing status: the task's error if it sent
+/// one (at once, dropping what is still queued), else OK once the channel is drained.
+#[derive(Debug, Default)]
+pub struct Outbound {
+    rx: Option<mpsc::Receiver<Bytes>>,
     close: Option<oneshot::Receiver<Status>>,
-    done: bool,
 }
 
-impl<T> Outbound<T> {
-    pub(crate) fn new(rx: mpsc::Receiver<T>, close: oneshot::Receiver<Status>) -> Self {
+impl Outbound {
+    pub(crate) fn new(rx: mpsc::Receiver<Bytes>, close: oneshot::Receiver<Status>) -> Self {
         Outbound {
-            rx,
+            rx: Some(rx),
             close: Some(close),
-            done: false,
         }
+    }
+
+    fn end(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx = None;
+        self.close = None;
+        Poll::Ready(Some(Ok(Frame::trailers(trailers(status)))))
     }
 }
 
-impl<T> Stream for Outbound<T> {
-    type Item = Result<T, Status>;
+/// `grpc-status` and `grpc-message` (percent-encoded) for `status`.
+pub(crate) fn trailers(status: &Status) -> HeaderMap {
+    let mut map = HeaderMap::with_capacity(2);
+    // Cannot fail: the message is percent-encoded and the details base64-encoded.
+    let _ = status.add_header(&mut map);
+    map
+}
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.done {
+impl Body for Outbound {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let Some(rx) = self.rx.as_mut() else {
             return Poll::Ready(None);
-        }
+        };
+        let msg = rx.poll_recv(cx);
         if let Some(close) = self.close.as_mut() {
             match Pin::new(close).poll(cx) {
-                Poll::Ready(Ok(status)) => {
-                    self.done = true;
-                    return Poll::Ready(Some(Err(status)));
-                }
-                // Ended without an error: drain what is buffered, then end.
+                Poll::Ready(Ok(status)) => return self.end(&status),
+                // Ended without an error: drain what is queued, then end.
                 Poll::Ready(Err(_)) => self.close = None,
                 Poll::Pending => {}
             }
         }
-        self.rx.poll_recv(cx).map(|r| r.map(Ok))
+        match msg {
+            Poll::Ready(Some(msg)) => Poll::Ready(Some(Ok(Frame::data(msg)))),
+            Poll::Ready(None) => self.end(&Status::ok("")),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rx.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.rx {
+            Some(_) => SizeHint::default(),
+            None => SizeHint::with_exact(0),
+        }
     }
 }
+
+#[cfg(test)]
+impl Outbound {
+    /// The next response, decoded, or the closing status (`None` after OK or at the end).
+    pub(crate) async fn next_message<T: prost::Message + Default>(
+        &mut self,
+    ) -> Option<Result<T, Status>> {
+        use http_body_util::BodyExt;
+        let frame = self.frame().await?.unwrap_or_else(|e| match e {});
+        match frame.into_data() {
+            Ok(data) => {
+                assert_eq!(data[0], 0, "uncompressed");
+                let len = u32::from_be_bytes(data[1..5].try_into().unwrap()) as usize;
+                assert_eq!(len + 5, data.len(), "one whole message per chunk");
+                Some(Ok(T::decode(&data[5..]).unwrap()))
+            }
+            Err(frame) => {
+                let trailers = frame.into_trailers().unwrap();
+                let status = Status::from_header_map(&trailers).unwrap();
+                (status.code() != tonic::Code::Ok).then_some(Err(status))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

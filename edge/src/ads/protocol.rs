@@ -4,16 +4,18 @@ use super::error::Result;
 use super::scope::PushScope;
 use super::source::ResourceSource;
 use super::status::{Reply, TypeStatus};
+use super::transport;
 use super::{DeltaStream, SotwStream};
 use crate::proxy::Proxy;
 use crate::xds::GenerateError;
+use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
 };
 
 pub(crate) trait Protocol: Send + Sync + 'static {
-    type Request: Send + 'static;
+    type Request: prost::Message + Default + Send + 'static;
     type Response: Send + 'static;
     /// `sotw` or `delta`, for logs and syncz.
     const NAME: &'static str;
@@ -22,6 +24,8 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn node(req: &Self::Request) -> Option<&Node>;
     fn type_url(req: &Self::Request) -> &str;
     fn response_type_url(resp: &Self::Response) -> &str;
+    /// `resp` as one gRPC message, in a buffer of exactly its size.
+    fn encode(resp: &Self::Response) -> Bytes;
     fn on_request(
         &mut self,
         src: &dyn ResourceSource,
@@ -52,6 +56,9 @@ impl Protocol for SotwStream {
     }
     fn response_type_url(resp: &DiscoveryResponse) -> &str {
         &resp.type_url
+    }
+    fn encode(resp: &DiscoveryResponse) -> Bytes {
+        transport::frame(resp)
     }
     fn on_request(
         &mut self,
@@ -89,6 +96,9 @@ impl Protocol for DeltaStream {
     }
     fn response_type_url(resp: &DeltaDiscoveryResponse) -> &str {
         &resp.type_url
+    }
+    fn encode(resp: &DeltaDiscoveryResponse) -> Bytes {
+        transport::frame(resp)
     }
     fn on_request(
         &mut self,

@@ -7,22 +7,16 @@ use super::metrics::Metrics;
 use super::outbound::Outbound;
 use super::protocol::Protocol;
 use super::registry::Registry;
-use super::{DeltaStream, SotwStream};
+pub use super::transport::AdsService;
 use crate::proxy::Proxy;
 use crate::push_queue::{PushEvent, PushQueue};
 use crate::snapshot::SnapshotUpdate;
 use crate::xds::Generator;
-use envoy_types::pb::envoy::service::discovery::v3::aggregated_discovery_service_server::{
-    AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-};
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-};
 use futures::{Stream, StreamExt};
 use shoal_proto::push_context::PushContext;
 use std::sync::Arc;
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
-use tonic::{Request, Response, Status, Streaming};
+use tonic::Status;
 use tracing::Instrument;
 
 /// State shared by the service, the dispatcher and every stream task.
@@ -46,7 +40,7 @@ impl Shared {
     }
 
     /// Admits a stream: reads its first request, identifies the proxy and starts its task.
-    async fn accept<M, S>(self: &Arc<Self>, mut inbound: S) -> Result<Outbound<M::Response>, Status>
+    pub(crate) async fn accept<M, S>(self: &Arc<Self>, mut inbound: S) -> Result<Outbound, Status>
     where
         M: Protocol,
         S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
@@ -129,12 +123,9 @@ impl XdsServer {
         }
     }
 
-    /// The gRPC service to mount on a tonic server.
-    pub fn ads_service(&self) -> AggregatedDiscoveryServiceServer<AdsService> {
-        AggregatedDiscoveryServiceServer::new(AdsService {
-            shared: self.shared.clone(),
-        })
-        .max_decoding_message_size(self.shared.config.max_request_bytes)
+    /// The gRPC service to mount on a tonic server (`Server::builder().add_service(..)`).
+    pub fn ads_service(&self) -> AdsService {
+        AdsService::new(self.shared.clone())
     }
 
     /// Pushes every [`SnapshotUpdate`] to the streams it concerns, until `shutdown`
@@ -161,37 +152,6 @@ impl XdsServer {
     /// Streams currently connected.
     pub fn connected(&self) -> usize {
         self.shared.registry.len()
-    }
-}
-
-/// The tonic service: admits streams and hands them to their tasks.
-pub struct AdsService {
-    shared: Arc<Shared>,
-}
-
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for AdsService {
-    type StreamAggregatedResourcesStream = Outbound<DiscoveryResponse>;
-    type DeltaAggregatedResourcesStream = Outbound<DeltaDiscoveryResponse>;
-
-    async fn stream_aggregated_resources(
-        &self,
-        request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<Response<Self::StreamAggregatedResourcesStream>, Status> {
-        self.shared
-            .accept::<SotwStream, _>(request.into_inner())
-            .await
-            .map(Response::new)
-    }
-
-    async fn delta_aggregated_resources(
-        &self,
-        request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<Response<Self::DeltaAggregatedResourcesStream>, Status> {
-        self.shared
-            .accept::<DeltaStream, _>(request.into_inner())
-            .await
-            .map(Response::new)
     }
 }
 

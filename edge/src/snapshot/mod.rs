@@ -19,6 +19,9 @@ pub struct SnapshotUpdate {
     pub start: SystemTime,
 }
 
+mod diff;
 mod puller;
+
+pub use diff::namespace_changes;
 
 pub use puller::{PullError, PullerConfig, SnapshotPuller};

@@ -6,6 +6,7 @@
 //! `latest` so it converges once they are back.
 
 use super::SnapshotUpdate;
+use super::diff::namespace_changes;
 use futures::StreamExt;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -261,11 +262,26 @@ impl SnapshotPuller {
         }
         self.metrics.chunks_fetched.inc_by(chunks.len() as u64);
 
+        // What changed, for the dispatcher: routing changes named by the hostnames they
+        // concern (from a diff of each changed namespace chunk), endpoint changes by
+        // their service.
         let mut full = false;
+        let mut narrowed = true;
         let mut configs_updated = BTreeSet::new();
         for key in chunks.iter().map(Chunk::key).chain(removed.iter().cloned()) {
             match key {
-                ChunkKey::Namespace(_) => full = true,
+                ChunkKey::Namespace(ns) => {
+                    full = true;
+                    let new = chunks.iter().find_map(|c| match c {
+                        Chunk::Namespace(n) if n.namespace == ns => Some(n),
+                        _ => None,
+                    });
+                    let old = self.push.namespace(&ns).map(|n| &**n);
+                    match namespace_changes(old, new) {
+                        Some(keys) => configs_updated.extend(keys),
+                        None => narrowed = false,
+                    }
+                }
                 ChunkKey::Endpoints(svc) => {
                     configs_updated.insert(ConfigKey::new(
                         Kind::ServiceEntry,
@@ -290,8 +306,8 @@ impl SnapshotPuller {
                         .any(|s| s.resolution != Resolution::ClientSideLb)
                 })
         });
-        if full || self.push.version() == 0 {
-            // Routing changed (or this is the first snapshot): every scope may depend on it.
+        if !narrowed || self.push.version() == 0 {
+            // The first snapshot, or a change not narrowed to hostnames: every proxy.
             full = true;
             configs_updated.clear();
         }

@@ -45,12 +45,25 @@ type Resources = Arc<Vec<Arc<XdsResource>>>;
 #[derive(Clone)]
 struct ClusterEntry {
     resources: Resources,
-    eds: Arc<BTreeMap<String, EdsTarget>>,
+    eds: Arc<BTreeMap<String, EdsCluster>>,
     /// The endpoint chunks of DNS services, inlined into their clusters.
     dns: Arc<Vec<(ServiceKey, Option<Arc<ServiceEndpoints>>)>>,
 }
 
-#[derive(Clone)]
+/// One EDS cluster of a scope, with the keys its lookups use, made once per scope rather
+/// than on every request.
+struct EdsCluster {
+    target: EdsTarget,
+    /// The service whose endpoint chunk the assignment is built from.
+    service: ServiceKey,
+    /// The cluster's key in the endpoint cache.
+    cache_key: EndpointKey,
+}
+
+/// (cluster name, namespace of the service it was built for), shared so that a lookup
+/// does not allocate.
+type EndpointKey = Arc<(String, String)>;
+
 struct EndpointEntry {
     /// The chunk the assignment was built from (held, so its address is never reused).
     endpoints: Option<Arc<ServiceEndpoints>>,
@@ -87,7 +100,7 @@ pub struct Generator {
     /// Keyed by scope and whether the inbound passthrough cluster is included.
     clusters: TypeCache<(ScopeKey, bool), ClusterEntry>,
     /// Keyed by cluster name and the namespace of the service it was built for.
-    endpoints: TypeCache<(String, String), EndpointEntry>,
+    endpoints: TypeCache<EndpointKey, Arc<EndpointEntry>>,
     /// Keyed by scope, interception mode, and the proxy's address when it is bound.
     listeners: TypeCache<(ScopeKey, u8, Option<String>), Resources>,
     /// Keyed by scope, and the proxy's labels when a VirtualService routes by them.
@@ -171,7 +184,23 @@ impl Generator {
                             .map(|c| resource(c.name.clone(), c))
                             .collect(),
                     ),
-                    eds: Arc::new(built.eds),
+                    eds: Arc::new(
+                        built
+                            .eds
+                            .into_iter()
+                            .map(|(name, target)| {
+                                let cluster = EdsCluster {
+                                    service: target.service.key(),
+                                    cache_key: Arc::new((
+                                        name.clone(),
+                                        target.service.namespace.clone(),
+                                    )),
+                                    target,
+                                };
+                                (name, cluster)
+                            })
+                            .collect(),
+                    ),
                     dns: Arc::new(dns),
                 }
             })
@@ -185,28 +214,46 @@ impl Generator {
         names: &[String],
     ) -> Vec<Arc<XdsResource>> {
         let eds = self.clusters(scope, push, proxy).eds;
-        let one = |name: &String| {
-            let target = eds.get(name)?;
-            let chunk = push.endpoints(&target.service.key());
-            let fresh = |e: &EndpointEntry| {
-                same_chunk(e.endpoints.as_ref(), chunk) && e.filter == target.filter
+        let one = |name: &String, cluster: &EdsCluster| {
+            let filter = &cluster.target.filter;
+            let chunk = push.endpoints(&cluster.service);
+            let fresh = |e: &Arc<EndpointEntry>| {
+                same_chunk(e.endpoints.as_ref(), chunk) && e.filter == *filter
             };
-            let key = (name.clone(), target.service.namespace.clone());
-            let entry = self.endpoints.get_or_build(key, fresh, || EndpointEntry {
-                endpoints: chunk.cloned(),
-                filter: target.filter.clone(),
-                resource: resource(
-                    name.clone(),
-                    &endpoints::load_assignment(name, chunk.map(|c| &**c), &target.filter),
-                ),
-            });
-            Some(entry.resource)
+            let entry = self
+                .endpoints
+                .get_or_build(cluster.cache_key.clone(), fresh, || {
+                    Arc::new(EndpointEntry {
+                        endpoints: chunk.cloned(),
+                        filter: filter.clone(),
+                        resource: resource(
+                            name.clone(),
+                            &endpoints::load_assignment(name, chunk.map(|c| &**c), filter),
+                        ),
+                    })
+                });
+            entry.resource.clone()
         };
         if names.is_empty() {
-            eds.keys().filter_map(one).collect()
-        } else {
-            names.iter().filter_map(one).collect()
+            return eds.iter().map(|(name, c)| one(name, c)).collect();
         }
+        if !names.is_sorted() {
+            return names
+                .iter()
+                .filter_map(|name| Some(one(name, eds.get(name)?)))
+                .collect();
+        }
+        // Sorted names (as streams keep their subscriptions): one walk along the sorted
+        // clusters instead of a tree search, with its long-prefix string compares, each.
+        let mut clusters = eds.iter().peekable();
+        names
+            .iter()
+            .filter_map(|name| {
+                while clusters.next_if(|(k, _)| *k < name).is_some() {}
+                let (k, c) = clusters.peek()?;
+                (*k == name).then(|| one(name, c))
+            })
+            .collect()
     }
 
     fn listeners(&self, scope: &SidecarScope, proxy: &Proxy) -> Resources {

@@ -250,8 +250,12 @@ impl SidecarScope {
             Kind::ServiceEntry | Kind::Service => {
                 self.hosts.contains(&key.name) || key.name.is_empty()
             }
-            // A new VirtualService or DestinationRule may start to apply to this scope;
-            // conservatively, any routing change concerns every scope.
+            // Gateways configure routers, not sidecars.
+            Kind::Gateway => false,
+            // A Sidecar reshapes its own namespace's scopes; in the root namespace, all.
+            Kind::Sidecar => key.namespace == self.namespace || key.namespace == ROOT_NAMESPACE,
+            // A new VirtualService or DestinationRule may start to apply to this scope:
+            // unnamed by hostname, any routing change concerns every scope.
             _ => true,
         }
     }

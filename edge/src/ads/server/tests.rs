@@ -1,7 +1,9 @@
 use super::*;
+use crate::ads::SotwStream;
 use crate::ads::dispatch::needs_push;
 use crate::ads::testing::node;
 use crate::xds::types::{CLUSTER, LISTENER};
+use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use shoal_proto::config::{ConfigKey, Kind, istio};
 use shoal_proto::model::{ExportTo, NamedConfig, NamespaceConfig, Resolution, Service};
 use shoal_proto::snapshot::Chunk;
@@ -21,11 +23,7 @@ fn server(config: XdsConfig, push: PushContext) -> (XdsServer, watch::Sender<Arc
 
 type Inbound = mpsc::Sender<Result<DiscoveryRequest, Status>>;
 
-async fn open(
-    s: &XdsServer,
-    node_id: &str,
-    type_url: &str,
-) -> (Inbound, Result<Outbound<DiscoveryResponse>, Status>) {
+async fn open(s: &XdsServer, node_id: &str, type_url: &str) -> (Inbound, Result<Outbound, Status>) {
     let (tx, rx) = mpsc::channel(8);
     tx.send(Ok(DiscoveryRequest {
         node: Some(node(node_id)),
@@ -75,7 +73,12 @@ async fn streams_beyond_the_limit_are_refused() {
     let (s, _tx) = server(config, PushContext::empty());
     let (_in1, out1) = open(&s, NODE, CLUSTER).await;
     let mut out1 = out1.unwrap();
-    assert!(out1.next().await.unwrap().is_ok());
+    assert!(
+        out1.next_message::<DiscoveryResponse>()
+            .await
+            .unwrap()
+            .is_ok()
+    );
     let (_in2, out2) = open(&s, NODE, CLUSTER).await;
     assert_eq!(out2.err().unwrap().code(), Code::ResourceExhausted);
     assert_eq!(s.connected(), 1);
@@ -100,7 +103,12 @@ async fn a_send_that_times_out_closes_the_stream() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let status = out.next().await.unwrap().err().unwrap();
+    let status = out
+        .next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .err()
+        .unwrap();
     assert_eq!(status.code(), Code::DeadlineExceeded);
     assert!(status.message().contains("SHOAL_SEND_TIMEOUT"));
     tokio::task::yield_now().await;
@@ -115,7 +123,7 @@ async fn shutdown_closes_streams_as_unavailable() {
     let (_updates_tx, updates) = mpsc::channel(1);
     s.run_dispatcher(updates, async {}).await;
     let mut last = None;
-    while let Some(item) = out.next().await {
+    while let Some(item) = out.next_message::<DiscoveryResponse>().await {
         last = Some(item);
     }
     assert_eq!(last.unwrap().err().unwrap().code(), Code::Unavailable);

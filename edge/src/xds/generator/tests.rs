@@ -101,3 +101,44 @@ fn names_filter_and_unknown_types() {
         Err(GenerateError::UnsupportedType(_))
     ));
 }
+
+#[test]
+fn named_endpoints_come_in_the_order_asked_whatever_it_is() {
+    let push = mesh();
+    let g = Generator::new();
+    let p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
+    let all: Vec<String> = g
+        .generate(types::ENDPOINT, &p, &push, &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.name.clone())
+        .collect();
+    assert!(all.len() >= 3 && all.is_sorted(), "{all:?}");
+    let names_of = |names: &[String]| -> Vec<String> {
+        g.generate(types::ENDPOINT, &p, &push, names)
+            .unwrap()
+            .iter()
+            .map(|r| r.name.clone())
+            .collect()
+    };
+    let (a, b, c) = (all[0].clone(), all[1].clone(), all[all.len() - 1].clone());
+    // Sorted, with unknown names before, between and after, and a duplicate.
+    let mut sorted = vec![
+        "a".to_string(),
+        a.clone(),
+        b.clone(),
+        b.clone(),
+        format!("{a}x"),
+        "outbound|1||nowhere.svc.cluster.local".to_string(),
+        c.clone(),
+        "~".to_string(),
+    ];
+    sorted.sort();
+    let known: Vec<String> = sorted.iter().filter(|n| all.contains(n)).cloned().collect();
+    assert_eq!(known.len(), 4);
+    assert_eq!(names_of(&sorted), known);
+    // Unsorted: the order asked.
+    let unsorted = vec![c.clone(), format!("{a}y"), a.clone(), b.clone()];
+    assert_eq!(names_of(&unsorted), [c, a, b]);
+    assert_eq!(names_of(&all), all);
+}

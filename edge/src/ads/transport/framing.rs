@@ -1,0 +1,208 @@
+//! gRPC length-prefixed messages (a flag byte, a big-endian `u32` length, the bytes) cut
+//! out of HTTP/2 DATA chunks, without I/O.
+//!
+//! A message that lies within one chunk is a slice of it (no copy). Only a message split
+//! across chunks is gathered, into a buffer of exactly its size that leaves with the
+//! message: between messages the deframer holds nothing but its 5-byte header (tonic's
+//! decoder keeps a buffer as large as the largest request the stream ever received).
+
+use bytes::{Buf, Bytes, BytesMut};
+use tonic::Status;
+
+/// The gRPC message prefix: compressed flag and length.
+pub(crate) const PREFIX_LEN: usize = 5;
+
+/// A request the stream cannot take.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FrameError {
+    #[error(
+        "received a compressed gRPC message (flag {0}), but this server does not accept \
+         request compression; turn off gRPC compression on the xDS client"
+    )]
+    Compressed(u8),
+    #[error(
+        "request of {len} bytes exceeds the limit of {max} bytes \
+         (SHOAL_XDS_MAX_REQUEST_BYTES)"
+    )]
+    TooLarge { len: usize, max: usize },
+    #[error("the request stream ended inside a gRPC message")]
+    Truncated,
+}
+
+impl FrameError {
+    pub(crate) fn to_status(&self) -> Status {
+        match self {
+            FrameError::Compressed(_) | FrameError::Truncated => Status::internal(self.to_string()),
+            FrameError::TooLarge { .. } => Status::resource_exhausted(self.to_string()),
+        }
+    }
+}
+
+/// Reassembles gRPC messages from body chunks.
+#[derive(Debug)]
+pub(crate) struct Deframer {
+    max: usize,
+    header: [u8; PREFIX_LEN],
+    header_len: usize,
+    /// The split message being gathered (allocated at its exact size), once its header is
+    /// known.
+    partial: Option<BytesMut>,
+    want: usize,
+}
+
+impl Deframer {
+    /// Accepts messages up to `max_message` bytes.
+    pub(crate) fn new(max_message: usize) -> Self {
+        Deframer {
+            max: max_message,
+            header: [0; PREFIX_LEN],
+            header_len: 0,
+            partial: None,
+            want: 0,
+        }
+    }
+
+    /// Takes bytes from `chunk` until one message is complete and returns it (without its
+    /// prefix); `None` when `chunk` ran out first (what it held is kept for the next one).
+    pub(crate) fn next(&mut self, chunk: &mut Bytes) -> Result<Option<Bytes>, FrameError> {
+        if let Some(partial) = &mut self.partial {
+            let take = (self.want - partial.len()).min(chunk.len());
+            partial.extend_from_slice(&chunk[..take]);
+            chunk.advance(take);
+            if partial.len() < self.want {
+                return Ok(None);
+            }
+            return Ok(self.partial.take().map(BytesMut::freeze));
+        }
+        if self.header_len < PREFIX_LEN {
+            let take = (PREFIX_LEN - self.header_len).min(chunk.len());
+            self.header[self.header_len..self.header_len + take].copy_from_slice(&chunk[..take]);
+            chunk.advance(take);
+            self.header_len += take;
+            if self.header_len < PREFIX_LEN {
+                return Ok(None);
+            }
+        }
+        // A whole prefix: start the message.
+        self.header_len = 0;
+        if self.header[0] != 0 {
+            return Err(FrameError::Compressed(self.header[0]));
+        }
+        let [_, len @ ..] = self.header;
+        let len = u32::from_be_bytes(len) as usize;
+        if len > self.max {
+            return Err(FrameError::TooLarge { len, max: self.max });
+        }
+        if chunk.len() >= len {
+            return Ok(Some(chunk.split_to(len)));
+        }
+        let mut partial = BytesMut::with_capacity(len);
+        partial.extend_from_slice(chunk);
+        chunk.clear();
+        self.want = len;
+        self.partial = Some(partial);
+        Ok(None)
+    }
+
+    /// Whether a message is partly received.
+    pub(crate) fn is_mid_message(&self) -> bool {
+        self.header_len > 0 || self.partial.is_some()
+    }
+
+    /// Bytes held for a split message.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.partial.as_ref().map_or(0, |p| p.capacity())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ads::transport::tests::grpc as frame;
+
+    fn feed(d: &mut Deframer, chunks: &[&[u8]]) -> Result<Vec<Vec<u8>>, FrameError> {
+        let mut got = Vec::new();
+        for c in chunks {
+            let mut chunk = Bytes::copy_from_slice(c);
+            while let Some(m) = d.next(&mut chunk)? {
+                got.push(m.to_vec());
+            }
+            assert!(chunk.is_empty());
+        }
+        Ok(got)
+    }
+
+    #[test]
+    fn every_cut_of_the_stream_gives_the_same_messages() {
+        let mut stream = frame(b"hello");
+        stream.extend(frame(b""));
+        stream.extend(frame(b"world!"));
+        let want = [b"hello".to_vec(), vec![], b"world!".to_vec()];
+        for cut in 0..=stream.len() {
+            let mut d = Deframer::new(1024);
+            let got = feed(&mut d, &[&stream[..cut], &stream[cut..]]).unwrap();
+            assert_eq!(got, want, "cut at {cut}");
+            assert!(!d.is_mid_message());
+            assert_eq!(d.held(), 0);
+        }
+        let mut d = Deframer::new(1024);
+        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(feed(&mut d, &bytes).unwrap(), want);
+    }
+
+    #[test]
+    fn a_message_within_one_chunk_is_a_slice_of_it() {
+        let mut chunk = Bytes::from(frame(b"in one piece"));
+        let start = chunk.as_ptr() as usize + PREFIX_LEN;
+        let msg = Deframer::new(1024).next(&mut chunk).unwrap().unwrap();
+        assert_eq!(msg.as_ptr() as usize, start);
+        assert!(chunk.is_empty());
+    }
+
+    #[test]
+    fn a_split_message_is_gathered_at_its_exact_size_and_released() {
+        let body = vec![7u8; 100_000];
+        let stream = frame(&body);
+        let mut d = Deframer::new(1 << 20);
+        let mut first = Bytes::copy_from_slice(&stream[..16_384]);
+        assert_eq!(d.next(&mut first).unwrap(), None);
+        assert_eq!(d.held(), 100_000);
+        let mut rest = Bytes::copy_from_slice(&stream[16_384..]);
+        let msg = d.next(&mut rest).unwrap().unwrap();
+        assert_eq!(msg.len(), 100_000);
+        assert_eq!(d.held(), 0);
+        assert!(!d.is_mid_message());
+    }
+
+    #[test]
+    fn rejects_oversized_and_compressed_messages() {
+        let mut d = Deframer::new(4);
+        assert_eq!(
+            feed(&mut d, &[&frame(b"hello")]),
+            Err(FrameError::TooLarge { len: 5, max: 4 })
+        );
+        // Refused from its prefix alone: nothing is allocated for it.
+        let mut d = Deframer::new(4);
+        let mut prefix = Bytes::from_static(&[0, 0xff, 0xff, 0xff, 0xff]);
+        assert!(matches!(
+            d.next(&mut prefix),
+            Err(FrameError::TooLarge { .. })
+        ));
+        assert_eq!(d.held(), 0);
+        let mut compressed = frame(b"x");
+        compressed[0] = 1;
+        assert_eq!(
+            feed(&mut Deframer::new(1024), &[&compressed]),
+            Err(FrameError::Compressed(1))
+        );
+        assert_eq!(
+            FrameError::Compressed(1).to_status().code(),
+            tonic::Code::Internal
+        );
+        assert_eq!(
+            FrameError::TooLarge { len: 5, max: 4 }.to_status().code(),
+            tonic::Code::ResourceExhausted
+        );
+    }
+}

@@ -1,0 +1,198 @@
+use super::*;
+
+/// `msg` with its gRPC prefix.
+pub(crate) fn grpc(msg: &[u8]) -> Vec<u8> {
+    let mut v = vec![0];
+    v.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    v.extend_from_slice(msg);
+    v
+}
+
+use crate::ads::XdsConfig;
+use crate::xds::Generator;
+use crate::xds::types::CLUSTER;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::service::discovery::v3::{
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+};
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
+use prost::Message;
+use shoal_proto::push_context::PushContext;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+use tower_service::Service;
+
+const NODE: &str = "sidecar~10.0.0.1~web-1.a~a.svc.cluster.local";
+
+type TestBody = StreamBody<ReceiverStream<Result<Frame<Bytes>, Infallible>>>;
+
+fn service(config: XdsConfig) -> (AdsService, watch::Sender<Arc<PushContext>>) {
+    let (tx, rx) = watch::channel(Arc::new(PushContext::empty()));
+    let mut registry = prometheus_client::registry::Registry::default();
+    let server = crate::ads::XdsServer::new(config, Arc::new(Generator::new()), rx, &mut registry);
+    (server.ads_service(), tx)
+}
+
+/// A request on `path` whose body is fed through the returned sender.
+fn request(
+    path: &str,
+) -> (
+    mpsc::Sender<Result<Frame<Bytes>, Infallible>>,
+    http::Request<TestBody>,
+) {
+    let (tx, rx) = mpsc::channel(8);
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://edge{path}"))
+        .header(CONTENT_TYPE, "application/grpc")
+        .body(StreamBody::new(ReceiverStream::new(rx)))
+        .unwrap();
+    (tx, req)
+}
+
+fn chunk(msg: &impl Message) -> Result<Frame<Bytes>, Infallible> {
+    Ok(Frame::data(grpc(&msg.encode_to_vec()).into()))
+}
+
+fn first_sotw() -> DiscoveryRequest {
+    DiscoveryRequest {
+        node: Some(Node {
+            id: NODE.into(),
+            ..Default::default()
+        }),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    }
+}
+
+/// The status of a trailers-only response.
+fn refusal(resp: &http::Response<Outbound>) -> Status {
+    assert!(resp.body().is_end_stream(), "trailers-only");
+    assert_eq!(resp.headers()[CONTENT_TYPE], "application/grpc");
+    Status::from_header_map(resp.headers()).expect("grpc-status in the headers")
+}
+
+#[tokio::test]
+async fn other_methods_are_unimplemented() {
+    let (mut svc, _snapshots) = service(XdsConfig::default());
+    let (_tx, req) = request(&format!("/{SERVICE}/FetchAggregatedResources"));
+    let resp = svc.call(req).await.unwrap();
+    assert_eq!(refusal(&resp).code(), Code::Unimplemented);
+}
+
+#[tokio::test]
+async fn compressed_requests_are_refused() {
+    let (mut svc, _snapshots) = service(XdsConfig::default());
+    let (_tx, mut req) = request(SOTW_PATH);
+    req.headers_mut()
+        .insert("grpc-encoding", HeaderValue::from_static("gzip"));
+    let resp = svc.call(req).await.unwrap();
+    assert_eq!(refusal(&resp).code(), Code::Unimplemented);
+    assert_eq!(resp.headers()["grpc-accept-encoding"], "identity");
+
+    let (tx, req) = request(SOTW_PATH);
+    let mut compressed = grpc(&first_sotw().encode_to_vec());
+    compressed[0] = 1;
+    tx.send(Ok(Frame::data(compressed.into()))).await.unwrap();
+    let status = refusal(&svc.call(req).await.unwrap());
+    assert_eq!(status.code(), Code::Internal);
+    assert!(status.message().contains("compression"), "{status}");
+}
+
+#[tokio::test]
+async fn an_oversized_first_request_is_refused() {
+    let (mut svc, _snapshots) = service(XdsConfig {
+        max_request_bytes: 64,
+        ..Default::default()
+    });
+    let (tx, req) = request(SOTW_PATH);
+    tx.send(chunk(&DiscoveryRequest {
+        resource_names: vec!["x".repeat(100)],
+        ..first_sotw()
+    }))
+    .await
+    .unwrap();
+    let status = refusal(&svc.call(req).await.unwrap());
+    assert_eq!(status.code(), Code::ResourceExhausted);
+}
+
+#[tokio::test]
+async fn sotw_stream_answers_then_closes_on_a_bad_request() {
+    let (mut svc, _snapshots) = service(XdsConfig::default());
+    let (tx, req) = request(SOTW_PATH);
+    // The first request split across two chunks.
+    let first = grpc(&first_sotw().encode_to_vec());
+    let (a, b) = first.split_at(first.len() / 2);
+    tx.send(Ok(Frame::data(Bytes::copy_from_slice(a))))
+        .await
+        .unwrap();
+    tx.send(Ok(Frame::data(Bytes::copy_from_slice(b))))
+        .await
+        .unwrap();
+    let resp = svc.call(req).await.unwrap();
+    assert_eq!(resp.status(), http::StatusCode::OK);
+    assert_eq!(resp.headers()[CONTENT_TYPE], "application/grpc");
+    assert!(resp.headers().get("grpc-status").is_none());
+    let mut body = resp.into_body();
+    let cds = body
+        .next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cds.type_url, CLUSTER);
+    assert_eq!(cds.version_info, "0");
+
+    tx.send(Ok(Frame::data(Bytes::from_static(&[
+        0, 0, 0, 0, 2, 0xff, 0xff,
+    ]))))
+    .await
+    .unwrap();
+    let status = body
+        .next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Internal);
+    assert!(body.frame().await.is_none());
+}
+
+#[tokio::test]
+async fn delta_stream_answers_and_ends_ok_when_the_proxy_half_closes() {
+    let (mut svc, _snapshots) = service(XdsConfig::default());
+    let (tx, req) = request(DELTA_PATH);
+    tx.send(chunk(&DeltaDiscoveryRequest {
+        node: first_sotw().node,
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    let mut body = svc.call(req).await.unwrap().into_body();
+    let cds = body
+        .next_message::<DeltaDiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(cds.type_url, CLUSTER);
+    drop(tx);
+    assert!(
+        body.next_message::<DeltaDiscoveryResponse>()
+            .await
+            .is_none()
+    );
+    assert!(body.is_end_stream());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_without_a_first_request_times_out() {
+    let (mut svc, _snapshots) = service(XdsConfig::default());
+    let (_tx, req) = request(SOTW_PATH);
+    let status = refusal(&svc.call(req).await.unwrap());
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert!(
+        status.message().contains("SHOAL_XDS_FIRST_REQUEST_TIMEOUT"),
+        "{status}"
+    );
+}
