@@ -111,7 +111,10 @@ fn generate(c: &mut Criterion) {
                 )
             });
             g.bench_function(format!("{short}/cached"), |b| {
-                b.iter(|| warm.generate(type_url, &proxy, &push, black_box(&names)).unwrap())
+                b.iter(|| {
+                    warm.generate(type_url, &proxy, &push, black_box(&names))
+                        .unwrap()
+                })
             });
         }
         g.finish();
@@ -125,7 +128,6 @@ struct Conn {
 }
 
 struct Fleet {
-    mesh: Mesh,
     push: Arc<PushContext>,
     generator: Generator,
     conns: Vec<Conn>,
@@ -156,10 +158,7 @@ fn encoded_bytes(responses: &[DiscoveryResponse]) -> usize {
 fn connect(mesh: &Mesh, g: &Generator, push: &PushContext, n: usize) -> (Vec<Conn>, usize) {
     // Subscriptions depend only on the scope: computed once per namespace.
     let mut subscriptions: HashMap<String, Vec<Vec<String>>> = HashMap::new();
-    let src = GeneratorSource {
-        generator: g,
-        push,
-    };
+    let src = GeneratorSource { generator: g, push };
     let mut bytes = 0;
     let conns = (0..n)
         .map(|i| {
@@ -237,7 +236,6 @@ impl Fleet {
             bytes >> 20
         );
         Fleet {
-            mesh,
             push: Arc::new(push),
             generator,
             conns,

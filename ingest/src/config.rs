@@ -21,7 +21,7 @@ pub struct IngestConfig {
     pub debounce_max: Duration,
     /// Debounce endpoint-only pushes too (Istio's `PILOT_ENABLE_EDS_DEBOUNCE`, on).
     pub eds_debounce: bool,
-    /// A burst of file events ends after this long without one (50 ms).
+    /// A burst of file events ends after this long without one (20 ms).
     pub file_coalesce: Duration,
     /// Full rescan period, in case a file event was missed (60 s); zero disables it.
     pub resync_interval: Duration,

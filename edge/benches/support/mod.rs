@@ -68,7 +68,10 @@ pub fn proxy(mesh: &Mesh, i: usize) -> Proxy {
     let ip = format!("10.200.{}.{}", (i >> 8) & 0xff, i & 0xff);
     let workload = format!("{}-{i}.{}", svc.name, svc.namespace);
     Proxy {
-        id: format!("sidecar~{ip}~{workload}~{}.svc.cluster.local", svc.namespace),
+        id: format!(
+            "sidecar~{ip}~{workload}~{}.svc.cluster.local",
+            svc.namespace
+        ),
         proxy_type: ProxyType::Sidecar,
         ip,
         workload,

@@ -11,6 +11,7 @@ use super::status::RequestKind;
 use crate::proxy::Proxy;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
@@ -18,11 +19,12 @@ use tonic::Status;
 use tracing::{debug, info, warn};
 
 /// Serves one stream until the proxy leaves, a send times out or the edge drains; an
-/// error closes the response stream with its status.
+/// error closes the response stream with its status. `first` is boxed so that this
+/// future, which lives as long as the stream, keeps no room for a request.
 pub(crate) async fn serve<M, S>(
     shared: Arc<Shared>,
     proxy: Proxy,
-    first: M::Request,
+    first: Box<M::Request>,
     inbound: S,
     out: mpsc::Sender<Bytes>,
     close: oneshot::Sender<Status>,
@@ -67,6 +69,9 @@ pub(crate) async fn serve<M, S>(
     }
 }
 
+/// Handling one request or push.
+type Step<'a> = Pin<Box<dyn Future<Output = Result<(), AdsError>> + Send + 'a>>;
+
 /// Why a stream task ends early.
 enum Stop {
     Ads(AdsError),
@@ -104,7 +109,7 @@ struct StreamTask<M: Protocol> {
 impl<M: Protocol> StreamTask<M> {
     async fn run<S>(
         &mut self,
-        first: M::Request,
+        first: Box<M::Request>,
         mut inbound: S,
         mut pushes: mpsc::Receiver<PushJob>,
     ) -> Result<(), Stop>
@@ -112,26 +117,30 @@ impl<M: Protocol> StreamTask<M> {
         S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
     {
         let mut draining = self.shared.draining.subscribe();
-        self.on_request(first).await?;
+        Box::pin(self.on_request(*first)).await?;
         loop {
-            tokio::select! {
+            // What to do next is chosen without awaiting, and done in a boxed future: the
+            // task's own future, resident for the stream's life, then holds only this loop
+            // (not a request, nor the much larger state of handling one).
+            let step: Step<'_> = tokio::select! {
                 biased;
                 _ = async { drop(draining.wait_for(|d| *d).await) } => {
                     return Err(AdsError::ShuttingDown.into());
                 }
                 job = pushes.recv() => match job {
-                    Some(job) => self.on_push(job).await?,
+                    Some(job) => Box::pin(self.on_push(job)),
                     None => return Err(AdsError::ShuttingDown.into()),
                 },
                 req = inbound.next() => match req {
-                    Some(Ok(req)) => self.on_request(req).await?,
+                    Some(Ok(req)) => Box::pin(self.on_request(req)),
                     Some(Err(status)) => return Err(Stop::BadRequest(status)),
                     None => {
                         debug!("the proxy closed its request stream");
                         return Ok(());
                     }
                 },
-            }
+            };
+            step.await?;
         }
     }
 

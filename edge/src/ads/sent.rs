@@ -97,7 +97,11 @@ impl Names {
         let mut pool = pool().lock().unwrap_or_else(|e| e.into_inner());
         let bucket = pool.entry(key).or_default();
         bucket.retain(|w| w.strong_count() > 0);
-        if let Some(shared) = bucket.iter().filter_map(Weak::upgrade).find(|s| **s == *list) {
+        if let Some(shared) = bucket
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|s| **s == *list)
+        {
             return Names(Some(shared));
         }
         let shared: Arc<[String]> = list.into();

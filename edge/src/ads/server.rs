@@ -80,7 +80,7 @@ impl Shared {
             connection::serve::<M, S>(
                 self.clone(),
                 proxy,
-                first,
+                Box::new(first),
                 inbound,
                 out_tx,
                 close_tx,

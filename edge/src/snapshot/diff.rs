@@ -22,10 +22,16 @@ pub fn namespace_changes(
     };
     let mut hosts = BTreeSet::new();
 
-    let old_services: BTreeMap<&str, _> =
-        old.services.iter().map(|s| (s.hostname.as_str(), s)).collect();
-    let new_services: BTreeMap<&str, _> =
-        new.services.iter().map(|s| (s.hostname.as_str(), s)).collect();
+    let old_services: BTreeMap<&str, _> = old
+        .services
+        .iter()
+        .map(|s| (s.hostname.as_str(), s))
+        .collect();
+    let new_services: BTreeMap<&str, _> = new
+        .services
+        .iter()
+        .map(|s| (s.hostname.as_str(), s))
+        .collect();
     for (host, svc) in &old_services {
         if new_services.get(host) != Some(svc) {
             hosts.insert(host.to_string());
@@ -37,16 +43,24 @@ pub fn namespace_changes(
         }
     }
 
-    let vs_hosts = |vs: &NamedConfig<shoal_proto::config::istio::VirtualService>| {
-        vs.spec.hosts.clone()
-    };
-    if !changed_hosts(&old.virtual_services, &new.virtual_services, vs_hosts, &mut hosts) {
+    let vs_hosts =
+        |vs: &NamedConfig<shoal_proto::config::istio::VirtualService>| vs.spec.hosts.clone();
+    if !changed_hosts(
+        &old.virtual_services,
+        &new.virtual_services,
+        vs_hosts,
+        &mut hosts,
+    ) {
         return None;
     }
-    let dr_host = |dr: &NamedConfig<shoal_proto::config::istio::DestinationRule>| {
-        vec![dr.spec.host.clone()]
-    };
-    if !changed_hosts(&old.destination_rules, &new.destination_rules, dr_host, &mut hosts) {
+    let dr_host =
+        |dr: &NamedConfig<shoal_proto::config::istio::DestinationRule>| vec![dr.spec.host.clone()];
+    if !changed_hosts(
+        &old.destination_rules,
+        &new.destination_rules,
+        dr_host,
+        &mut hosts,
+    ) {
         return None;
     }
 
@@ -73,8 +87,10 @@ fn changed_hosts<T: PartialEq>(
     hosts_of: impl Fn(&NamedConfig<T>) -> Vec<String>,
     out: &mut BTreeSet<String>,
 ) -> bool {
-    let old_by: BTreeMap<&str, &NamedConfig<T>> = old.iter().map(|c| (c.name.as_str(), c)).collect();
-    let new_by: BTreeMap<&str, &NamedConfig<T>> = new.iter().map(|c| (c.name.as_str(), c)).collect();
+    let old_by: BTreeMap<&str, &NamedConfig<T>> =
+        old.iter().map(|c| (c.name.as_str(), c)).collect();
+    let new_by: BTreeMap<&str, &NamedConfig<T>> =
+        new.iter().map(|c| (c.name.as_str(), c)).collect();
     let changed = old_by
         .iter()
         .filter(|(n, c)| new_by.get(*n).is_none_or(|d| d.spec != c.spec))
@@ -96,7 +112,10 @@ fn changed_hosts<T: PartialEq>(
     true
 }
 
-fn changed_names<'a, T: PartialEq>(old: &'a [NamedConfig<T>], new: &'a [NamedConfig<T>]) -> BTreeSet<&'a str> {
+fn changed_names<'a, T: PartialEq>(
+    old: &'a [NamedConfig<T>],
+    new: &'a [NamedConfig<T>],
+) -> BTreeSet<&'a str> {
     let old_by: BTreeMap<&str, &T> = old.iter().map(|c| (c.name.as_str(), &c.spec)).collect();
     let new_by: BTreeMap<&str, &T> = new.iter().map(|c| (c.name.as_str(), &c.spec)).collect();
     old_by
@@ -110,7 +129,9 @@ fn changed_names<'a, T: PartialEq>(old: &'a [NamedConfig<T>], new: &'a [NamedCon
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_proto::config::istio::{Destination, HttpRoute, HttpRouteDestination, VirtualService};
+    use shoal_proto::config::istio::{
+        Destination, HttpRoute, HttpRouteDestination, VirtualService,
+    };
 
     fn vs(name: &str, host: &str, timeout: &str) -> NamedConfig<VirtualService> {
         NamedConfig {
@@ -148,8 +169,14 @@ mod tests {
 
     #[test]
     fn a_changed_virtual_service_names_its_hosts_only() {
-        let old = ns(vec![vs("a", "a.ns.svc.cluster.local", "1s"), vs("b", "b.ns.svc.cluster.local", "1s")]);
-        let new = ns(vec![vs("a", "a.ns.svc.cluster.local", "2s"), vs("b", "b.ns.svc.cluster.local", "1s")]);
+        let old = ns(vec![
+            vs("a", "a.ns.svc.cluster.local", "1s"),
+            vs("b", "b.ns.svc.cluster.local", "1s"),
+        ]);
+        let new = ns(vec![
+            vs("a", "a.ns.svc.cluster.local", "2s"),
+            vs("b", "b.ns.svc.cluster.local", "1s"),
+        ]);
         let keys = namespace_changes(Some(&old), Some(&new)).unwrap();
         assert_eq!(names(&keys), ["a.ns.svc.cluster.local"]);
         assert!(keys.iter().all(|k| k.kind == Kind::ServiceEntry));
@@ -159,9 +186,18 @@ mod tests {
     fn added_and_removed_objects_count() {
         let old = ns(vec![vs("a", "a.x", "1s")]);
         let new = ns(vec![vs("b", "b.x", "1s")]);
-        assert_eq!(names(&namespace_changes(Some(&old), Some(&new)).unwrap()), ["a.x", "b.x"]);
-        assert_eq!(names(&namespace_changes(None, Some(&new)).unwrap()), ["b.x"]);
-        assert_eq!(names(&namespace_changes(Some(&old), None).unwrap()), ["a.x"]);
+        assert_eq!(
+            names(&namespace_changes(Some(&old), Some(&new)).unwrap()),
+            ["a.x", "b.x"]
+        );
+        assert_eq!(
+            names(&namespace_changes(None, Some(&new)).unwrap()),
+            ["b.x"]
+        );
+        assert_eq!(
+            names(&namespace_changes(Some(&old), None).unwrap()),
+            ["a.x"]
+        );
     }
 
     #[test]

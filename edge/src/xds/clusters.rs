@@ -13,7 +13,7 @@ use super::endpoints::{EndpointFilter, by_locality};
 use super::policy;
 use super::util::{
     BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
-    ads_config_source, any, cluster_name, duration, socket_address, sort_by_name,
+    ads_config_source, any, cluster_name, duration, socket_address,
 };
 use envoy_types::pb::envoy::config::cluster::v3::{CircuitBreakers, Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{
@@ -67,8 +67,24 @@ pub struct ScopeClusters {
     pub dns_services: Vec<ServiceKey>,
 }
 
+/// What one cluster of a scope is made from.
+enum ClusterSource<'a> {
+    Outbound {
+        svc: &'a Arc<Service>,
+        port: &'a ServicePort,
+        rule: Option<&'a DestinationRule>,
+        subset: Option<&'a istio::Subset>,
+    },
+    Blackhole,
+    Passthrough,
+    InboundPassthrough,
+}
+
 /// Every cluster of `scope`. `inbound_passthrough` adds the cluster that `virtualInbound`
 /// forwards to (only proxies whose traffic is captured have that listener).
+///
+/// Clusters are kilobytes each, so they are built in name order rather than built and
+/// then sorted: a scope of thousands would otherwise spend its time moving them.
 pub fn build(
     scope: &SidecarScope,
     push: &PushContext,
@@ -76,6 +92,7 @@ pub fn build(
     inbound_passthrough: bool,
 ) -> ScopeClusters {
     let mut out = ScopeClusters::default();
+    let mut sources: Vec<(String, ClusterSource<'_>)> = Vec::new();
     for svc in &scope.services {
         let rule = scope.destination_rule(&svc.hostname).map(|r| &r.spec);
         if svc.resolution == Resolution::Dns {
@@ -85,30 +102,62 @@ pub fn build(
             let subsets = std::iter::once(None)
                 .chain(rule.into_iter().flat_map(|r| r.subsets.iter()).map(Some));
             for subset in subsets {
-                let built = outbound(svc, port, rule, subset, push, defaults);
-                if let Some((c, eds)) = built {
-                    if let Some(filter) = eds {
-                        out.eds.insert(
-                            c.name.clone(),
-                            EdsTarget {
-                                service: svc.clone(),
-                                filter,
-                            },
-                        );
-                    }
-                    out.clusters.push(c);
-                }
+                let name = cluster_name(
+                    port.port,
+                    subset.map_or("", |s| s.name.as_str()),
+                    &svc.hostname,
+                );
+                let source = ClusterSource::Outbound {
+                    svc,
+                    port,
+                    rule,
+                    subset,
+                };
+                sources.push((name, source));
             }
         }
     }
-    out.clusters.push(blackhole(defaults));
-    out.clusters
-        .push(passthrough(defaults, PASSTHROUGH_CLUSTER));
+    sources.push((BLACKHOLE_CLUSTER.into(), ClusterSource::Blackhole));
+    sources.push((PASSTHROUGH_CLUSTER.into(), ClusterSource::Passthrough));
     if inbound_passthrough {
-        out.clusters.push(inbound_passthrough_cluster(defaults));
+        sources.push((
+            INBOUND_PASSTHROUGH_CLUSTER.into(),
+            ClusterSource::InboundPassthrough,
+        ));
     }
-    out.clusters = sort_by_name(std::mem::take(&mut out.clusters), |c| &c.name);
-    out.clusters.dedup_by(|a, b| a.name == b.name);
+    // Stable: of clusters with one name, the first made is kept (and, for EDS, the
+    // last made is the target), as when they were made in this order.
+    sources.sort_by(|a, b| a.0.cmp(&b.0));
+    out.clusters.reserve_exact(sources.len());
+    for (name, source) in sources {
+        let built = match source {
+            ClusterSource::Outbound {
+                svc,
+                port,
+                rule,
+                subset,
+            } => outbound(name, svc, port, rule, subset, push, defaults).map(|(c, eds)| {
+                if let Some(filter) = eds {
+                    out.eds.insert(
+                        c.name.clone(),
+                        EdsTarget {
+                            service: svc.clone(),
+                            filter,
+                        },
+                    );
+                }
+                c
+            }),
+            ClusterSource::Blackhole => Some(blackhole(defaults)),
+            ClusterSource::Passthrough => Some(passthrough(defaults, PASSTHROUGH_CLUSTER)),
+            ClusterSource::InboundPassthrough => Some(inbound_passthrough_cluster(defaults)),
+        };
+        if let Some(c) = built
+            && out.clusters.last().is_none_or(|last| last.name != c.name)
+        {
+            out.clusters.push(c);
+        }
+    }
     out
 }
 
@@ -119,6 +168,7 @@ pub(super) fn discovery(t: cluster::DiscoveryType) -> Option<cluster::ClusterDis
 /// One outbound cluster, and the endpoint filter when it is EDS-typed. `None` when the
 /// cluster cannot exist (a DNS service with neither endpoints nor a resolvable name).
 fn outbound(
+    name: String,
     svc: &Service,
     port: &ServicePort,
     rule: Option<&DestinationRule>,
@@ -126,11 +176,6 @@ fn outbound(
     push: &PushContext,
     defaults: &ClusterDefaults,
 ) -> Option<(Cluster, Option<EndpointFilter>)> {
-    let name = cluster_name(
-        port.port,
-        subset.map_or("", |s| s.name.as_str()),
-        &svc.hostname,
-    );
     let filter = EndpointFilter {
         port: port.port,
         labels: subset.map(|s| s.labels.clone()),

@@ -185,3 +185,26 @@ async fn updates_reach_only_the_proxies_whose_scope_depends_on_them() {
     let vs = ConfigKey::new(Kind::VirtualService, "b", "anything");
     assert!(needs_push(ca, &event(true, &[vs])));
 }
+
+/// A stream's task lives as long as the stream: its future must not hold a request or the
+/// state of handling one (those are boxed while they run).
+#[tokio::test]
+async fn the_resident_stream_task_stays_small() {
+    let (s, _tx) = server(XdsConfig::default(), PushContext::empty());
+    let (_in_tx, rx) = mpsc::channel::<Result<DiscoveryRequest, Status>>(1);
+    let (out_tx, _out_rx) = mpsc::channel(1);
+    let (close_tx, _close_rx) = oneshot::channel();
+    let permit = s.shared.streams.clone().try_acquire_owned().unwrap();
+    let proxy = crate::proxy::Proxy::from_node(Some(&node(NODE))).unwrap();
+    let task = super::connection::serve::<SotwStream, _>(
+        s.shared.clone(),
+        proxy,
+        Box::default(),
+        ReceiverStream::new(rx),
+        out_tx,
+        close_tx,
+        permit,
+    );
+    let size = std::mem::size_of_val(&task);
+    assert!(size < 1536, "the stream task's future is {size} bytes");
+}

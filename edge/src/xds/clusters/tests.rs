@@ -1,5 +1,9 @@
 use super::super::testing::*;
 use super::super::types::CLUSTER;
+use super::{
+    ClusterDefaults, EndpointFilter, PASSTHROUGH_CLUSTER, blackhole, build, cluster_name,
+    inbound_passthrough_cluster, outbound, passthrough,
+};
 use crate::proxy::InterceptionMode;
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::config_source;
@@ -10,6 +14,9 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
 };
 use envoy_types::pb::google::protobuf::Duration;
 use prost::Name;
+use shoal_proto::push_context::{PushContext, SidecarScope};
+use shoal_proto::snapshot::Chunk;
+use std::collections::BTreeMap;
 
 fn clusters(mode: InterceptionMode) -> Vec<Cluster> {
     generate(CLUSTER, &proxy("shop", "10.1.0.5", mode), &mesh(), &[])
@@ -201,4 +208,75 @@ fn registry_only_scope_sees_only_its_egress_hosts() {
     );
     assert!(cs.iter().all(|c| !c.name.contains("web.other")));
     assert!(cs.iter().any(|c| c.name.contains("reviews.shop")));
+}
+
+/// The clusters as they were made before being made in name order: every one in scope
+/// order, then a stable sort by name keeping the first of each name (and the last EDS
+/// target of each name).
+fn reference(
+    scope: &SidecarScope,
+    push: &PushContext,
+    inbound: bool,
+) -> (Vec<Cluster>, Vec<(String, String, EndpointFilter)>) {
+    let defaults = ClusterDefaults::default();
+    let mut clusters = Vec::new();
+    let mut eds = BTreeMap::new();
+    for svc in &scope.services {
+        let rule = scope.destination_rule(&svc.hostname).map(|r| &r.spec);
+        for port in &svc.ports {
+            let subsets = std::iter::once(None)
+                .chain(rule.into_iter().flat_map(|r| r.subsets.iter()).map(Some));
+            for subset in subsets {
+                let name = cluster_name(
+                    port.port,
+                    subset.map_or("", |s| s.name.as_str()),
+                    &svc.hostname,
+                );
+                if let Some((c, filter)) = outbound(name, svc, port, rule, subset, push, &defaults)
+                {
+                    if let Some(filter) = filter {
+                        eds.insert(c.name.clone(), (svc.hostname.clone(), filter));
+                    }
+                    clusters.push(c);
+                }
+            }
+        }
+    }
+    clusters.push(blackhole(&defaults));
+    clusters.push(passthrough(&defaults, PASSTHROUGH_CLUSTER));
+    if inbound {
+        clusters.push(inbound_passthrough_cluster(&defaults));
+    }
+    clusters.sort_by(|a, b| a.name.cmp(&b.name));
+    clusters.dedup_by(|a, b| a.name == b.name);
+    let eds = eds.into_iter().map(|(n, (h, f))| (n, h, f)).collect();
+    (clusters, eds)
+}
+
+#[test]
+fn clusters_made_in_name_order_are_those_sorted_after_making() {
+    // The test mesh, and one whose reviews rule names a subset twice (differently).
+    let base = mesh();
+    let mut shop = (**base.namespace("shop").unwrap()).clone();
+    let dr = &mut shop.destination_rules[0].spec;
+    let mut twin = dr.subsets[0].clone();
+    twin.labels.insert("track".into(), "canary".into());
+    dr.subsets.push(twin);
+    let twisted = base.with_changes(2, [Chunk::Namespace(shop)], []);
+    for push in [&base, &twisted] {
+        for ns in ["shop", "other", "locked", "bound"] {
+            let scope = push.sidecar_scope(ns, &Default::default());
+            for inbound in [true, false] {
+                let built = build(&scope, push, &ClusterDefaults::default(), inbound);
+                let eds: Vec<_> = built
+                    .eds
+                    .iter()
+                    .map(|(n, t)| (n.clone(), t.service.hostname.clone(), t.filter.clone()))
+                    .collect();
+                let (want_clusters, want_eds) = reference(&scope, push, inbound);
+                assert!(built.clusters == want_clusters, "{ns} {inbound}");
+                assert_eq!(eds, want_eds, "{ns} {inbound}");
+            }
+        }
+    }
 }
