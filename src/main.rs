@@ -46,6 +46,11 @@ struct Args {
     push: shoal_edge::cli::PushArgs,
 }
 
+// mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
+// sync burst: RSS then reflects what the process holds.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     init_tracing();

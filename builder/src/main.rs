@@ -9,6 +9,11 @@ use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
 use std::sync::Arc;
 use std::time::Duration;
 
+// mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
+// sync burst: RSS then reflects what the process holds.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     init_tracing();

@@ -17,9 +17,8 @@ use super::status::{Nonces, Reply, RequestKind, TypeStatus};
 use crate::proxy::Proxy;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
 use crate::xds::{GenerateError, XdsResource};
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, Resource,
-};
+use super::transport::{DeltaResource, DeltaResponse as DeltaDiscoveryResponse};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -264,11 +263,9 @@ impl DeltaStream {
             system_version_info: version,
             resources: upserts
                 .into_iter()
-                .map(|(r, v)| Resource {
-                    name: r.name.clone(),
+                .map(|(r, v)| DeltaResource {
+                    resource: r.clone(),
                     version: v,
-                    resource: Some(r.resource.clone()),
-                    ..Default::default()
                 })
                 .collect(),
             type_url: type_url.to_string(),

@@ -4,15 +4,13 @@ use super::error::Result;
 use super::scope::PushScope;
 use super::source::ResourceSource;
 use super::status::{Reply, TypeStatus};
-use super::transport;
 use super::{DeltaStream, SotwStream};
 use crate::proxy::Proxy;
 use crate::xds::GenerateError;
 use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-};
+use super::transport::{DeltaResponse as DeltaDiscoveryResponse, SotwResponse as DiscoveryResponse};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 
 pub(crate) trait Protocol: Send + Sync + 'static {
     type Request: prost::Message + Default + Send + 'static;
@@ -58,7 +56,7 @@ impl Protocol for SotwStream {
         &resp.type_url
     }
     fn encode(resp: &DiscoveryResponse) -> Bytes {
-        transport::frame(resp)
+        resp.to_frame()
     }
     fn on_request(
         &mut self,
@@ -98,7 +96,7 @@ impl Protocol for DeltaStream {
         &resp.type_url
     }
     fn encode(resp: &DeltaDiscoveryResponse) -> Bytes {
-        transport::frame(resp)
+        resp.to_frame()
     }
     fn on_request(
         &mut self,

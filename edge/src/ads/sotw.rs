@@ -22,7 +22,8 @@ use super::status::{Nonces, Reply, RequestKind, TypeStatus};
 use crate::proxy::Proxy;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
 use crate::xds::{GenerateError, XdsResource};
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use super::transport::SotwResponse as DiscoveryResponse;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
@@ -245,10 +246,10 @@ impl SotwStream {
         w.status.sent(&version, &nonce);
         let response = DiscoveryResponse {
             version_info: version,
-            resources: to_send.iter().map(|r| r.resource.clone()).collect(),
+            resources: to_send.into_iter().cloned().collect(),
             type_url: type_url.to_string(),
             nonce,
-            ..Default::default()
+            control_plane: None,
         };
         if type_url == CLUSTER
             && let Some(eds) = self.watches.get_mut(ENDPOINT)

@@ -17,12 +17,18 @@ use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};
 use crate::snapshot::{Chunk, ChunkKey};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Source of [`PushContext::endpoints_id`]s: unique in the process.
+static ENDPOINTS_IDS: AtomicU64 = AtomicU64::new(1);
 
 #[derive(Clone, Default)]
 pub struct PushContext {
     version: u64,
     namespaces: BTreeMap<String, Arc<NamespaceConfig>>,
     endpoints: HashMap<ServiceKey, Arc<ServiceEndpoints>>,
+    /// See [`PushContext::endpoints_id`].
+    endpoints_id: u64,
     index: Arc<ConfigIndex>,
 }
 
@@ -57,13 +63,14 @@ impl PushContext {
         let mut next = self.clone();
         next.version = version;
         let mut namespaces_changed = false;
+        let mut endpoints_changed = false;
         for key in removed {
             match key {
                 ChunkKey::Namespace(ns) => {
                     namespaces_changed |= next.namespaces.remove(&ns).is_some();
                 }
                 ChunkKey::Endpoints(svc) => {
-                    next.endpoints.remove(&svc);
+                    endpoints_changed |= next.endpoints.remove(&svc).is_some();
                 }
             }
         }
@@ -74,9 +81,13 @@ impl PushContext {
                     next.namespaces.insert(ns.namespace.clone(), Arc::new(ns));
                 }
                 Chunk::Endpoints(eps) => {
+                    endpoints_changed = true;
                     next.endpoints.insert(eps.service.clone(), Arc::new(eps));
                 }
             }
+        }
+        if endpoints_changed {
+            next.endpoints_id = ENDPOINTS_IDS.fetch_add(1, Ordering::Relaxed);
         }
         if namespaces_changed {
             next.index = Arc::new(ConfigIndex::build(version, &next.namespaces));
@@ -107,6 +118,14 @@ impl PushContext {
 
     pub fn all_endpoints(&self) -> impl Iterator<Item = &Arc<ServiceEndpoints>> {
         self.endpoints.values()
+    }
+
+    /// Identifies the endpoint chunks this context holds: contexts with equal ids hold
+    /// the very same chunks (an id is drawn afresh, unique in the process, whenever a
+    /// context is made with changed endpoints). Output derived from every endpoint can be
+    /// cached under it and checked for freshness without looking at each chunk.
+    pub fn endpoints_id(&self) -> u64 {
+        self.endpoints_id
     }
 
     /// The scope of a proxy in `namespace` with `labels` (cached per index generation).

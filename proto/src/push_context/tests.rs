@@ -123,6 +123,31 @@ fn endpoint_update_keeps_index_and_scopes() {
 }
 
 #[test]
+fn endpoints_id_changes_with_the_endpoints_only() {
+    let eps = |n: usize| crate::model::ServiceEndpoints {
+        service: svc("a", "x").key(),
+        endpoints: vec![Default::default(); n],
+    };
+    let pc = PushContext::from_chunks(1, [ns("a", vec![svc("a", "x")])]);
+    let with_eps = pc.with_changes(2, [Chunk::Endpoints(eps(1))], []);
+    assert_ne!(pc.endpoints_id(), with_eps.endpoints_id());
+    // A namespace change, or removing what is not there, keeps the endpoints and the id.
+    let ns_change = with_eps.with_changes(
+        3,
+        [ns("a", vec![svc("a", "x"), svc("a", "y")])],
+        [ChunkKey::Endpoints(svc("a", "y").key())],
+    );
+    assert_eq!(ns_change.endpoints_id(), with_eps.endpoints_id());
+    // Any endpoint chunk written or removed draws a new id, never one seen before.
+    let again = ns_change.with_changes(4, [Chunk::Endpoints(eps(2))], []);
+    let removed = again.with_changes(5, [], [ChunkKey::Endpoints(svc("a", "x").key())]);
+    let other = PushContext::from_chunks(1, [Chunk::Endpoints(eps(1))]);
+    let ids = [&pc, &with_eps, &again, &removed, &other].map(|p| p.endpoints_id());
+    let unique: std::collections::BTreeSet<u64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+}
+
+#[test]
 fn destination_rule_precedence() {
     let dr = |ns: &str, host: &str| NamedConfig {
         name: format!("dr-{ns}"),

@@ -47,7 +47,7 @@ fn nack(r: &DiscoveryResponse, names: &[&str], msg: &str) -> DiscoveryRequest {
 fn names(r: &DiscoveryResponse) -> Vec<String> {
     r.resources
         .iter()
-        .map(|a| String::from_utf8(a.value.clone()).unwrap())
+        .map(|a| String::from_utf8(a.resource.value.clone()).unwrap())
         .collect()
 }
 

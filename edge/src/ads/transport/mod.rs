@@ -18,7 +18,9 @@ mod encode;
 mod framing;
 mod inbound;
 
+#[cfg(test)]
 pub(crate) use encode::frame;
+pub use encode::{DeltaResource, DeltaResponse, SotwResponse};
 
 use super::outbound::Outbound;
 use super::protocol::Protocol;
