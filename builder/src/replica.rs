@@ -167,9 +167,7 @@ impl Replica {
     pub fn namespace_objects(&self, namespace: &str) -> NamespaceObjects<'_> {
         let mut objects = NamespaceObjects::default();
         for (kind, configs) in self.by_namespace.get(namespace).into_iter().flatten() {
-            objects
-                .by_kind
-                .insert(*kind, configs.values().collect());
+            objects.by_kind.insert(*kind, configs.values().collect());
         }
         objects
     }

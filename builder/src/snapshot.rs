@@ -105,8 +105,7 @@ impl SnapshotBuilder {
                     (previous, Some(endpoints), false)
                 }
                 (_, previous) => {
-                    let NamespaceBuild { config, endpoints } =
-                        mesh::build_namespace(ns, &objects);
+                    let NamespaceBuild { config, endpoints } = mesh::build_namespace(ns, &objects);
                     let previous_services = previous.map(|c| c.services);
                     let changed = previous_services.as_ref() != Some(&config.services);
                     if changed && !config_is_empty(&config) {

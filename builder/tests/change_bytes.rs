@@ -31,7 +31,11 @@ fn one_endpoint_change_writes_one_small_chunk_and_the_manifest() {
         built.new_chunks.len()
     );
     assert!(!built.full, "an endpoint change is not a full push");
-    assert_eq!(built.new_chunks.len(), 1, "only the service's endpoints chunk");
+    assert_eq!(
+        built.new_chunks.len(),
+        1,
+        "only the service's endpoints chunk"
+    );
     assert!(chunks < 64 * 1024, "endpoint chunk of {chunks} B");
     assert_eq!(refs, 10_000 + 10, "one chunk per service and per namespace");
     assert!(

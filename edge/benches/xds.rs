@@ -20,11 +20,16 @@
 
 mod support;
 
+// The allocator the edge binary runs with.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use shoal_edge::ads::{GeneratorSource, PushScope, SotwStream};
 use shoal_edge::proxy::Proxy;
 use shoal_edge::push_queue::{PushEvent, PushQueue};
+use shoal_edge::snapshot::namespace_changes;
 use shoal_edge::xds::Generator;
 use shoal_edge::xds::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, is_wildcard};
 use shoal_meshgen::Mesh;
@@ -145,12 +150,16 @@ fn request(type_url: &str, names: &[String], nonce: &str, version: &str) -> Disc
     }
 }
 
-fn encoded_bytes(responses: &[DiscoveryResponse]) -> usize {
-    responses
-        .iter()
-        .flat_map(|r| r.resources.iter())
-        .map(|a| a.value.len())
-        .sum()
+/// The encoded bytes of the resources in a stream's responses (a macro: the response
+/// type is not nameable outside the crate).
+macro_rules! encoded_bytes {
+    ($responses:expr) => {
+        $responses
+            .iter()
+            .flat_map(|r| r.resources.iter())
+            .map(|r| r.resource.value.len())
+            .sum::<usize>()
+    };
 }
 
 /// Connects `n` proxies and takes each through its initial sync (CDS, EDS, LDS, RDS,
@@ -179,7 +188,7 @@ fn connect(mesh: &Mesh, g: &Generator, push: &PushContext, n: usize) -> (Vec<Con
                     .on_request(&src, &request(type_url, names, "", ""))
                     .expect("initial request");
                 let response = &reply.responses[0];
-                bytes += encoded_bytes(&reply.responses);
+                bytes += encoded_bytes!(reply.responses);
                 stream
                     .on_request(
                         &src,
@@ -271,7 +280,7 @@ impl Fleet {
                     .on_push(&src, &PushScope::of(&event))
                     .expect("push");
                 out.responses += responses.len();
-                out.bytes += encoded_bytes(&responses);
+                out.bytes += encoded_bytes!(responses);
                 queue.mark_done(&id);
             }
         });
@@ -296,16 +305,26 @@ fn endpoint_change(push: &PushContext, service: &ServiceKey, flip: bool) -> Push
     push.with_changes(push.version() + 1, [Chunk::Endpoints(eps)], [])
 }
 
-/// The next snapshot with a VirtualService's route timeout changed in `namespace`.
-fn vs_change(push: &PushContext, namespace: &str, vs: &str, flip: bool) -> PushContext {
-    let mut ns = (**push.namespace(namespace).expect("namespace")).clone();
+/// The next snapshot with a VirtualService's route timeout changed in `namespace`, and
+/// what changed as the snapshot puller names it (`snapshot::namespace_changes`: the
+/// hostnames concerned; `None` when it cannot be narrowed).
+fn vs_change(
+    push: &PushContext,
+    namespace: &str,
+    vs: &str,
+    flip: bool,
+) -> (PushContext, Option<BTreeSet<ConfigKey>>) {
+    let old = push.namespace(namespace).expect("namespace");
+    let mut ns = (**old).clone();
     let vs = ns
         .virtual_services
         .iter_mut()
         .find(|v| v.name == vs)
         .expect("virtual service");
     vs.spec.http[0].timeout = Some(if flip { "7s" } else { "5s" }.into());
-    push.with_changes(push.version() + 1, [Chunk::Namespace(ns)], [])
+    let changes = namespace_changes(Some(old), Some(&ns));
+    let next = push.with_changes(push.version() + 1, [Chunk::Namespace(ns)], []);
+    (next, changes)
 }
 
 fn fanout(c: &mut Criterion) {
@@ -369,21 +388,18 @@ fn fanout(c: &mut Criterion) {
         report("one endpoint change", &last);
     }
 
-    // One VirtualService change: a full push to every stream (routing changes concern
-    // every scope); each scope's CDS/EDS/LDS/RDS is regenerated once and diffed per stream.
+    // One VirtualService change, narrowed as the puller narrows it (to the scopes that
+    // hold its hosts): a full push (CDS, EDS, LDS, RDS regenerated once per scope, diffed
+    // per stream) to those streams.
     g.bench_function("vs_change_10k_streams", |b| {
         let fleet = fleet.get_or_insert_with(|| Fleet::new(STREAMS));
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 flip = !flip;
-                fleet.push = Arc::new(vs_change(
-                    &fleet.push,
-                    &vs_svc.namespace,
-                    &vs_svc.name,
-                    flip,
-                ));
-                let event = fleet.event(true, BTreeSet::new());
+                let (next, changes) = vs_change(&fleet.push, &vs_svc.namespace, &vs_svc.name, flip);
+                fleet.push = Arc::new(next);
+                let event = fleet.event(true, changes.expect("narrowed to its hosts"));
                 let out = fleet.fan_out(event);
                 assert!(out.responses > 0);
                 total += out.decide + out.push;
@@ -394,6 +410,29 @@ fn fanout(c: &mut Criterion) {
     });
     if let Some(last) = last.take() {
         report("one VirtualService change", &last);
+    }
+
+    // A change that cannot be narrowed (a wildcard host, the first snapshot): a full push
+    // to every stream.
+    g.bench_function("full_push_10k_streams", |b| {
+        let fleet = fleet.get_or_insert_with(|| Fleet::new(STREAMS));
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                flip = !flip;
+                let (next, _) = vs_change(&fleet.push, &vs_svc.namespace, &vs_svc.name, flip);
+                fleet.push = Arc::new(next);
+                let event = fleet.event(true, BTreeSet::new());
+                let out = fleet.fan_out(event);
+                assert!(out.responses > 0);
+                total += out.decide + out.push;
+                last = Some(out);
+            }
+            total
+        })
+    });
+    if let Some(last) = last.take() {
+        report("an un-narrowed full push", &last);
     }
     g.finish();
 }

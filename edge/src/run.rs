@@ -178,15 +178,26 @@ impl BoundEdge {
             .add_service(edge.xds.ads_service())
             .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown());
         let mut server = std::pin::pin!(server);
+        let mut dispatcher_done = false;
         let result = tokio::select! {
             r = &mut server => r.map_err(EdgeError::from),
             _ = &mut dispatcher => {
-                error!("push dispatcher exited; stopping the edge");
-                Err(EdgeError::DispatcherExited)
+                dispatcher_done = true;
+                // On shutdown the dispatcher closes the streams first and the server then
+                // finishes; a dispatcher that stops on its own leaves the server running.
+                match tokio::time::timeout(std::time::Duration::from_secs(5), &mut server).await {
+                    Ok(r) => r.map_err(EdgeError::from),
+                    Err(_) => {
+                        error!("push dispatcher exited; stopping the edge");
+                        Err(EdgeError::DispatcherExited)
+                    }
+                }
             }
         };
         // The dispatcher closes streams on drain; give it and the others a moment.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), dispatcher).await;
+        if !dispatcher_done {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), dispatcher).await;
+        }
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), membership).await;
         puller.abort();
         result

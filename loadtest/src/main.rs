@@ -41,7 +41,7 @@ fn write_mesh(a: MeshArgs) -> anyhow::Result<()> {
 
 async fn run_load(a: RunArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.timeout > 0.0, "--timeout must be positive");
-    let config = RunConfig {
+    let mut config = RunConfig {
         xds_addrs: a.xds_addr,
         proxies: a.proxies,
         conns: a.conns,
@@ -54,6 +54,9 @@ async fn run_load(a: RunArgs) -> anyhow::Result<()> {
         settle: Duration::from_millis(a.settle_ms),
         ..RunConfig::default()
     };
+    // A loaded machine can take long to answer thousands of new streams: opening one may
+    // take as long as any other wait.
+    config.limits.open_timeout = config.limits.open_timeout.max(config.timeout);
     let report = run(config).await?;
     println!("{report}");
     if let Some(path) = &a.json {

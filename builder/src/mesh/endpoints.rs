@@ -63,7 +63,14 @@ pub fn build(
 ) -> ServiceEndpoints {
     let mut out = Vec::new();
     for (config, spec) in &source.kube {
-        kube_endpoints(config, spec, &source.service.ports, objects, index, &mut out);
+        kube_endpoints(
+            config,
+            spec,
+            &source.service.ports,
+            objects,
+            index,
+            &mut out,
+        );
     }
     for (config, spec) in &source.entries {
         entry_endpoints(config, spec, &source.service.ports, objects, &mut out);

@@ -130,7 +130,10 @@ fn dns_service_endpoint_change_is_full() {
     }
     let dirty = replica.take_dirty();
     let next = builder.build(&replica, dirty, 2, 0).unwrap().unwrap();
-    assert!(next.full, "a DNS cluster inlines its endpoints: CDS must be pushed");
+    assert!(
+        next.full,
+        "a DNS cluster inlines its endpoints: CDS must be pushed"
+    );
 }
 
 const RICH: &str = r#"
@@ -243,7 +246,13 @@ fn incremental_builds_equal_a_build_from_scratch() {
     let doc = |i: usize| RICH.split("\n---\n").nth(i).unwrap().to_string();
     // (what, YAML, delete, expect full, expect services_updated names)
     let steps: Vec<(&str, String, bool, bool, Vec<&str>)> = vec![
-        ("VirtualService edit", doc(6).replace("5s", "7s"), false, true, vec![]),
+        (
+            "VirtualService edit",
+            doc(6).replace("5s", "7s"),
+            false,
+            true,
+            vec![],
+        ),
         (
             "Pod relabelled (endpoints only)",
             doc(2).replace("version: v1", "version: v2"),

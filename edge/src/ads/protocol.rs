@@ -4,12 +4,14 @@ use super::error::Result;
 use super::scope::PushScope;
 use super::source::ResourceSource;
 use super::status::{Reply, TypeStatus};
+use super::transport::{
+    DeltaResponse as DeltaDiscoveryResponse, SotwResponse as DiscoveryResponse,
+};
 use super::{DeltaStream, SotwStream};
 use crate::proxy::Proxy;
 use crate::xds::GenerateError;
 use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
-use super::transport::{DeltaResponse as DeltaDiscoveryResponse, SotwResponse as DiscoveryResponse};
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 
 pub(crate) trait Protocol: Send + Sync + 'static {

@@ -1,4 +1,4 @@
-use super::cache::{CacheStats, TypeCache};
+use super::cache::{CacheStats, TypeCache, TypeStats};
 use super::clusters::{self, ClusterDefaults, EdsTarget};
 use super::endpoints::{self, EndpointFilter};
 use super::listeners::{self, ListenerOptions};
@@ -101,6 +101,11 @@ pub struct Generator {
     clusters: TypeCache<(ScopeKey, bool), ClusterEntry>,
     /// Keyed by cluster name and the namespace of the service it was built for.
     endpoints: TypeCache<EndpointKey, Arc<EndpointEntry>>,
+    /// Every assignment of a scope, sorted by name, keyed by scope, whether the inbound
+    /// passthrough cluster is included (as the clusters are), and the endpoints they were
+    /// built from: what a proxy's EDS request is answered from, without a lookup per
+    /// cluster.
+    scope_endpoints: TypeCache<(ScopeKey, bool, u64), Resources>,
     /// Keyed by scope, interception mode, and the proxy's address when it is bound.
     listeners: TypeCache<(ScopeKey, u8, Option<String>), Resources>,
     /// Keyed by scope, and the proxy's labels when a VirtualService routes by them.
@@ -124,6 +129,7 @@ impl Generator {
         Generator {
             clusters: TypeCache::new(config.scope_cache_capacity),
             endpoints: TypeCache::new(config.endpoint_cache_capacity),
+            scope_endpoints: TypeCache::new(config.scope_cache_capacity),
             listeners: TypeCache::new(config.scope_cache_capacity),
             routes: TypeCache::new(config.scope_cache_capacity),
             warned: Mutex::new(HashSet::new()),
@@ -131,11 +137,16 @@ impl Generator {
         }
     }
 
-    /// Hits, misses and sizes of the caches, for metrics.
+    /// Hits, misses and sizes of the caches, for metrics. EDS: a request answered from a
+    /// scope's cached assignments counts as one hit; misses and entries count assignments.
     pub fn cache_stats(&self) -> CacheStats {
+        let (scopes, assignments) = (self.scope_endpoints.stats(), self.endpoints.stats());
         CacheStats {
             clusters: self.clusters.stats(),
-            endpoints: self.endpoints.stats(),
+            endpoints: TypeStats {
+                hits: scopes.hits + assignments.hits,
+                ..assignments
+            },
             listeners: self.listeners.stats(),
             routes: self.routes.stats(),
         }
@@ -213,47 +224,66 @@ impl Generator {
         proxy: &Proxy,
         names: &[String],
     ) -> Vec<Arc<XdsResource>> {
-        let eds = self.clusters(scope, push, proxy).eds;
-        let one = |name: &String, cluster: &EdsCluster| {
-            let filter = &cluster.target.filter;
-            let chunk = push.endpoints(&cluster.service);
-            let fresh = |e: &Arc<EndpointEntry>| {
-                same_chunk(e.endpoints.as_ref(), chunk) && e.filter == *filter
-            };
-            let entry = self
-                .endpoints
-                .get_or_build(cluster.cache_key.clone(), fresh, || {
-                    Arc::new(EndpointEntry {
-                        endpoints: chunk.cloned(),
-                        filter: filter.clone(),
-                        resource: resource(
-                            name.clone(),
-                            &endpoints::load_assignment(name, chunk.map(|c| &**c), filter),
-                        ),
-                    })
-                });
-            entry.resource.clone()
-        };
+        let inbound = proxy.interception != InterceptionMode::None;
+        let key = (scope_key(scope), inbound, push.endpoints_id());
+        let all = self.scope_endpoints.get_or_build(
+            key,
+            |_| true,
+            || {
+                let eds = self.clusters(scope, push, proxy).eds;
+                Arc::new(
+                    eds.iter()
+                        .map(|(name, cluster)| self.assignment(push, name, cluster))
+                        .collect(),
+                )
+            },
+        );
         if names.is_empty() {
-            return eds.iter().map(|(name, c)| one(name, c)).collect();
+            return all.to_vec();
         }
         if !names.is_sorted() {
-            return names
-                .iter()
-                .filter_map(|name| Some(one(name, eds.get(name)?)))
-                .collect();
+            return select(&all, names);
         }
-        // Sorted names (as streams keep their subscriptions): one walk along the sorted
-        // clusters instead of a tree search, with its long-prefix string compares, each.
-        let mut clusters = eds.iter().peekable();
+        // Sorted names (as streams keep their subscriptions): a walk along the sorted
+        // assignments, most often one step and one compare per name.
+        let mut rest = &all[..];
         names
             .iter()
             .filter_map(|name| {
-                while clusters.next_if(|(k, _)| *k < name).is_some() {}
-                let (k, c) = clusters.peek()?;
-                (*k == name).then(|| one(name, c))
+                let name = name.as_str();
+                if rest.first().is_some_and(|r| r.name.as_str() < name) {
+                    let next = &rest[1..];
+                    rest = if next.first().is_none_or(|r| r.name.as_str() >= name) {
+                        next
+                    } else {
+                        &next[next.partition_point(|r| r.name.as_str() < name)..]
+                    };
+                }
+                rest.first().filter(|r| r.name == name).cloned()
             })
             .collect()
+    }
+
+    /// The assignment of one EDS cluster, shared by every scope that has the cluster
+    /// until its service's endpoint chunk changes.
+    fn assignment(&self, push: &PushContext, name: &str, cluster: &EdsCluster) -> Arc<XdsResource> {
+        let filter = &cluster.target.filter;
+        let chunk = push.endpoints(&cluster.service);
+        let fresh =
+            |e: &Arc<EndpointEntry>| same_chunk(e.endpoints.as_ref(), chunk) && e.filter == *filter;
+        let entry = self
+            .endpoints
+            .get_or_build(cluster.cache_key.clone(), fresh, || {
+                Arc::new(EndpointEntry {
+                    endpoints: chunk.cloned(),
+                    filter: filter.clone(),
+                    resource: resource(
+                        name,
+                        &endpoints::load_assignment(name, chunk.map(|c| &**c), filter),
+                    ),
+                })
+            });
+        entry.resource.clone()
     }
 
     fn listeners(&self, scope: &SidecarScope, proxy: &Proxy) -> Resources {

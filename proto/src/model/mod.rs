@@ -6,7 +6,7 @@ mod service;
 
 pub use service::{
     Endpoint, ExportTo, NamedConfig, NamespaceConfig, Protocol, Resolution, Service,
-    ServiceEndpoints, ServiceKey, ServicePort,
+    ServiceEndpoints, ServiceKey, ServicePort, export_visible,
 };
 
 /// The namespace whose Sidecar and config apply mesh-wide (Istio's root namespace).

@@ -89,16 +89,22 @@ pub struct ExportTo(pub Vec<String>);
 impl ExportTo {
     /// Whether config owned by `owner` is visible from namespace `from`.
     pub fn visible(&self, owner: &str, from: &str) -> bool {
-        if self.0.is_empty() {
-            return true;
-        }
-        self.0.iter().any(|e| match e.as_str() {
-            "*" => true,
-            "." => owner == from,
-            "~" => false,
-            ns => ns == from,
-        })
+        export_visible(&self.0, owner, from)
     }
+}
+
+/// [`ExportTo::visible`] of an `exportTo` list held as a plain slice (VirtualServices and
+/// DestinationRules keep theirs in their spec), without copying it.
+pub fn export_visible(export_to: &[String], owner: &str, from: &str) -> bool {
+    if export_to.is_empty() {
+        return true;
+    }
+    export_to.iter().any(|e| match e.as_str() {
+        "*" => true,
+        "." => owner == from,
+        "~" => false,
+        ns => ns == from,
+    })
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -163,11 +163,13 @@ impl SidecarScope {
         // namespace's, then the root namespace's; the most specific host first.
         let mut destination_rules = HashMap::new();
         for svc in &services {
-            let candidates = index.destination_rules.iter().filter(|dr| {
-                host_matches(&dr.spec.host, &svc.hostname)
-                    && export_visible(&dr.spec.export_to, &dr.namespace, proxy_ns)
-                    && dr.spec.workload_selector.is_none()
-            });
+            let candidates = index
+                .destination_rule_candidates(&svc.hostname)
+                .filter(|dr| {
+                    host_matches(&dr.spec.host, &svc.hostname)
+                        && export_visible(&dr.spec.export_to, &dr.namespace, proxy_ns)
+                        && dr.spec.workload_selector.is_none()
+                });
             let best = candidates.min_by_key(|dr| {
                 let ns_rank = if dr.namespace == proxy_ns {
                     0
@@ -262,5 +264,5 @@ impl SidecarScope {
 }
 
 fn export_visible(export_to: &[String], owner: &str, from: &str) -> bool {
-    crate::model::ExportTo(export_to.to_vec()).visible(owner, from)
+    crate::model::export_visible(export_to, owner, from)
 }

@@ -124,12 +124,12 @@ fn endpoint_update_keeps_index_and_scopes() {
 
 #[test]
 fn endpoints_id_changes_with_the_endpoints_only() {
-    let eps = |n: usize| crate::model::ServiceEndpoints {
+    let eps = || crate::model::ServiceEndpoints {
         service: svc("a", "x").key(),
-        endpoints: vec![Default::default(); n],
+        endpoints: vec![],
     };
     let pc = PushContext::from_chunks(1, [ns("a", vec![svc("a", "x")])]);
-    let with_eps = pc.with_changes(2, [Chunk::Endpoints(eps(1))], []);
+    let with_eps = pc.with_changes(2, [Chunk::Endpoints(eps())], []);
     assert_ne!(pc.endpoints_id(), with_eps.endpoints_id());
     // A namespace change, or removing what is not there, keeps the endpoints and the id.
     let ns_change = with_eps.with_changes(
@@ -139,9 +139,9 @@ fn endpoints_id_changes_with_the_endpoints_only() {
     );
     assert_eq!(ns_change.endpoints_id(), with_eps.endpoints_id());
     // Any endpoint chunk written or removed draws a new id, never one seen before.
-    let again = ns_change.with_changes(4, [Chunk::Endpoints(eps(2))], []);
+    let again = ns_change.with_changes(4, [Chunk::Endpoints(eps())], []);
     let removed = again.with_changes(5, [], [ChunkKey::Endpoints(svc("a", "x").key())]);
-    let other = PushContext::from_chunks(1, [Chunk::Endpoints(eps(1))]);
+    let other = PushContext::from_chunks(1, [Chunk::Endpoints(eps())]);
     let ids = [&pc, &with_eps, &again, &removed, &other].map(|p| p.endpoints_id());
     let unique: std::collections::BTreeSet<u64> = ids.iter().copied().collect();
     assert_eq!(unique.len(), ids.len(), "{ids:?}");
@@ -185,4 +185,72 @@ fn destination_rule_precedence() {
             .name,
         "dr-a"
     );
+}
+
+#[test]
+fn destination_rule_candidates_are_the_matching_rules_in_index_order() {
+    let dr = |ns: &str, name: &str, host: &str| NamedConfig {
+        name: name.into(),
+        namespace: ns.to_string(),
+        spec: istio::DestinationRule {
+            host: host.into(),
+            ..Default::default()
+        },
+    };
+    let config = |name: &str, rules| {
+        Chunk::Namespace(NamespaceConfig {
+            namespace: name.into(),
+            destination_rules: rules,
+            ..Default::default()
+        })
+    };
+    let pc = PushContext::from_chunks(
+        1,
+        [
+            config(
+                "a",
+                vec![
+                    dr("a", "1", "x.a.svc.cluster.local"),
+                    dr("a", "2", "*.a.svc.cluster.local"),
+                    dr("a", "3", "x.a.svc.cluster.local"),
+                ],
+            ),
+            config(
+                "b",
+                vec![dr("b", "4", "*"), dr("b", "5", "y.a.svc.cluster.local")],
+            ),
+            config(
+                "c",
+                vec![
+                    dr("c", "6", "x.a.svc.cluster.local"),
+                    dr("c", "7", "*.svc.cluster.local"),
+                ],
+            ),
+        ],
+    );
+    let index = pc.index();
+    for host in [
+        "x.a.svc.cluster.local",
+        "y.a.svc.cluster.local",
+        "z.b.svc.cluster.local",
+        "example.com",
+    ] {
+        let got: Vec<&str> = index
+            .destination_rule_candidates(host)
+            .filter(|dr| crate::model::host_matches(&dr.spec.host, host))
+            .map(|dr| dr.name.as_str())
+            .collect();
+        let want: Vec<&str> = index
+            .destination_rules
+            .iter()
+            .filter(|dr| crate::model::host_matches(&dr.spec.host, host))
+            .map(|dr| dr.name.as_str())
+            .collect();
+        assert_eq!(got, want, "{host}");
+    }
+    let all: Vec<&str> = index
+        .destination_rule_candidates("x.a.svc.cluster.local")
+        .map(|dr| dr.name.as_str())
+        .collect();
+    assert_eq!(all, ["1", "2", "3", "4", "6", "7"]);
 }

@@ -29,7 +29,10 @@ fn ack(r: &DeltaDiscoveryResponse) -> DeltaDiscoveryRequest {
 }
 
 fn names(r: &DeltaDiscoveryResponse) -> Vec<&str> {
-    r.resources.iter().map(|r| r.resource.name.as_str()).collect()
+    r.resources
+        .iter()
+        .map(|r| r.resource.name.as_str())
+        .collect()
 }
 
 fn one(reply: Reply<DeltaDiscoveryResponse>) -> DeltaDiscoveryResponse {
