@@ -13,6 +13,10 @@
 
 mod support;
 
+// The allocator the binaries run with.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use shoal_builder::replica::Replica;
 use shoal_builder::snapshot::SnapshotBuilder;

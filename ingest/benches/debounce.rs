@@ -12,6 +12,10 @@
 //!   period long enough that all N merge into the one push made when the input closes.
 //!   Criterion's throughput line is the events per second one debouncer absorbs.
 
+// The allocator the binaries run with.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use shoal_ingest::debounce::{DebounceConfig, debounce};
 use shoal_proto::config::{ConfigKey, Kind};
