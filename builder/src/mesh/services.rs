@@ -20,43 +20,38 @@ pub fn build<'a>(namespace: &str, objects: &NamespaceObjects<'a>) -> Vec<Sourced
             continue;
         };
         let svc = from_kube(namespace, config, spec);
-        let entry = by_host
-            .entry(svc.hostname.clone())
-            .or_insert_with(|| SourcedService {
-                service: Service {
-                    ports: Vec::new(),
-                    addresses: Vec::new(),
-                    clusters: Vec::new(),
-                    ..svc.clone()
-                },
-                kube: Vec::new(),
-                entries: Vec::new(),
-            });
-        merge(&mut entry.service, svc);
-        entry.kube.push((config, spec));
+        merged(&mut by_host, svc).kube.push((config, spec));
     }
     for config in objects.of(Kind::ServiceEntry) {
         let Spec::ServiceEntry(spec) = &config.spec else {
             continue;
         };
         for svc in from_entry(namespace, config, spec) {
-            let entry = by_host
-                .entry(svc.hostname.clone())
-                .or_insert_with(|| SourcedService {
-                    service: Service {
-                        ports: Vec::new(),
-                        addresses: Vec::new(),
-                        clusters: Vec::new(),
-                        ..svc.clone()
-                    },
-                    kube: Vec::new(),
-                    entries: Vec::new(),
-                });
-            merge(&mut entry.service, svc);
-            entry.entries.push((config, spec));
+            merged(&mut by_host, svc).entries.push((config, spec));
         }
     }
     by_host.into_values().collect()
+}
+
+/// The entry for `svc`'s hostname, with `svc` merged into it.
+fn merged<'m, 'a>(
+    by_host: &'m mut BTreeMap<String, SourcedService<'a>>,
+    svc: Service,
+) -> &'m mut SourcedService<'a> {
+    let entry = by_host
+        .entry(svc.hostname.clone())
+        .or_insert_with(|| SourcedService {
+            service: Service {
+                ports: Vec::new(),
+                addresses: Vec::new(),
+                clusters: Vec::new(),
+                ..svc.clone()
+            },
+            kube: Vec::new(),
+            entries: Vec::new(),
+        });
+    merge(&mut entry.service, svc);
+    entry
 }
 
 /// Merges the same hostname from another cluster or object: ports and VIPs are unioned.
