@@ -12,7 +12,7 @@
 
 use super::error::{AdsError, Result};
 use super::scope::{PushScope, host_selected};
-use super::source::ResourceSource;
+use super::source::{ResourceSource, subscribed};
 use super::status::{Nonces, Reply, RequestKind, TypeStatus};
 use super::transport::{DeltaResource, DeltaResponse as DeltaDiscoveryResponse};
 use crate::proxy::Proxy;
@@ -201,24 +201,7 @@ impl DeltaStream {
         };
         let (resources, hosts) = match consider {
             Consider::Subscribed(hosts) => {
-                let mut all = if w.wildcard {
-                    src.resources(type_url, &self.proxy, &[])?
-                } else {
-                    let names: Vec<String> = w
-                        .names
-                        .iter()
-                        .filter(|n| host_selected(hosts, n))
-                        .cloned()
-                        .collect();
-                    if names.is_empty() {
-                        Vec::new()
-                    } else {
-                        src.resources(type_url, &self.proxy, &names)?
-                    }
-                };
-                if hosts.is_some() {
-                    all.retain(|r| host_selected(hosts, &r.name));
-                }
+                let all = subscribed(src, &self.proxy, type_url, w.wildcard, &w.names, hosts)?;
                 (all, Some(hosts))
             }
             Consider::Names(names) => (src.resources(type_url, &self.proxy, names)?, None),

@@ -17,7 +17,7 @@
 use super::error::{AdsError, Result};
 use super::scope::{PushScope, host_selected};
 use super::sent::{Names, SentSet};
-use super::source::ResourceSource;
+use super::source::{ResourceSource, subscribed};
 use super::status::{Nonces, Reply, RequestKind, TypeStatus};
 use super::transport::SotwResponse as DiscoveryResponse;
 use crate::proxy::Proxy;
@@ -62,24 +62,14 @@ impl Watch {
         type_url: &str,
         hosts: Option<&BTreeSet<String>>,
     ) -> Result<Vec<Arc<XdsResource>>, GenerateError> {
-        let mut resources = if self.wildcard {
-            src.resources(type_url, proxy, &[])?
-        } else {
-            let names: Vec<String> = self
-                .names
-                .iter()
-                .filter(|n| host_selected(hosts, n))
-                .cloned()
-                .collect();
-            if names.is_empty() {
-                return Ok(Vec::new());
-            }
-            src.resources(type_url, proxy, &names)?
-        };
-        if hosts.is_some() {
-            resources.retain(|r| host_selected(hosts, &r.name));
-        }
-        Ok(resources)
+        subscribed(
+            src,
+            proxy,
+            type_url,
+            self.wildcard,
+            self.names.iter(),
+            hosts,
+        )
     }
 }
 

@@ -40,3 +40,33 @@ impl ResourceSource for GeneratorSource<'_> {
         self.generator.generate(type_url, proxy, self.push, names)
     }
 }
+
+/// The resources a subscription currently covers: everything of `type_url` when
+/// `wildcard`, else the named ones; with `hosts`, only those of these services' clusters.
+/// Shared by the SotW and Delta state machines.
+pub(crate) fn subscribed<'a>(
+    src: &dyn ResourceSource,
+    proxy: &Proxy,
+    type_url: &str,
+    wildcard: bool,
+    names: impl IntoIterator<Item = &'a String>,
+    hosts: Option<&std::collections::BTreeSet<String>>,
+) -> Result<Vec<Arc<XdsResource>>, GenerateError> {
+    let mut resources = if wildcard {
+        src.resources(type_url, proxy, &[])?
+    } else {
+        let names: Vec<String> = names
+            .into_iter()
+            .filter(|n| super::scope::host_selected(hosts, n))
+            .cloned()
+            .collect();
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        src.resources(type_url, proxy, &names)?
+    };
+    if hosts.is_some() {
+        resources.retain(|r| super::scope::host_selected(hosts, &r.name));
+    }
+    Ok(resources)
+}
