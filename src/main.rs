@@ -92,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
     args.push.apply(&mut edge_config.xds);
     let edge = Edge::new(edge_config, bus, store, membership, &mut registry);
     let xds = edge.xds();
-    let ring = edge.ring();
+    let ring_debug = edge.ring_debug();
     let synced = edge.synced();
     let edge = edge.bind(args.xds_addr).await?;
 
@@ -103,10 +103,7 @@ async fn main() -> anyhow::Result<()> {
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("rejections", Arc::new(move || rejections.rejections_json()))
         .debug("builder", Arc::new(move || status.json()))
-        .debug(
-            "ring",
-            Arc::new(move || shoal_edge::ring_json(&ring.borrow())),
-        )
+        .debug("ring", Arc::new(ring_debug))
         .bind(args.http_addr)
         .await?;
     info!(xds = %edge.local_addr(), http = %admin.local_addr(), config_dir = %args.config_dir.display(), "shoal serving");

@@ -6,9 +6,11 @@
 //! that moved since *its* last build.
 
 use crate::mesh::NamespaceObjects;
-use shoal_proto::config::{Config, Kind};
+use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason, unix_nanos};
+use shoal_proto::config::{Config, ConfigKey, Kind};
 use shoal_proto::transport::{KvEntry, decode_config, parse_config_kv_key};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::SystemTime;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaError {
@@ -18,7 +20,7 @@ pub enum ReplicaError {
     BadValue { key: String, reason: String },
 }
 
-/// Namespaces to rebuild.
+/// Namespaces to rebuild, as a build reads a [`ChangeSet`] of config keys.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Dirty {
     pub namespaces: BTreeSet<String>,
@@ -31,6 +33,29 @@ pub struct Dirty {
 }
 
 impl Dirty {
+    /// The namespaces (and kinds) `changes` names; everything when it names nothing.
+    /// Namespace objects feed no chunk, so they dirty nothing.
+    pub fn of(changes: &ChangeSet) -> Dirty {
+        if changes.is_everything() {
+            return Dirty {
+                all: true,
+                ..Dirty::default()
+            };
+        }
+        let mut kinds: BTreeMap<String, BTreeSet<Kind>> = BTreeMap::new();
+        for key in changes.config_keys().filter(|k| k.kind != Kind::Namespace) {
+            kinds
+                .entry(key.namespace.clone())
+                .or_default()
+                .insert(key.kind);
+        }
+        Dirty {
+            namespaces: kinds.keys().cloned().collect(),
+            kinds,
+            all: false,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         !self.all && self.namespaces.is_empty()
     }
@@ -47,7 +72,8 @@ pub struct Replica {
     location: HashMap<String, (String, Kind)>,
     key_revisions: HashMap<String, u64>,
     revision: u64,
-    dirty: BTreeMap<String, BTreeSet<Kind>>,
+    /// Objects changed since the last build.
+    changed: BTreeSet<ConfigKey>,
     never_built: bool,
 }
 
@@ -93,12 +119,8 @@ impl Replica {
                     key: entry.key.clone(),
                     reason: e.to_string(),
                 })?;
-                if let Some(old_namespace) = self.remove(&entry.key) {
-                    self.mark_dirty(&old_namespace, key.kind);
-                }
-                if key.kind != Kind::Namespace {
-                    self.mark_dirty(&config.meta.namespace, key.kind);
-                }
+                self.remove(&entry.key);
+                self.changed.insert(key);
                 let (namespace, kind) = (config.meta.namespace.clone(), config.kind());
                 self.by_namespace
                     .entry(namespace.clone())
@@ -109,10 +131,8 @@ impl Replica {
                 self.location.insert(entry.key, (namespace, kind));
             }
             None => {
-                if let Some(old_namespace) = self.remove(&entry.key)
-                    && key.kind != Kind::Namespace
-                {
-                    self.mark_dirty(&old_namespace, key.kind);
+                if self.remove(&entry.key).is_some() {
+                    self.changed.insert(key);
                 }
             }
         }
@@ -136,27 +156,37 @@ impl Replica {
         Some(namespace)
     }
 
-    fn mark_dirty(&mut self, namespace: &str, kind: Kind) {
-        match self.dirty.get_mut(namespace) {
-            Some(kinds) => {
-                kinds.insert(kind);
+    /// What changed since the last call, as config keys (with no reasons or trace of
+    /// its own: those come from the push requests it is merged with); everything on the
+    /// first call; `None` when nothing changed.
+    pub fn take_changes(&mut self) -> Option<ChangeSet> {
+        let now = SystemTime::now();
+        let changes = if std::mem::take(&mut self.never_built) {
+            self.changed.clear();
+            ChangeSet::everything(TriggerReason::GlobalUpdate, now)
+        } else if self.changed.is_empty() {
+            return None;
+        } else {
+            let keys = std::mem::take(&mut self.changed);
+            let full = keys.iter().any(|k| !k.kind.is_endpoint_only());
+            ChangeSet {
+                full,
+                keys: keys.into_iter().map(ChangeKey::Config).collect(),
+                start_unix_nanos: unix_nanos(now),
+                ..ChangeSet::default()
             }
-            None => {
-                self.dirty
-                    .insert(namespace.to_string(), BTreeSet::from([kind]));
-            }
-        }
+        };
+        Some(ChangeSet {
+            reasons: Default::default(),
+            ..changes
+        })
     }
 
-    /// What changed since the last call; the first call returns everything.
+    /// [`Dirty::of`] what changed since the last call.
     pub fn take_dirty(&mut self) -> Dirty {
-        let all = std::mem::take(&mut self.never_built);
-        let kinds = std::mem::take(&mut self.dirty);
-        Dirty {
-            namespaces: kinds.keys().cloned().collect(),
-            kinds,
-            all,
-        }
+        self.take_changes()
+            .map(|c| Dirty::of(&c))
+            .unwrap_or_default()
     }
 
     /// Namespaces holding at least one object.

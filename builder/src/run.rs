@@ -1,12 +1,13 @@
 //! The builder's tasks: the replica follower and the build loop.
 
 use crate::metrics::{BuildLabels, Metrics};
-use crate::replica::Replica;
+use crate::replica::{Dirty, Replica};
 use crate::snapshot::SnapshotBuilder;
 use crate::writer::{Retention, Writer};
 use futures::{FutureExt, StreamExt};
 use prometheus_client::registry::Registry;
-use shoal_proto::push::{PushRequest, unix_nanos};
+use shoal_proto::change::{ChangeSet, unix_nanos};
+use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{Bus, ConfigKv, Delivery, SnapshotStore, TransportError};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -140,6 +141,7 @@ impl Builder {
             revision_rx,
             builder: SnapshotBuilder::new(),
             needs_full: false,
+            built_version: 0,
             last_manifest: None,
             writer,
             metrics: self.metrics,
@@ -237,6 +239,9 @@ struct BuildState {
     /// Set after a failed write: the next build starts from nothing, so every chunk is
     /// checked against the store again.
     needs_full: bool,
+    /// The version of this builder's previous build (0: none): announcements name it as
+    /// the base their change set is relative to.
+    built_version: u64,
     last_manifest: Option<(u64, Vec<u8>)>,
     writer: Writer,
     metrics: Metrics,
@@ -289,10 +294,9 @@ impl BuildState {
     }
 
     async fn handle(&mut self, batch: Vec<Delivery<PushRequest>>) {
-        let trace = batch[0].message.trace.clone();
         let Some(request) = batch
             .iter()
-            .map(|d| d.message.value.clone())
+            .map(|d| d.message.clone())
             .reduce(PushRequest::merge)
         else {
             return;
@@ -312,19 +316,36 @@ impl BuildState {
         let started = Instant::now();
         let built = {
             let mut replica = self.replica.lock().unwrap_or_else(|e| e.into_inner());
-            let mut dirty = replica.take_dirty();
-            if self.needs_full {
-                self.builder = SnapshotBuilder::new();
-                dirty.all = true;
-            }
-            let version = replica.revision();
-            self.builder
-                .build(&replica, dirty, version, unix_nanos(SystemTime::now()))
+            // The replica's own log covers revisions other builders built; the requests
+            // bring their start, reasons and trace (and "everything" on a resync).
+            let changes = match replica.take_changes() {
+                Some(own) => Some(own.merge(request.changes.clone())),
+                None if self.needs_full => Some(request.changes.clone()),
+                // Nothing moved since this builder's last build.
+                None => None,
+            };
+            changes.map(|changes| {
+                let mut dirty = Dirty::of(&changes);
+                if self.needs_full {
+                    self.builder = SnapshotBuilder::new();
+                    self.built_version = 0;
+                    dirty.all = true;
+                }
+                let version = replica.revision();
+                self.builder
+                    .build(&replica, dirty, version, unix_nanos(SystemTime::now()))
+                    .map(|built| built.map(|b| (b, changes)))
+            })
+        };
+        let Some(built) = built else {
+            debug!(revision = request.revision, "already built");
+            ack_all(batch).await;
+            return;
         };
         self.metrics
             .build_seconds
             .observe(started.elapsed().as_secs_f64());
-        let built = match built {
+        let (built, changes) = match built {
             Ok(Some(b)) => b,
             Ok(None) => {
                 self.metrics
@@ -350,9 +371,21 @@ impl BuildState {
             .get_or_create(&BuildLabels { kind })
             .inc();
         let write_started = Instant::now();
-        match self.writer.write(&built, &request, &trace).await {
+        // What proxies need is what the build found; when, why and the trace come from
+        // the requests.
+        let announced = ChangeSet {
+            full: built.full,
+            keys: built.changed.clone(),
+            ..changes
+        };
+        match self
+            .writer
+            .write(&built, self.built_version, announced)
+            .await
+        {
             Ok(stats) => {
                 self.needs_full = false;
+                self.built_version = built.manifest.version;
                 self.metrics
                     .write_seconds
                     .observe(write_started.elapsed().as_secs_f64());

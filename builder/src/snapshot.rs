@@ -3,7 +3,7 @@
 
 use crate::mesh::{self, Feeds, NamespaceBuild};
 use crate::replica::{Dirty, Replica};
-use shoal_proto::config::{ConfigKey, Kind};
+use shoal_proto::change::{self, ChangeKey};
 use shoal_proto::model::{NamespaceConfig, Resolution, ServiceKey};
 use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, ChunkRef, Manifest, SnapshotError};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -15,10 +15,13 @@ pub struct Built {
     pub manifest: Manifest,
     /// Chunks this build produced that the previous snapshot did not have.
     pub new_chunks: Vec<(ChunkHash, Arc<Vec<u8>>)>,
-    /// Namespace chunks changed or removed: proxies need a full push.
+    /// Namespace chunks changed or removed, or a DNS service's endpoints (inlined in its
+    /// cluster): proxies need a full push.
     pub full: bool,
-    /// `ServiceEntry ns/hostname` for services whose endpoints (or definition) changed.
-    pub services_updated: BTreeSet<ConfigKey>,
+    /// What changed for proxies: services by key, routing by hostname, Sidecars and
+    /// Gateways by key. Empty means everything (a first build, or a change a wildcard
+    /// host keeps from being narrowed).
+    pub changed: BTreeSet<ChangeKey>,
     pub namespaces_rebuilt: usize,
     pub warnings: Vec<String>,
 }
@@ -69,7 +72,9 @@ impl SnapshotBuilder {
         };
         let mut new_chunks = Vec::new();
         let mut full = false;
-        let mut services_updated = BTreeSet::new();
+        let mut changed = BTreeSet::new();
+        // False once a change cannot be narrowed to hostnames.
+        let mut narrowed = !everything;
         let mut put = |this: &mut Self, chunk: &Chunk| -> Result<bool, SnapshotError> {
             let key = chunk.key();
             let (hash, bytes) = chunk.encode()?;
@@ -96,6 +101,10 @@ impl SnapshotBuilder {
                 // Routing objects only: services and endpoints are as they were.
                 (Some(Feeds::Routing), Some(previous)) => {
                     let mut config = mesh::build_routing(ns, &objects);
+                    match change::routing_changes(&previous, &config) {
+                        Some(keys) => changed.extend(keys),
+                        None => narrowed = false,
+                    }
                     config.services = previous.services;
                     (config, None, true)
                 }
@@ -106,12 +115,9 @@ impl SnapshotBuilder {
                 }
                 (_, previous) => {
                     let NamespaceBuild { config, endpoints } = mesh::build_namespace(ns, &objects);
-                    let previous_services = previous.map(|c| c.services);
-                    let changed = previous_services.as_ref() != Some(&config.services);
-                    if changed && !config_is_empty(&config) {
-                        for s in previous_services.iter().flatten().chain(&config.services) {
-                            services_updated.insert(service_entry_key(&s.key()));
-                        }
+                    match change::namespace_changes(previous.as_ref(), Some(&config)) {
+                        Some(keys) => changed.extend(keys),
+                        None => narrowed = false,
                     }
                     (config, Some(endpoints), true)
                 }
@@ -129,7 +135,7 @@ impl SnapshotBuilder {
                     .unwrap_or_default()
                 {
                     self.chunks.remove(&ChunkKey::Endpoints(gone.clone()));
-                    services_updated.insert(service_entry_key(&gone));
+                    changed.insert(ChangeKey::Service(gone));
                 }
                 // A DNS service's endpoints are inlined in its cluster (CDS), so they
                 // need a full push, not EDS. (A set, not a scan of the services per chunk.)
@@ -143,7 +149,7 @@ impl SnapshotBuilder {
                     let svc = eps.service.clone();
                     if put(self, &Chunk::Endpoints(eps))? {
                         full |= inlined.contains(&svc);
-                        services_updated.insert(service_entry_key(&svc));
+                        changed.insert(ChangeKey::Service(svc));
                     }
                 }
                 if current.is_empty() {
@@ -173,8 +179,12 @@ impl SnapshotBuilder {
                 self.namespace_configs.insert(ns.clone(), config);
             }
         }
-        if new_chunks.is_empty() && !full && services_updated.is_empty() && !everything {
+        if new_chunks.is_empty() && !full && changed.is_empty() && !everything {
             return Ok(None);
+        }
+        if !narrowed {
+            full = true;
+            changed.clear();
         }
         let warnings = if full {
             mesh::dangling_subsets(self.namespace_configs.values())
@@ -197,7 +207,7 @@ impl SnapshotBuilder {
             manifest,
             new_chunks,
             full,
-            services_updated,
+            changed,
             namespaces_rebuilt: namespaces.len(),
             warnings,
         }))
@@ -210,11 +220,6 @@ fn config_is_empty(config: &NamespaceConfig) -> bool {
         && config.destination_rules.is_empty()
         && config.sidecars.is_empty()
         && config.gateways.is_empty()
-}
-
-/// Istio names a service change `ServiceEntry <namespace>/<hostname>` in ConfigsUpdated.
-pub fn service_entry_key(service: &ServiceKey) -> ConfigKey {
-    ConfigKey::new(Kind::ServiceEntry, &service.namespace, &service.hostname)
 }
 
 #[cfg(test)]

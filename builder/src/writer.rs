@@ -3,11 +3,9 @@
 
 use crate::snapshot::Built;
 use bytes::Bytes;
-use shoal_proto::push::PushRequest;
+use shoal_proto::change::ChangeSet;
 use shoal_proto::snapshot::{ChunkHash, SnapshotError};
-use shoal_proto::transport::{
-    Bus, SnapshotEvent, SnapshotStore, TraceContext, Traced, TransportError,
-};
+use shoal_proto::transport::{Bus, SnapshotEvent, SnapshotStore, TransportError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,11 +50,13 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// Writes `built` and, if `latest` advanced, announces it with `changes` (relative to
+    /// snapshot `base`).
     pub async fn write(
         &self,
         built: &Built,
-        request: &PushRequest,
-        trace: &TraceContext,
+        base: u64,
+        changes: ChangeSet,
     ) -> Result<WriteStats, WriteError> {
         let mut stats = WriteStats::default();
         let hashes: Vec<ChunkHash> = built.new_chunks.iter().map(|(h, _)| h.clone()).collect();
@@ -87,20 +87,10 @@ impl Writer {
         if stats.advanced {
             let event = SnapshotEvent {
                 version: built.manifest.version,
-                full: built.full,
-                configs_updated: if built.full {
-                    Default::default()
-                } else {
-                    built.services_updated.clone()
-                },
-                start_unix_nanos: request.start_unix_nanos,
+                base,
+                changes,
             };
-            self.bus
-                .publish_snapshot(&Traced {
-                    value: event,
-                    trace: trace.clone(),
-                })
-                .await?;
+            self.bus.publish_snapshot(&event).await?;
         }
         Ok(stats)
     }

@@ -8,13 +8,13 @@ use shoal_builder::{Builder, BuilderConfig};
 use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsConfigKv, NatsConfigKvConfig, connect};
 use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
 use shoal_infra::testing::{NatsServer, RedisServer};
+use shoal_proto::change::{ChangeKey, TriggerReason};
 use shoal_proto::config::parse::parse_documents;
 use shoal_proto::config::{ConfigKey, Kind};
-use shoal_proto::push::{PushRequest, TriggerReason};
+use shoal_proto::push::PushRequest;
 use shoal_proto::snapshot::{ChunkKey, Manifest};
 use shoal_proto::transport::{
-    Bus, ConfigKv, SnapshotEvent, SnapshotStore, Traced, TransportError, config_kv_key,
-    encode_config,
+    Bus, ConfigKv, SnapshotEvent, SnapshotStore, TransportError, config_kv_key, encode_config,
 };
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -57,7 +57,7 @@ async fn put_all(kv: &NatsConfigKv, yaml: &str) -> u64 {
 }
 
 async fn next_event(
-    events: &mut (impl futures::Stream<Item = Result<Traced<SnapshotEvent>, TransportError>> + Unpin),
+    events: &mut (impl futures::Stream<Item = Result<SnapshotEvent, TransportError>> + Unpin),
 ) -> SnapshotEvent {
     loop {
         let item = tokio::time::timeout(Duration::from_secs(20), events.next())
@@ -65,7 +65,7 @@ async fn next_event(
             .expect("snapshot announced in time")
             .expect("stream open");
         if let Ok(e) = item {
-            return e.value;
+            return e;
         }
     }
 }
@@ -94,11 +94,11 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
 
     // Config and a push request exist before the builder starts: nothing is lost.
     let revision = put_all(&kv, &mesh("10.1.0.0")).await;
-    bus.publish_push(&Traced::new(PushRequest::full_everything(
+    bus.publish_push(&PushRequest::full_everything(
         TriggerReason::GlobalUpdate,
         revision,
         SystemTime::now(),
-    )))
+    ))
     .await
     .unwrap();
 
@@ -117,7 +117,7 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
 
     let first = next_event(&mut events).await;
     assert_eq!(first.version, revision);
-    assert!(first.full);
+    assert!(first.changes.full);
     assert_eq!(store.latest().await.unwrap(), Some(revision));
     let manifest = Manifest::decode(&store.get_manifest(revision).await.unwrap().unwrap()).unwrap();
     assert_eq!(
@@ -128,20 +128,24 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
 
     // Move one pod: one endpoints chunk changes, and only it is written.
     let moved = put_all(&kv, &mesh("10.9.9.9")).await;
-    bus.publish_push(&Traced::new(PushRequest::for_change(
+    bus.publish_push(&PushRequest::for_change(
         ConfigKey::new(Kind::Pod, "shop", "svc-0-0"),
         moved,
         SystemTime::now(),
-    )))
+    ))
     .await
     .unwrap();
     let second = next_event(&mut events).await;
     assert!(second.version >= moved);
-    assert!(!second.full, "an endpoint change is not a full push");
+    assert!(
+        !second.changes.full,
+        "an endpoint change is not a full push"
+    );
     let names: Vec<_> = second
-        .configs_updated
+        .changes
+        .keys
         .iter()
-        .map(|k| k.name.as_str())
+        .filter_map(ChangeKey::hostname)
         .collect();
     assert_eq!(names, ["svc-0.shop.svc.cluster.local"]);
     let next =

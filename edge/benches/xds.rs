@@ -16,7 +16,7 @@
 //! `PushEvent`s, one `SotwStream` per connection, a `GeneratorSource` over a shared
 //! `Generator`. The dispatcher's decision (`ads::dispatch::needs_push`, crate-private) is
 //! mirrored here with the public `SidecarScope` API, and what changed is named as the
-//! snapshot puller names it (`snapshot::namespace_changes`). Nothing is sent: what is
+//! snapshot puller names it (`change::namespace_changes`). Nothing is sent: what is
 //! measured is the edge's CPU per change (decide, queue, generate, diff, build the
 //! responses), for one endpoint change (EDS to the streams whose scope holds the
 //! service), one VirtualService change (full push to the scopes holding its hosts) and
@@ -31,14 +31,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use shoal_edge::ads::{GeneratorSource, PushScope, SotwStream};
+use shoal_edge::ads::{GeneratorSource, PushScope, SotwStream, proxy_needs_push};
 use shoal_edge::proxy::Proxy;
 use shoal_edge::push_queue::{PushEvent, PushQueue};
-use shoal_edge::snapshot::namespace_changes;
 use shoal_edge::xds::Generator;
 use shoal_edge::xds::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, is_wildcard};
 use shoal_meshgen::Mesh;
-use shoal_proto::config::{ConfigKey, Kind};
+use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason, namespace_changes};
 use shoal_proto::model::ServiceKey;
 use shoal_proto::push_context::{ConfigIndex, PushContext, SidecarScope};
 use shoal_proto::snapshot::Chunk;
@@ -212,20 +211,7 @@ fn needs_push(conn: &mut Conn, event: &PushEvent) -> bool {
     let proxy = conn.stream.proxy();
     let scope = event.push.sidecar_scope(&proxy.namespace, &proxy.labels);
     let prev = std::mem::replace(&mut conn.scope, scope.clone());
-    if event.configs_updated.is_empty() {
-        return true;
-    }
-    if !event.full {
-        return event.configs_updated.iter().any(|k| match k.kind {
-            Kind::ServiceEntry | Kind::Service => k.name.is_empty() || scope.has_host(&k.name),
-            _ => true,
-        });
-    }
-    let scope_changed = !Arc::ptr_eq(&prev, &scope);
-    event
-        .configs_updated
-        .iter()
-        .any(|k| scope.depends_on(k) || (scope_changed && prev.depends_on(k)))
+    proxy_needs_push(proxy.proxy_type, &prev, &scope, &event.changes)
 }
 
 /// What one change cost: decided, queued, generated and diffed for every connection.
@@ -293,12 +279,15 @@ impl Fleet {
         out
     }
 
-    fn event(&self, full: bool, configs_updated: BTreeSet<ConfigKey>) -> PushEvent {
+    fn event(&self, full: bool, keys: BTreeSet<ChangeKey>) -> PushEvent {
         PushEvent {
             push: self.push.clone(),
-            full,
-            configs_updated: Arc::new(configs_updated),
-            start: SystemTime::now(),
+            changes: Arc::new(ChangeSet::of(
+                full,
+                keys,
+                TriggerReason::Unknown,
+                SystemTime::now(),
+            )),
         }
     }
 }
@@ -311,14 +300,14 @@ fn endpoint_change(push: &PushContext, service: &ServiceKey, flip: bool) -> Push
 }
 
 /// The next snapshot with a VirtualService's route timeout changed in `namespace`, and
-/// what changed as the snapshot puller names it (`snapshot::namespace_changes`: the
+/// what changed as the snapshot puller names it (`change::namespace_changes`: the
 /// hostnames concerned; `None` when it cannot be narrowed).
 fn vs_change(
     push: &PushContext,
     namespace: &str,
     vs: &str,
     flip: bool,
-) -> (PushContext, Option<BTreeSet<ConfigKey>>) {
+) -> (PushContext, Option<BTreeSet<ChangeKey>>) {
     let old = push.namespace(namespace).expect("namespace");
     let mut ns = (**old).clone();
     let vs = ns
@@ -375,11 +364,7 @@ fn fanout(c: &mut Criterion) {
             for _ in 0..iters {
                 flip = !flip;
                 fleet.push = Arc::new(endpoint_change(&fleet.push, &key, flip));
-                let updated = BTreeSet::from([ConfigKey::new(
-                    Kind::ServiceEntry,
-                    &svc.namespace,
-                    &svc.hostname,
-                )]);
+                let updated = BTreeSet::from([ChangeKey::Service(key.clone())]);
                 let event = fleet.event(false, updated);
                 let out = fleet.fan_out(event);
                 assert!(out.responses > 0);

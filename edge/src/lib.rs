@@ -13,6 +13,7 @@
 pub mod ads;
 pub mod cli;
 pub mod membership;
+pub mod placement;
 pub mod proxy;
 pub mod push_queue;
 mod run;
@@ -20,10 +21,3 @@ pub mod snapshot;
 pub mod xds;
 
 pub use run::{BoundEdge, Edge, EdgeConfig, EdgeError};
-
-/// The ring as JSON for `/debug/ring`.
-pub fn ring_json(ring: &membership::Ring) -> serde_json::Value {
-    serde_json::json!({
-        "members": ring.members().iter().map(|m| serde_json::json!({"id": m.id, "xds_addr": m.xds_addr})).collect::<Vec<_>>()
-    })
-}

@@ -47,7 +47,7 @@ async fn main() -> anyhow::Result<()> {
         &mut registry,
     );
     let xds = edge.xds();
-    let ring = edge.ring();
+    let ring_debug = edge.ring_debug();
     let synced = edge.synced();
     let edge = edge.bind(args.xds_addr).await?;
 
@@ -55,10 +55,7 @@ async fn main() -> anyhow::Result<()> {
     let readiness = Readiness::new();
     let admin = AdminServer::new(registry, readiness.clone())
         .debug("syncz", Arc::new(move || xds.syncz()))
-        .debug(
-            "ring",
-            Arc::new(move || shoal_edge::ring_json(&ring.borrow())),
-        )
+        .debug("ring", Arc::new(ring_debug))
         .bind(args.http_addr)
         .await?;
     let admin = tokio::spawn(admin.serve(drain.watcher().wait()));

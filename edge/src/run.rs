@@ -4,6 +4,7 @@
 
 use crate::ads::{XdsConfig, XdsServer};
 use crate::membership::{self, MembershipConfig, Ring};
+use crate::placement;
 use crate::snapshot::{PullerConfig, SnapshotPuller};
 use crate::xds::Generator;
 use prometheus_client::registry::Registry;
@@ -106,9 +107,29 @@ impl Edge {
         self.synced.clone()
     }
 
-    /// The current membership ring, for `/debug/ring`.
+    /// The current membership ring.
     pub fn ring(&self) -> watch::Receiver<Arc<Ring>> {
         self.ring_tx.subscribe()
+    }
+
+    /// `/debug/ring`: the live members, and how the proxies connected here split between
+    /// this edge and their owners.
+    pub fn ring_debug(&self) -> impl Fn() -> serde_json::Value + Send + Sync + 'static {
+        let (ring, xds, me) = (self.ring(), self.xds(), self.config.member_id.clone());
+        move || {
+            let ring = ring.borrow().clone();
+            let connected = xds.proxy_ids();
+            let split = placement::split(&ring, &me, connected.iter().map(String::as_str));
+            serde_json::json!({
+                "member": me,
+                "members": ring.members().iter()
+                    .map(|m| serde_json::json!({"id": m.id, "xds_addr": m.xds_addr}))
+                    .collect::<Vec<_>>(),
+                "connected": connected.len(),
+                "owned": split.owned.len(),
+                "foreign": split.foreign.len(),
+            })
+        }
     }
 
     /// Binds the xDS address (port 0 picks one) and returns the runnable edge with it.

@@ -267,7 +267,7 @@ async fn drives_real_envoy(api_type: &str) {
     });
     let v3 = h.latest().with_changes(3, [Chunk::Namespace(ns)], []);
     let dr = ConfigKey::new(Kind::DestinationRule, NS, "reviews");
-    h.update(v3, true, &[dr]).await;
+    h.update(v3, true, &[dr.into()]).await;
     // Well under Envoy's 15 s initial_fetch_timeout: the re-warming cluster got its
     // endpoints (they are resent when their cluster changes) instead of timing out.
     within(WARM, "cluster change acknowledged and warmed", async || {

@@ -60,11 +60,11 @@ async fn bus_full_push_queue_makes_publishers_wait() {
     );
     let mut requests = bus.push_requests().await.unwrap();
     let first = next(&mut requests, "request 1").await.unwrap();
-    assert_eq!(first.message.value.revision, 1);
+    assert_eq!(first.message.revision, 1);
     third.await.unwrap();
     for revision in [2, 3] {
         let d = next(&mut requests, "queued request").await.unwrap();
-        assert_eq!(d.message.value.revision, revision);
+        assert_eq!(d.message.revision, revision);
     }
 }
 
@@ -76,20 +76,19 @@ async fn bus_snapshot_lag_is_reported() {
     });
     let mut events = bus.snapshot_events().await.unwrap();
     for version in 1..=5 {
-        let event = shoal_proto::transport::Traced::new(shoal_proto::transport::SnapshotEvent {
+        let event = shoal_proto::transport::SnapshotEvent {
             version,
-            full: true,
-            configs_updated: Default::default(),
-            start_unix_nanos: 0,
-        });
+            base: 0,
+            changes: Default::default(),
+        };
         bus.publish_snapshot(&event).await.unwrap();
     }
     match next(&mut events, "lag").await {
         Err(TransportError::Lagged(3)) => {}
-        other => panic!("expected Lagged(3), got {:?}", other.map(|e| e.value)),
+        other => panic!("expected Lagged(3), got {:?}", other.map(|e| e.version)),
     }
     let after = next(&mut events, "event after lag").await.unwrap();
-    assert_eq!(after.value.version, 4);
+    assert_eq!(after.version, 4);
 }
 
 #[tokio::test]

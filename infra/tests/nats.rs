@@ -112,7 +112,7 @@ async fn bus_full_push_stream_refuses_instead_of_dropping() {
     }
     let mut requests = bus.push_requests().await.unwrap();
     let first = next(&mut requests, "oldest request").await.unwrap();
-    assert_eq!(first.message.value.revision, 1, "the oldest is kept");
+    assert_eq!(first.message.revision, 1, "the oldest is kept");
 }
 
 #[tokio::test]
@@ -140,15 +140,14 @@ async fn bus_reconnect_is_reported_as_lag() {
     server.restart();
     match next(&mut events, "lag after reconnect").await {
         Err(TransportError::Lagged(_)) => {}
-        other => panic!("expected Lagged, got {:?}", other.map(|e| e.value)),
+        other => panic!("expected Lagged, got {:?}", other.map(|e| e.version)),
     }
     // The subscription is live again after the reconnect.
-    let event = shoal_proto::transport::Traced::new(shoal_proto::transport::SnapshotEvent {
+    let event = shoal_proto::transport::SnapshotEvent {
         version: 3,
-        full: false,
-        configs_updated: Default::default(),
-        start_unix_nanos: 0,
-    });
+        base: 0,
+        changes: Default::default(),
+    };
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         bus.publish_snapshot(&event).await.unwrap();
@@ -165,7 +164,7 @@ async fn bus_reconnect_is_reported_as_lag() {
             Ok(Some(Err(TransportError::Lagged(_)))) | Err(_) => {}
             other => panic!(
                 "unexpected {other:?}",
-                other = other.map(|o| o.map(|r| r.map(|e| e.value)))
+                other = other.map(|o| o.map(|r| r.map(|e| e.version)))
             ),
         }
         assert!(
@@ -209,7 +208,7 @@ struct SplitBus {
 impl Bus for SplitBus {
     async fn publish_push(
         &self,
-        request: &shoal_proto::transport::Traced<shoal_proto::push::PushRequest>,
+        request: &shoal_proto::push::PushRequest,
     ) -> shoal_proto::transport::Result<()> {
         self.publisher.publish_push(request).await
     }
@@ -230,7 +229,7 @@ impl Bus for SplitBus {
 
     async fn publish_snapshot(
         &self,
-        event: &shoal_proto::transport::Traced<shoal_proto::transport::SnapshotEvent>,
+        event: &shoal_proto::transport::SnapshotEvent,
     ) -> shoal_proto::transport::Result<()> {
         self.publisher.publish_snapshot(event).await
     }
@@ -240,9 +239,7 @@ impl Bus for SplitBus {
     ) -> shoal_proto::transport::Result<
         futures::stream::BoxStream<
             'static,
-            shoal_proto::transport::Result<
-                shoal_proto::transport::Traced<shoal_proto::transport::SnapshotEvent>,
-            >,
+            shoal_proto::transport::Result<shoal_proto::transport::SnapshotEvent>,
         >,
     > {
         self.publisher.snapshot_events().await

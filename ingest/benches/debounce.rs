@@ -18,8 +18,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use shoal_ingest::debounce::{DebounceConfig, debounce};
+use shoal_proto::change::TriggerReason;
 use shoal_proto::config::{ConfigKey, Kind};
-use shoal_proto::push::{PushRequest, TriggerReason};
+use shoal_proto::push::PushRequest;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
@@ -103,7 +104,7 @@ fn debouncer(c: &mut Criterion) {
                             let (tx, rx) = mpsc::channel(1024);
                             let counter = pushed.clone();
                             let task = tokio::spawn(debounce(rx, config, move |req| {
-                                counter.fetch_add(req.reasons.len(), Ordering::Relaxed);
+                                counter.fetch_add(req.changes.events() as usize, Ordering::Relaxed);
                                 async {}
                             }));
                             for r in reqs {

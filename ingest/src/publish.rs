@@ -4,7 +4,7 @@
 use crate::metrics::{Metrics, TypeLabel};
 use crate::retry::{RetryConfig, retry};
 use shoal_proto::push::PushRequest;
-use shoal_proto::transport::{Bus, Traced};
+use shoal_proto::transport::Bus;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -26,37 +26,35 @@ impl Publisher {
     /// Publishes `req`, retrying while the bus is unavailable. Other errors (the bus was
     /// closed at shutdown) are logged: the next start's full push covers the change.
     pub async fn publish(&self, req: PushRequest) {
-        let push_type = if req.full { "full" } else { "eds" };
-        let message = Traced::new(req);
+        let push_type = if req.changes.full { "full" } else { "eds" };
         let bus = &self.bus;
         let result = retry("publish_push", self.retry, &self.metrics, || {
-            bus.publish_push(&message)
+            bus.publish_push(&req)
         })
         .await;
-        let req = &message.value;
         match result {
             Ok(()) => {
                 self.metrics
                     .pushes
                     .get_or_create(&TypeLabel { r#type: push_type })
                     .inc();
-                for reason in &req.reasons {
+                for (reason, events) in &req.changes.reasons {
                     self.metrics
                         .push_triggers
                         .get_or_create(&TypeLabel {
                             r#type: reason.as_str(),
                         })
-                        .inc();
+                        .inc_by(*events);
                 }
                 let waited = SystemTime::now()
-                    .duration_since(req.start())
+                    .duration_since(req.changes.start())
                     .unwrap_or_default();
                 self.metrics.debounce_time.observe(waited.as_secs_f64());
                 tracing::info!(
                     push = push_type,
                     revision = req.revision,
-                    configs = req.configs_updated.len(),
-                    events = req.reasons.len(),
+                    configs = req.changes.keys.len(),
+                    events = req.changes.events(),
                     ?waited,
                     "push published"
                 );
@@ -76,8 +74,8 @@ mod tests {
     use crate::testing::Flaky;
     use futures::StreamExt;
     use shoal_infra::memory::MemoryBus;
+    use shoal_proto::change::TriggerReason;
     use shoal_proto::config::{ConfigKey, Kind};
-    use shoal_proto::push::TriggerReason;
     use std::time::Duration;
 
     #[tokio::test(start_paused = true)]
@@ -102,8 +100,8 @@ mod tests {
         publisher.publish(full.clone()).await;
 
         let mut stream = bus.inner.push_requests().await.unwrap();
-        let first = stream.next().await.unwrap().unwrap().message.value;
-        let second = stream.next().await.unwrap().unwrap().message.value;
+        let first = stream.next().await.unwrap().unwrap().message;
+        let second = stream.next().await.unwrap().unwrap().message;
         assert_eq!((first, second), (eds, full));
         let count = |t| metrics.pushes.get_or_create(&TypeLabel { r#type: t }).get();
         assert_eq!((count("eds"), count("full")), (1, 1));

@@ -6,7 +6,7 @@ use futures::stream::BoxStream;
 use shoal_infra::memory::{MemoryBus, MemoryConfigKv};
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{
-    Bus, ConfigKv, Delivery, KvEntry, Result, SnapshotEvent, Traced, TransportError,
+    Bus, ConfigKv, Delivery, KvEntry, Result, SnapshotEvent, TransportError,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -57,17 +57,17 @@ impl ConfigKv for Flaky<MemoryConfigKv> {
 
 #[async_trait]
 impl Bus for Flaky<MemoryBus> {
-    async fn publish_push(&self, request: &Traced<PushRequest>) -> Result<()> {
+    async fn publish_push(&self, request: &PushRequest) -> Result<()> {
         self.check("bus")?;
         self.inner.publish_push(request).await
     }
     async fn push_requests(&self) -> Result<BoxStream<'static, Result<Delivery<PushRequest>>>> {
         self.inner.push_requests().await
     }
-    async fn publish_snapshot(&self, event: &Traced<SnapshotEvent>) -> Result<()> {
+    async fn publish_snapshot(&self, event: &SnapshotEvent) -> Result<()> {
         self.inner.publish_snapshot(event).await
     }
-    async fn snapshot_events(&self) -> Result<BoxStream<'static, Result<Traced<SnapshotEvent>>>> {
+    async fn snapshot_events(&self) -> Result<BoxStream<'static, Result<SnapshotEvent>>> {
         self.inner.snapshot_events().await
     }
 }

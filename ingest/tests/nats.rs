@@ -40,7 +40,7 @@ async fn next_push(
         .expect("push stream ended")
         .expect("push stream error");
     delivery.acker.ack().await.unwrap();
-    delivery.message.value
+    delivery.message
 }
 
 async fn kv_host(kv: &dyn ConfigKv, cluster: &str, name: &str) -> Option<(String, u64)> {
@@ -100,7 +100,7 @@ async fn yaml_edit_becomes_a_kv_update_and_a_debounced_push() {
 
     // Start-up: the directory in the KV, then one full push at the KV's revision.
     let start = next_push(&mut pushes).await;
-    assert!(start.full && start.configs_updated.is_empty());
+    assert!(start.changes.full && start.changes.keys.is_empty());
     let (host, revision) = kv_host(&*kv, "east", "a").await.unwrap();
     assert_eq!(host, "one");
     assert!(start.revision >= revision);
@@ -120,9 +120,9 @@ async fn yaml_edit_becomes_a_kv_update_and_a_debounced_push() {
     let push = next_push(&mut pushes).await;
     let (_, rev_a) = kv_host(&*kv, "east", "a").await.unwrap();
     let (_, rev_b) = kv_host(&*kv, "east", "b").await.unwrap();
-    assert!(push.full);
-    assert_eq!(push.configs_updated, [key("a"), key("b")].into());
-    assert_eq!(push.reasons.len(), 2, "both events merged: {push:?}");
+    assert!(push.changes.full);
+    assert_eq!(push.changes.keys, [key("a").into(), key("b").into()].into());
+    assert_eq!(push.changes.events(), 2, "both events merged: {push:?}");
     assert_eq!(push.revision, rev_a.max(rev_b));
     // Nothing else was published.
     assert!(
@@ -135,7 +135,7 @@ async fn yaml_edit_becomes_a_kv_update_and_a_debounced_push() {
     // A delete: the KV key goes, then its push.
     std::fs::remove_file(dir.path().join("b.yaml")).unwrap();
     let push = next_push(&mut pushes).await;
-    assert_eq!(push.configs_updated, [key("b")].into());
+    assert_eq!(push.changes.keys, [key("b").into()].into());
     assert!(kv_host(&*kv, "east", "b").await.is_none());
 
     assert!(drain.signal_and_wait(WAIT).await);

@@ -13,12 +13,14 @@
 //!
 //! - [`config`]: the Kubernetes and Istio objects users write, parsed and validated.
 //! - [`store`]: the ConfigStore / ConfigStoreCache of Istio's config model.
-//! - [`push`]: `PushRequest` and its `merge`.
+//! - [`change`]: `ChangeSet`, the one change type every hop carries, and Istio's Merge.
+//! - [`push`]: `PushRequest`, a change set and the config revision it covers.
 //! - [`model`]: the mesh model derived from config (services, endpoints).
 //! - [`push_context`]: the indexed, immutable view one push works from, and `SidecarScope`.
 //! - [`snapshot`]: how a PushContext is split into content-addressed chunks and a manifest.
 //! - [`transport`]: the `Bus`, `ConfigKv` and `SnapshotStore` traits and their wire types.
 
+pub mod change;
 pub mod config;
 pub mod model;
 pub mod push;

@@ -2,10 +2,11 @@
 //! between it, the proxy and the push queue. Nothing here decides protocol questions.
 
 use super::error::AdsError;
+use super::outbound::Outbound;
 use super::protocol::Protocol;
 use super::registry::{Connection, PushJob};
 use super::scope::{PushScope, short_type};
-use super::server::Shared;
+use super::shared::Shared;
 use super::source::GeneratorSource;
 use super::status::RequestKind;
 use crate::proxy::Proxy;
@@ -16,7 +17,58 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tonic::Status;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
+
+/// Admits a stream: reads its first request, identifies the proxy and starts its task.
+pub(crate) async fn accept<M, S>(shared: &Arc<Shared>, mut inbound: S) -> Result<Outbound, Status>
+where
+    M: Protocol,
+    S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
+{
+    if *shared.draining.borrow() {
+        return Err(AdsError::ShuttingDown.into());
+    }
+    let permit = shared
+        .streams
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| AdsError::TooManyStreams(shared.config.max_streams))?;
+    let first =
+        match tokio::time::timeout(shared.config.first_request_timeout, inbound.next()).await {
+            Ok(Some(Ok(req))) => req,
+            Ok(Some(Err(status))) => return Err(status),
+            Ok(None) => return Err(Status::cancelled("stream closed before its first request")),
+            Err(_) => {
+                return Err(Status::deadline_exceeded(format!(
+                    "no request within {:?} of opening the stream \
+                 (SHOAL_XDS_FIRST_REQUEST_TIMEOUT)",
+                    shared.config.first_request_timeout
+                )));
+            }
+        };
+    let proxy = Proxy::from_node(M::node(&first)).map_err(AdsError::from)?;
+    let (out_tx, out_rx) = mpsc::channel(shared.config.stream_buffer.max(1));
+    let (close_tx, close_rx) = oneshot::channel();
+    let span = tracing::info_span!(
+        "ads",
+        protocol = M::NAME,
+        proxy = %proxy.id,
+        conn = tracing::field::Empty,
+    );
+    tokio::spawn(
+        serve::<M, S>(
+            shared.clone(),
+            proxy,
+            Box::new(first),
+            inbound,
+            out_tx,
+            close_tx,
+            permit,
+        )
+        .instrument(span),
+    );
+    Ok(Outbound::new(out_rx, close_rx))
+}
 
 /// Serves one stream until the proxy leaves, a send times out or the edge drains; an
 /// error closes the response stream with its status. `first` is boxed so that this
@@ -205,7 +257,7 @@ impl<M: Protocol> StreamTask<M> {
             }
         }
         let convergence = SystemTime::now()
-            .duration_since(event.start)
+            .duration_since(event.start())
             .unwrap_or_default();
         self.shared
             .metrics

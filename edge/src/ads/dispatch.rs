@@ -2,11 +2,12 @@
 //! concerns, and hands queued pushes to their streams under the throttle.
 
 use super::registry::{Connection, PushJob};
-use super::server::Shared;
+use super::shared::Shared;
 use crate::proxy::ProxyType;
 use crate::push_queue::{DoneGuard, PushEvent};
 use crate::snapshot::SnapshotUpdate;
-use shoal_proto::config::Kind;
+use shoal_proto::change::ChangeSet;
+use shoal_proto::push_context::SidecarScope;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -48,8 +49,8 @@ impl Shared {
         }
         debug!(
             version = event.push.version(),
-            full = event.full,
-            changed = event.configs_updated.len(),
+            full = event.changes.full,
+            changed = event.changes.keys.len(),
             connections = conns.len(),
             queued,
             "dispatched snapshot update"
@@ -66,29 +67,37 @@ impl Shared {
     }
 }
 
-/// Whether `event` can change the config of `conn` (Istio's `ProxyNeedsPush`): a full
-/// update if its scope (now or before) depends on a changed config, an endpoint update if
-/// its scope sees a changed service. Empty `configs_updated` concerns everyone.
+/// Whether `event` can change the config of `conn`; records the scope it now has.
 pub(crate) fn needs_push(conn: &Connection, event: &PushEvent) -> bool {
     let scope = event
         .push
         .sidecar_scope(&conn.proxy.namespace, &conn.proxy.labels);
     let prev = conn.swap_scope(scope.clone());
-    if event.configs_updated.is_empty() {
+    proxy_needs_push(conn.proxy.proxy_type, &prev, &scope, &event.changes)
+}
+
+/// Istio's `ProxyNeedsPush` for a proxy whose scope was `prev` and is `scope`: a full
+/// change if its scope (now or before) depends on a changed key, an endpoint change if
+/// its scope sees a changed service. A change of everything concerns everyone; routers
+/// take every full change.
+pub fn proxy_needs_push(
+    proxy_type: ProxyType,
+    prev: &Arc<SidecarScope>,
+    scope: &Arc<SidecarScope>,
+    changes: &ChangeSet,
+) -> bool {
+    if changes.is_everything() {
         return true;
     }
-    if !event.full {
-        return event.configs_updated.iter().any(|k| match k.kind {
-            Kind::ServiceEntry | Kind::Service => k.name.is_empty() || scope.has_host(&k.name),
-            _ => true,
-        });
+    if !changes.full {
+        return changes.keys.iter().any(|k| scope.sees_endpoints_of(k));
     }
-    if conn.proxy.proxy_type != ProxyType::Sidecar {
+    if proxy_type != ProxyType::Sidecar {
         return true;
     }
-    let scope_changed = !Arc::ptr_eq(&prev, &scope);
-    event
-        .configs_updated
+    let scope_changed = !Arc::ptr_eq(prev, scope);
+    changes
+        .keys
         .iter()
         .any(|k| scope.depends_on(k) || (scope_changed && prev.depends_on(k)))
 }

@@ -20,6 +20,7 @@ mod registry;
 pub mod scope;
 mod sent;
 mod server;
+mod shared;
 pub mod sotw;
 pub mod source;
 pub mod status;
@@ -27,6 +28,7 @@ mod transport;
 
 pub use config::XdsConfig;
 pub use delta::DeltaStream;
+pub use dispatch::proxy_needs_push;
 pub use error::AdsError;
 pub use outbound::Outbound;
 pub use scope::PushScope;

@@ -84,10 +84,21 @@ impl Connection {
     }
 }
 
+/// The connected streams, by connection and by proxy ID.
 #[derive(Default)]
 pub(crate) struct Registry {
-    conns: RwLock<HashMap<u64, Arc<Connection>>>,
+    conns: RwLock<Conns>,
     next_id: AtomicU64,
+}
+
+#[derive(Default)]
+struct Conns {
+    /// Every live stream, by connection id (what the push queue names).
+    by_id: HashMap<u64, Arc<Connection>>,
+    /// The newest stream of each proxy: where placement and handoff find a proxy. A
+    /// proxy that reconnects before its old stream ends has both in `by_id`, and the new
+    /// one here.
+    by_proxy: HashMap<String, Arc<Connection>>,
 }
 
 impl Registry {
@@ -109,25 +120,42 @@ impl Registry {
             scope: Mutex::new(scope),
             status: watch::Sender::new(Vec::new()),
         });
-        self.write().insert(id, conn.clone());
+        let mut conns = self.write();
+        conns.by_id.insert(id, conn.clone());
+        conns.by_proxy.insert(conn.proxy.id.clone(), conn.clone());
+        drop(conns);
         conn
     }
 
+    /// Forgets connection `id`; its proxy's entry too, unless a newer stream holds it.
     pub fn remove(&self, id: u64) {
-        self.write().remove(&id);
+        let mut conns = self.write();
+        if let Some(conn) = conns.by_id.remove(&id)
+            && conns
+                .by_proxy
+                .get(&conn.proxy.id)
+                .is_some_and(|c| c.id == id)
+        {
+            conns.by_proxy.remove(&conn.proxy.id);
+        }
     }
 
     pub fn get(&self, id: u64) -> Option<Arc<Connection>> {
-        self.read().get(&id).cloned()
+        self.read().by_id.get(&id).cloned()
+    }
+
+    /// The IDs of the proxies connected here.
+    pub fn proxy_ids(&self) -> Vec<String> {
+        self.read().by_proxy.keys().cloned().collect()
     }
 
     /// A snapshot of every connection (the lock is not held while they are used).
     pub fn all(&self) -> Vec<Arc<Connection>> {
-        self.read().values().cloned().collect()
+        self.read().by_id.values().cloned().collect()
     }
 
     pub fn len(&self) -> usize {
-        self.read().len()
+        self.read().by_id.len()
     }
 
     /// Per connected proxy: identity and per-type sync state, by connection id.
@@ -137,11 +165,40 @@ impl Registry {
         Value::Array(conns.iter().map(|c| c.syncz()).collect())
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u64, Arc<Connection>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Conns> {
         self.conns.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<u64, Arc<Connection>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Conns> {
         self.conns.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::Proxy;
+    use shoal_proto::push_context::PushContext;
+
+    fn proxy(id: &str) -> Proxy {
+        let node = crate::ads::testing::node(id);
+        Proxy::from_node(Some(&node)).unwrap()
+    }
+
+    #[test]
+    fn a_reconnected_proxy_keeps_its_newest_stream() {
+        let registry = Registry::default();
+        let scope = PushContext::empty().sidecar_scope("ns", &Default::default());
+        let id = "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local";
+        let (tx, _rx) = mpsc::channel(1);
+        let old = registry.insert(proxy(id), "sotw", scope.clone(), tx.clone());
+        let new = registry.insert(proxy(id), "sotw", scope, tx);
+        assert_eq!(registry.len(), 2);
+        assert_eq!(registry.proxy_ids(), [id]);
+        registry.remove(old.id);
+        assert_eq!(registry.proxy_ids(), [id], "the old stream ending");
+        registry.remove(new.id);
+        assert!(registry.proxy_ids().is_empty());
+        assert_eq!(registry.len(), 0);
     }
 }

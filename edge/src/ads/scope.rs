@@ -2,7 +2,6 @@
 
 use crate::push_queue::PushEvent;
 use crate::xds::types::{ENDPOINT, PUSH_ORDER};
-use shoal_proto::config::Kind;
 use std::collections::BTreeSet;
 
 /// What a push must regenerate.
@@ -16,24 +15,22 @@ pub enum PushScope {
 
 impl PushScope {
     pub fn of(event: &PushEvent) -> Self {
-        if event.full {
+        let changes = &event.changes;
+        if changes.full {
             return PushScope::Full;
         }
+        if changes.is_everything() {
+            return PushScope::Endpoints(None);
+        }
         let mut hosts = BTreeSet::new();
-        for key in event.configs_updated.iter() {
-            match key.kind {
-                Kind::ServiceEntry | Kind::Service if !key.name.is_empty() => {
-                    hosts.insert(key.name.clone());
-                }
+        for key in &changes.keys {
+            match key.hostname() {
+                Some(host) => hosts.insert(host.to_string()),
                 // A key that does not name a service: every cluster may be concerned.
-                _ => return PushScope::Endpoints(None),
-            }
+                None => return PushScope::Endpoints(None),
+            };
         }
-        if event.configs_updated.is_empty() {
-            PushScope::Endpoints(None)
-        } else {
-            PushScope::Endpoints(Some(hosts))
-        }
+        PushScope::Endpoints(Some(hosts))
     }
 
     /// The types to regenerate, in push order (make before break).

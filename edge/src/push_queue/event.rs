@@ -1,49 +1,47 @@
 use super::Merge;
 use crate::snapshot::SnapshotUpdate;
-use shoal_proto::config::ConfigKey;
+use shoal_proto::change::ChangeSet;
 use shoal_proto::push_context::PushContext;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// A push for one connection: a [`SnapshotUpdate`] whose key set is shared, so enqueueing
-/// one update for thousands of connections copies a pointer, not the set.
+/// A push for one connection: a [`SnapshotUpdate`] whose change set is shared, so
+/// enqueueing one update for thousands of connections copies a pointer, not the set.
 #[derive(Clone, Debug)]
 pub struct PushEvent {
     pub push: Arc<PushContext>,
+    pub changes: Arc<ChangeSet>,
+}
+
+impl PushEvent {
     /// False when only endpoints changed (EDS push).
-    pub full: bool,
-    /// Empty means everything.
-    pub configs_updated: Arc<BTreeSet<ConfigKey>>,
+    pub fn full(&self) -> bool {
+        self.changes.full
+    }
+
     /// When the earliest change included happened (for convergence time).
-    pub start: SystemTime,
+    pub fn start(&self) -> SystemTime {
+        self.changes.start()
+    }
 }
 
 impl From<SnapshotUpdate> for PushEvent {
     fn from(u: SnapshotUpdate) -> Self {
         PushEvent {
             push: u.push,
-            full: u.full,
-            configs_updated: Arc::new(u.configs_updated),
-            start: u.start,
+            changes: Arc::new(u.changes),
         }
     }
 }
 
 impl Merge for PushEvent {
-    /// Istio's merge: `full` if either is, the earliest start, the latest push context, and
-    /// the union of the changed configs unless either is empty (= everything).
+    /// [`ChangeSet::merge`] with the latest push context; the shared set is copied only
+    /// when two different updates meet.
     fn merge(self, newer: Self) -> Self {
-        let configs_updated = if self.configs_updated.is_empty() {
-            self.configs_updated
-        } else if newer.configs_updated.is_empty()
-            || Arc::ptr_eq(&self.configs_updated, &newer.configs_updated)
-        {
-            newer.configs_updated
+        let changes = if Arc::ptr_eq(&self.changes, &newer.changes) {
+            newer.changes
         } else {
-            let mut union = (*self.configs_updated).clone();
-            union.extend(newer.configs_updated.iter().cloned());
-            Arc::new(union)
+            Arc::new(Arc::unwrap_or_clone(self.changes).merge(Arc::unwrap_or_clone(newer.changes)))
         };
         PushEvent {
             push: if newer.push.version() >= self.push.version() {
@@ -51,9 +49,7 @@ impl Merge for PushEvent {
             } else {
                 self.push
             },
-            full: self.full || newer.full,
-            configs_updated,
-            start: self.start.min(newer.start),
+            changes,
         }
     }
 }

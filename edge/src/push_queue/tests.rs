@@ -1,4 +1,5 @@
 use super::*;
+use shoal_proto::change::{ChangeSet, TriggerReason};
 use shoal_proto::config::{ConfigKey, Kind};
 use shoal_proto::push_context::PushContext;
 use std::collections::BTreeSet;
@@ -9,38 +10,38 @@ fn key(name: &str) -> ConfigKey {
 }
 
 fn ev(version: u64, full: bool, keys: &[&str], start_s: u64) -> PushEvent {
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(start_s);
+    let keys = keys.iter().map(|k| key(k).into()).collect();
     PushEvent {
         push: Arc::new(PushContext::from_chunks(version, [])),
-        full,
-        configs_updated: Arc::new(keys.iter().map(|k| key(k)).collect()),
-        start: SystemTime::UNIX_EPOCH + Duration::from_secs(start_s),
+        changes: Arc::new(ChangeSet::of(full, keys, TriggerReason::Unknown, at)),
     }
 }
 
 fn names(e: &PushEvent) -> BTreeSet<String> {
-    e.configs_updated.iter().map(|k| k.name.clone()).collect()
+    e.changes.config_keys().map(|k| k.name.clone()).collect()
 }
 
 #[test]
 fn merge_follows_istio() {
     let m = ev(1, false, &["a"], 10).merge(ev(2, true, &["b"], 20));
-    assert!(m.full);
+    assert!(m.full());
     assert_eq!(m.push.version(), 2);
-    assert_eq!(m.start, SystemTime::UNIX_EPOCH + Duration::from_secs(10));
+    assert_eq!(m.start(), SystemTime::UNIX_EPOCH + Duration::from_secs(10));
     assert_eq!(names(&m), BTreeSet::from(["a".into(), "b".into()]));
 
     // Either side empty means "everything".
     assert!(
         ev(1, false, &[], 1)
             .merge(ev(2, false, &["b"], 2))
-            .configs_updated
-            .is_empty()
+            .changes
+            .is_everything()
     );
     assert!(
         ev(1, false, &["a"], 1)
             .merge(ev(2, false, &[], 2))
-            .configs_updated
-            .is_empty()
+            .changes
+            .is_everything()
     );
     // The newest push context wins even if events arrive out of order.
     assert_eq!(
@@ -50,7 +51,11 @@ fn merge_follows_istio() {
             .version(),
         5
     );
-    assert!(!ev(1, false, &["a"], 1).merge(ev(2, false, &["a"], 2)).full);
+    assert!(
+        !ev(1, false, &["a"], 1)
+            .merge(ev(2, false, &["a"], 2))
+            .full()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -63,7 +68,7 @@ async fn one_entry_per_connection_merged_fifo_across_connections() {
 
     let (k, e) = q.dequeue().await.unwrap();
     assert_eq!(k, 1);
-    assert!(e.full);
+    assert!(e.full());
     assert_eq!(names(&e), BTreeSet::from(["a".into(), "b".into()]));
     let (k, _) = q.dequeue().await.unwrap();
     assert_eq!(k, 2);
@@ -97,7 +102,7 @@ async fn requeued_after_done_when_enqueued_while_in_progress() {
     q.mark_done(&1);
     let (k, e) = q.dequeue().await.unwrap();
     assert_eq!(k, 1);
-    assert!(e.full);
+    assert!(e.full());
     assert_eq!(e.push.version(), 3);
     assert_eq!(names(&e), BTreeSet::from(["b".into(), "c".into()]));
 

@@ -6,23 +6,20 @@
 //! `latest` so it converges once they are back.
 
 use super::SnapshotUpdate;
-use super::diff::namespace_changes;
 use futures::StreamExt;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use shoal_proto::config::ConfigKey;
-use shoal_proto::config::Kind;
+use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason, namespace_changes, unix_nanos};
 use shoal_proto::model::Resolution;
-use shoal_proto::push::unix_nanos;
 use shoal_proto::push_context::PushContext;
 use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, Manifest, SnapshotError};
-use shoal_proto::transport::{Bus, SnapshotStore, TransportError};
+use shoal_proto::transport::{Bus, SnapshotEvent, SnapshotStore, TransportError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
@@ -145,7 +142,9 @@ impl SnapshotPuller {
 
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
         let mut shutdown = std::pin::pin!(shutdown);
-        let mut poll = tokio::time::interval(self.config.poll_interval);
+        // The first poll is one interval away: start-up pulls `latest` already.
+        let period = self.config.poll_interval;
+        let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         'subscribe: loop {
             let mut events = match self.bus.snapshot_events().await {
@@ -173,12 +172,11 @@ impl SnapshotPuller {
                         }
                     } => match event {
                         Some(Ok(event)) => {
-                            let ev = event.value;
-                            if ev.version > self.push.version() {
-                                let start = UNIX_EPOCH + Duration::from_nanos(ev.start_unix_nanos);
-                                if let Err(e) = self.pull(ev.version, start).await {
+                            if event.version > self.push.version() {
+                                let version = event.version;
+                                if let Err(e) = self.pull(version, Announced::Event(event)).await {
                                     self.metrics.errors.inc();
-                                    warn!(version = ev.version, error = %e, "snapshot pull failed; will retry from latest");
+                                    warn!(version, error = %e, "snapshot pull failed; will retry from latest");
                                 }
                             }
                         }
@@ -199,7 +197,7 @@ impl SnapshotPuller {
 
     async fn pull_latest(&mut self) {
         match self.store.latest().await {
-            Ok(Some(v)) if v > self.push.version() => match self.pull(v, SystemTime::now()).await {
+            Ok(Some(v)) if v > self.push.version() => match self.pull(v, Announced::None).await {
                 Ok(()) => self.synced.store(true, Ordering::Release),
                 Err(e) => {
                     self.metrics.errors.inc();
@@ -216,7 +214,7 @@ impl SnapshotPuller {
     }
 
     /// Applies snapshot `version` (or the latest, if that manifest expired).
-    async fn pull(&mut self, version: u64, start: SystemTime) -> Result<(), PullError> {
+    async fn pull(&mut self, version: u64, announced: Announced) -> Result<(), PullError> {
         let manifest = match self.store.get_manifest(version).await? {
             Some(bytes) => Manifest::decode(&bytes)?,
             None => match self.store.latest().await? {
@@ -262,54 +260,46 @@ impl SnapshotPuller {
         }
         self.metrics.chunks_fetched.inc_by(chunks.len() as u64);
 
-        // What changed, for the dispatcher: routing changes named by the hostnames they
-        // concern (from a diff of each changed namespace chunk), endpoint changes by
-        // their service.
-        let mut full = false;
-        let mut narrowed = true;
-        let mut configs_updated = BTreeSet::new();
-        for key in chunks.iter().map(Chunk::key).chain(removed.iter().cloned()) {
-            match key {
-                ChunkKey::Namespace(ns) => {
-                    full = true;
-                    let new = chunks.iter().find_map(|c| match c {
-                        Chunk::Namespace(n) if n.namespace == ns => Some(n),
-                        _ => None,
-                    });
-                    let old = self.push.namespace(&ns).map(|n| &**n);
-                    match namespace_changes(old, new) {
-                        Some(keys) => configs_updated.extend(keys),
-                        None => narrowed = false,
-                    }
-                }
-                ChunkKey::Endpoints(svc) => {
-                    configs_updated.insert(ConfigKey::new(
-                        Kind::ServiceEntry,
-                        svc.namespace,
-                        svc.hostname,
-                    ));
-                }
-            }
-        }
+        let held = self.push.version();
         let fetched = chunks.len();
+        let changes = match announced {
+            // The builder's change set is exact for an edge that holds its base.
+            Announced::Event(event) if event.base == held && event.version == manifest.version => {
+                Ok(event.changes)
+            }
+            announced => Err((self.diff(&chunks, &removed), announced)),
+        };
         let next = Arc::new(
             self.push
                 .with_changes(manifest.version, chunks, removed.clone()),
         );
-        // A DNS service's endpoints are inlined in its cluster: a CDS change, so full.
-        full |= configs_updated.iter().any(|k| {
-            next.index()
-                .services_by_host
-                .get(&k.name)
-                .is_some_and(|svcs| {
-                    svcs.iter()
-                        .any(|s| s.resolution != Resolution::ClientSideLb)
-                })
-        });
-        if !narrowed || self.push.version() == 0 {
-            // The first snapshot, or a change not narrowed to hostnames: every proxy.
-            full = true;
-            configs_updated.clear();
+        let mut changes = match changes {
+            Ok(changes) => changes,
+            Err((mut diffed, announced)) => {
+                // A DNS service's endpoints are inlined in its cluster: a CDS change.
+                diffed.full |= diffed.keys.iter().any(|k| match k {
+                    ChangeKey::Service(s) => next
+                        .index()
+                        .services_by_host
+                        .get(&s.hostname)
+                        .is_some_and(|svcs| {
+                            svcs.iter()
+                                .any(|s| s.resolution != Resolution::ClientSideLb)
+                        }),
+                    _ => false,
+                });
+                if let Announced::Event(event) = announced {
+                    diffed.reasons = event.changes.reasons;
+                    diffed.start_unix_nanos = event.changes.start_unix_nanos;
+                    diffed.trace = event.changes.trace;
+                }
+                diffed
+            }
+        };
+        if held == 0 {
+            // The first snapshot: every proxy.
+            changes.full = true;
+            changes.keys.clear();
         }
         self.held = manifest
             .chunks
@@ -324,20 +314,60 @@ impl SnapshotPuller {
             version = manifest.version,
             fetched,
             removed = removed.len(),
-            full,
+            full = changes.full,
             age_ms = (unix_nanos(SystemTime::now()).saturating_sub(manifest.built_unix_nanos))
                 / 1_000_000,
             "snapshot applied"
         );
         let update = SnapshotUpdate {
             push: next,
-            full,
-            configs_updated,
-            start,
+            changes,
         };
         self.synced.store(true, Ordering::Release);
         // Bounded: a slow dispatcher slows the puller rather than growing memory.
         let _ = self.updates_tx.send(update).await;
         Ok(())
     }
+
+    /// What changed between the snapshot held and `next`, from the chunks that differ:
+    /// routing by the hostnames it concerns (a diff of each changed namespace chunk),
+    /// endpoints by their service. Used when no announcement relative to the held
+    /// snapshot is at hand.
+    fn diff(&self, chunks: &[Chunk], removed: &[ChunkKey]) -> ChangeSet {
+        let mut full = false;
+        let mut narrowed = true;
+        let mut keys = BTreeSet::new();
+        for key in chunks.iter().map(Chunk::key).chain(removed.iter().cloned()) {
+            match key {
+                ChunkKey::Namespace(ns) => {
+                    full = true;
+                    let new = chunks.iter().find_map(|c| match c {
+                        Chunk::Namespace(n) if n.namespace == ns => Some(n),
+                        _ => None,
+                    });
+                    let old = self.push.namespace(&ns).map(|n| &**n);
+                    match namespace_changes(old, new) {
+                        Some(changed) => keys.extend(changed),
+                        None => narrowed = false,
+                    }
+                }
+                ChunkKey::Endpoints(svc) => {
+                    keys.insert(ChangeKey::Service(svc));
+                }
+            }
+        }
+        if !narrowed {
+            full = true;
+            keys.clear();
+        }
+        ChangeSet::of(full, keys, TriggerReason::Unknown, SystemTime::now())
+    }
+}
+
+/// What the puller knows of the snapshot it pulls.
+enum Announced {
+    /// Its announcement, with the change set relative to the announcing builder's base.
+    Event(SnapshotEvent),
+    /// Nothing: found as `latest` (start-up, a poll, a lagged or lost announcement).
+    None,
 }

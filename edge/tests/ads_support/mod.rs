@@ -5,7 +5,7 @@ use prometheus_client::registry::Registry;
 use shoal_edge::ads::{XdsConfig, XdsServer};
 use shoal_edge::snapshot::SnapshotUpdate;
 use shoal_edge::xds::Generator;
-use shoal_proto::config::{ConfigKey, Kind};
+use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason};
 use shoal_proto::model::{
     Endpoint, ExportTo, NamespaceConfig, Protocol, Resolution, Service, ServiceEndpoints,
     ServicePort,
@@ -87,8 +87,8 @@ pub fn mesh_v1() -> PushContext {
     )
 }
 
-pub fn service_key(host: &str) -> ConfigKey {
-    ConfigKey::new(Kind::ServiceEntry, NS, host)
+pub fn service_key(host: &str) -> ChangeKey {
+    ChangeKey::service(NS, host)
 }
 
 pub struct Harness {
@@ -145,15 +145,14 @@ impl Harness {
     }
 
     /// Publishes `push` as the snapshot watch does, then tells the dispatcher.
-    pub async fn update(&self, push: PushContext, full: bool, changed: &[ConfigKey]) {
+    pub async fn update(&self, push: PushContext, full: bool, changed: &[ChangeKey]) {
         let push = Arc::new(push);
         self.snapshots.send_replace(push.clone());
+        let keys = changed.iter().cloned().collect::<BTreeSet<_>>();
         self.updates
             .send(SnapshotUpdate {
                 push,
-                full,
-                configs_updated: changed.iter().cloned().collect::<BTreeSet<_>>(),
-                start: SystemTime::now(),
+                changes: ChangeSet::of(full, keys, TriggerReason::Unknown, SystemTime::now()),
             })
             .await
             .unwrap();

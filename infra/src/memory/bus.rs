@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt};
 use shoal_proto::push::PushRequest;
-use shoal_proto::transport::{Ack, Bus, Delivery, Result, SnapshotEvent, Traced, TransportError};
+use shoal_proto::transport::{Ack, Bus, Delivery, Result, SnapshotEvent, TransportError};
 use std::sync::Arc;
 use tokio::sync::{Mutex, broadcast, mpsc};
 use tokio_stream::wrappers::BroadcastStream;
@@ -29,14 +29,14 @@ impl Default for MemoryBusConfig {
     }
 }
 
-type PushQueue = Arc<Mutex<mpsc::Receiver<Traced<PushRequest>>>>;
+type PushQueue = Arc<Mutex<mpsc::Receiver<PushRequest>>>;
 
 pub struct MemoryBus {
-    push_tx: mpsc::Sender<Traced<PushRequest>>,
+    push_tx: mpsc::Sender<PushRequest>,
     /// Shared by every consumer stream; the tokio mutex is fair, so waiting consumers
     /// take turns.
     push_rx: PushQueue,
-    snapshots: broadcast::Sender<Traced<SnapshotEvent>>,
+    snapshots: broadcast::Sender<SnapshotEvent>,
 }
 
 impl Default for MemoryBus {
@@ -68,7 +68,7 @@ impl Ack for NoopAck {
 
 #[async_trait]
 impl Bus for MemoryBus {
-    async fn publish_push(&self, request: &Traced<PushRequest>) -> Result<()> {
+    async fn publish_push(&self, request: &PushRequest) -> Result<()> {
         self.push_tx
             .send(request.clone())
             .await
@@ -87,13 +87,13 @@ impl Bus for MemoryBus {
         Ok(stream::unfold(self.push_rx.clone(), next).boxed())
     }
 
-    async fn publish_snapshot(&self, event: &Traced<SnapshotEvent>) -> Result<()> {
+    async fn publish_snapshot(&self, event: &SnapshotEvent) -> Result<()> {
         // Err = nobody subscribed, as with core NATS: the event is simply not seen.
         let _ = self.snapshots.send(event.clone());
         Ok(())
     }
 
-    async fn snapshot_events(&self) -> Result<BoxStream<'static, Result<Traced<SnapshotEvent>>>> {
+    async fn snapshot_events(&self) -> Result<BoxStream<'static, Result<SnapshotEvent>>> {
         let events = BroadcastStream::new(self.snapshots.subscribe()).map(|item| {
             item.map_err(|BroadcastStreamRecvError::Lagged(missed)| TransportError::Lagged(missed))
         });

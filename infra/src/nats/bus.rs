@@ -17,7 +17,7 @@ use futures::stream::{self as fstream, BoxStream, StreamExt};
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{
     self, Ack, BUILDER_QUEUE, Bus, Delivery, PUSH_STREAM, PUSH_SUBJECT, SNAPSHOT_SUBJECT,
-    SnapshotEvent, Traced, TransportError,
+    SnapshotEvent, TransportError,
 };
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -128,10 +128,10 @@ async fn delivery(
 ) -> transport::Result<Delivery<PushRequest>> {
     let message = message.map_err(|e| NatsError::subscribe(PUSH_SUBJECT, e))?;
     match serde_json::from_slice::<PushRequest>(&message.payload) {
-        Ok(value) => Ok(Delivery {
-            message: Traced {
-                value,
-                trace: from_headers(message.headers.as_ref()),
+        Ok(mut value) => Ok(Delivery {
+            message: {
+                value.changes.trace = from_headers(message.headers.as_ref());
+                value
             },
             acker: Box::new(NatsAck(message)),
         }),
@@ -153,13 +153,16 @@ struct SnapshotEvents {
 }
 
 impl SnapshotEvents {
-    async fn next(mut self) -> Option<(transport::Result<Traced<SnapshotEvent>>, Self)> {
+    async fn next(mut self) -> Option<(transport::Result<SnapshotEvent>, Self)> {
         loop {
             tokio::select! {
                 message = self.subscriber.next() => {
                     let message = message?;
                     let event = serde_json::from_slice::<SnapshotEvent>(&message.payload)
-                        .map(|value| Traced { value, trace: from_headers(message.headers.as_ref()) })
+                        .map(|mut event| {
+                            event.changes.trace = from_headers(message.headers.as_ref());
+                            event
+                        })
                         .map_err(|e| TransportError::Codec(format!("snapshot event: {e}")));
                     return Some((event, self));
                 }
@@ -177,10 +180,11 @@ impl SnapshotEvents {
 
 #[async_trait]
 impl Bus for NatsBus {
-    async fn publish_push(&self, request: &Traced<PushRequest>) -> transport::Result<()> {
-        let payload = encode(&request.value)?;
+    async fn publish_push(&self, request: &PushRequest) -> transport::Result<()> {
+        let payload = encode(request)?;
+        let headers = to_headers(&request.changes.trace);
         self.js
-            .publish_with_headers(PUSH_SUBJECT, to_headers(&request.trace), payload.into())
+            .publish_with_headers(PUSH_SUBJECT, headers, payload.into())
             .await
             .map_err(|e| NatsError::publish(PUSH_SUBJECT, e))?
             .await
@@ -216,10 +220,11 @@ impl Bus for NatsBus {
         Ok(messages.then(delivery).boxed())
     }
 
-    async fn publish_snapshot(&self, event: &Traced<SnapshotEvent>) -> transport::Result<()> {
-        let payload = encode(&event.value)?;
+    async fn publish_snapshot(&self, event: &SnapshotEvent) -> transport::Result<()> {
+        let payload = encode(event)?;
+        let headers = to_headers(&event.changes.trace);
         self.client
-            .publish_with_headers(SNAPSHOT_SUBJECT, to_headers(&event.trace), payload.into())
+            .publish_with_headers(SNAPSHOT_SUBJECT, headers, payload.into())
             .await
             .map_err(|e| NatsError::publish(SNAPSHOT_SUBJECT, e))?;
         Ok(())
@@ -227,7 +232,7 @@ impl Bus for NatsBus {
 
     async fn snapshot_events(
         &self,
-    ) -> transport::Result<BoxStream<'static, transport::Result<Traced<SnapshotEvent>>>> {
+    ) -> transport::Result<BoxStream<'static, transport::Result<SnapshotEvent>>> {
         let connects = self.client.statistics().connects.load(Ordering::Relaxed);
         let subscriber = self
             .client

@@ -2,10 +2,11 @@
 
 use super::{WAIT, next, nothing_within};
 use futures::StreamExt;
+use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason};
 use shoal_proto::config::{ConfigKey, Kind};
-use shoal_proto::push::{PushRequest, TriggerReason};
-use shoal_proto::transport::{Bus, SnapshotEvent, TraceContext, Traced};
-use std::collections::{BTreeSet, HashSet};
+use shoal_proto::push::PushRequest;
+use shoal_proto::transport::{Bus, SnapshotEvent, TraceContext};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,32 +14,29 @@ fn trace(n: u64) -> TraceContext {
     TraceContext::from([("traceparent".to_owned(), format!("00-{n:032x}-{n:016x}-01"))])
 }
 
-pub fn request(revision: u64) -> Traced<PushRequest> {
-    Traced {
-        value: PushRequest {
+pub fn request(revision: u64) -> PushRequest {
+    let key = ConfigKey::new(Kind::VirtualService, "default", format!("vs-{revision}"));
+    PushRequest {
+        changes: ChangeSet {
             full: revision.is_multiple_of(2),
-            configs_updated: BTreeSet::from([ConfigKey::new(
-                Kind::VirtualService,
-                "default",
-                format!("vs-{revision}"),
-            )]),
-            reasons: vec![TriggerReason::ConfigUpdate],
+            keys: BTreeSet::from([ChangeKey::Config(key)]),
+            reasons: BTreeMap::from([(TriggerReason::ConfigUpdate, 1)]),
             start_unix_nanos: 1_700_000_000_000_000_000 + revision,
-            revision,
+            trace: trace(revision),
         },
-        trace: trace(revision),
+        revision,
     }
 }
 
-fn event(version: u64) -> Traced<SnapshotEvent> {
-    Traced {
-        value: SnapshotEvent {
-            version,
-            full: true,
-            configs_updated: BTreeSet::new(),
+fn event(version: u64) -> SnapshotEvent {
+    SnapshotEvent {
+        version,
+        base: version - 1,
+        changes: ChangeSet {
             start_unix_nanos: version,
+            trace: trace(version),
+            ..ChangeSet::everything(TriggerReason::ConfigUpdate, std::time::UNIX_EPOCH)
         },
-        trace: trace(version),
     }
 }
 
@@ -70,7 +68,7 @@ pub async fn push_shared_between_consumers(bus: Arc<dyn Bus>) {
                 let delivery = delivery.unwrap();
                 delivery.acker.ack().await.unwrap();
                 if tx
-                    .send((consumer, delivery.message.value.revision))
+                    .send((consumer, delivery.message.revision))
                     .await
                     .is_err()
                 {

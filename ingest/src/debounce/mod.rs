@@ -15,7 +15,8 @@
 //! after pushing what is pending, so a clean shutdown loses no push.
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use shoal_proto::push::{PushRequest, TriggerReason};
+use shoal_proto::change::TriggerReason;
+use shoal_proto::push::PushRequest;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -67,10 +68,10 @@ pub async fn debounce<P, F>(
             }
             event = events.recv() => {
                 let Some(mut req) = event else { break };
-                if req.reasons.is_empty() {
-                    req.reasons.push(TriggerReason::Unknown);
+                if req.changes.reasons.is_empty() {
+                    req.changes.reasons.insert(TriggerReason::Unknown, 1);
                 }
-                if !config.eds && !req.full {
+                if !config.eds && !req.changes.full {
                     immediate.push(push(req));
                     continue;
                 }
@@ -158,7 +159,7 @@ impl State {
                 events = self.debounced_events,
                 ?quiet_time,
                 ?event_delay,
-                full = req.full,
+                full = req.changes.full,
                 "push debounce stable"
             );
             self.debounced_events = 0;

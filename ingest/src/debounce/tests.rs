@@ -1,6 +1,6 @@
 use super::*;
 use shoal_proto::config::{ConfigKey, Kind};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 use tokio::sync::Semaphore;
@@ -34,10 +34,7 @@ fn slice(name: &str, revision: u64) -> PushRequest {
 }
 
 fn names(req: &PushRequest) -> Vec<&str> {
-    req.configs_updated
-        .iter()
-        .map(|k| k.name.as_str())
-        .collect()
+    req.changes.config_keys().map(|k| k.name.as_str()).collect()
 }
 
 /// A debouncer whose pushes are recorded with the (paused) time they started; each push
@@ -134,7 +131,7 @@ async fn each_event_restarts_the_quiet_period() {
     let req = &pushes[0].1;
     assert_eq!(names(req), ["a", "b", "c"]);
     assert_eq!(req.revision, 3);
-    assert_eq!(req.reasons.len(), 3);
+    assert_eq!(req.changes.events(), 3);
     h.close().await;
 }
 
@@ -156,7 +153,7 @@ async fn steady_stream_is_pushed_at_max_delay() {
     // The next batch starts with the first event after that push and is capped again.
     assert!(times.iter().all(|t| *t <= ms(1500)));
     let pushes = h.close().await;
-    let total: usize = pushes.iter().map(|(_, r)| r.configs_updated.len()).sum();
+    let total: usize = pushes.iter().map(|(_, r)| r.changes.keys.len()).sum();
     assert_eq!(total, 30, "every event pushed exactly once");
     assert!(pushes.len() >= 2);
 }
@@ -211,12 +208,15 @@ async fn full_and_eds_merge_into_full() {
     let pushes = h.close().await;
     assert_eq!(pushes.len(), 1);
     let req = &pushes[0].1;
-    assert!(req.full);
+    assert!(req.changes.full);
     assert_eq!(
-        req.reasons,
-        [TriggerReason::EndpointUpdate, TriggerReason::ConfigUpdate]
+        req.changes.reasons,
+        BTreeMap::from([
+            (TriggerReason::EndpointUpdate, 1),
+            (TriggerReason::ConfigUpdate, 1)
+        ])
     );
-    assert_eq!(req.configs_updated.len(), 2);
+    assert_eq!(req.changes.keys.len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -226,7 +226,7 @@ async fn eds_only_batch_stays_eds() {
     h.send(slice("s2", 2)).await;
     let pushes = h.close().await;
     assert_eq!(pushes.len(), 1);
-    assert!(!pushes[0].1.full);
+    assert!(!pushes[0].1.changes.full);
     assert_eq!(names(&pushes[0].1), ["s1", "s2"]);
 }
 
@@ -245,8 +245,8 @@ async fn configs_updated_empty_means_everything() {
     let pushes = h.close().await;
     assert_eq!(pushes.len(), 1);
     let req = &pushes[0].1;
-    assert!(req.full);
-    assert_eq!(req.configs_updated, BTreeSet::new());
+    assert!(req.changes.full);
+    assert_eq!(req.changes.keys, BTreeSet::new());
     assert_eq!(req.revision, 6);
 }
 
@@ -258,7 +258,7 @@ async fn eds_bypasses_debounce_when_disabled() {
     h.sleep_until(ms(1)).await;
     let pushes = h.pushes();
     assert_eq!(pushes.len(), 1, "EDS pushed at once");
-    assert!(!pushes[0].1.full);
+    assert!(!pushes[0].1.changes.full);
     assert_eq!(pushes[0].0, Duration::ZERO);
     h.sleep_until(ms(200)).await;
     let pushes = h.close().await;
@@ -271,10 +271,13 @@ async fn eds_bypasses_debounce_when_disabled() {
 async fn missing_reason_is_recorded_as_unknown() {
     let h = Harness::new(config(true), Duration::ZERO, None);
     let mut req = vs("a", 1);
-    req.reasons.clear();
+    req.changes.reasons.clear();
     h.send(req).await;
     let pushes = h.close().await;
-    assert_eq!(pushes[0].1.reasons, [TriggerReason::Unknown]);
+    assert_eq!(
+        pushes[0].1.changes.reasons,
+        BTreeMap::from([(TriggerReason::Unknown, 1)])
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -82,7 +82,7 @@ impl Env {
         let seen = pushes.clone();
         tokio::spawn(async move {
             while let Some(Ok(delivery)) = stream.next().await {
-                seen.lock().unwrap().push(delivery.message.value);
+                seen.lock().unwrap().push(delivery.message);
             }
         });
         let mut config = IngestConfig::new(dir.path(), CLUSTER);
@@ -158,7 +158,7 @@ impl Env {
                 .pushes()
                 .into_iter()
                 .rev()
-                .find(|p| p.configs_updated.contains(key));
+                .find(|p| p.changes.keys.contains(&key.clone().into()));
             std::future::ready(found.is_some())
         })
         .await;
@@ -250,7 +250,7 @@ async fn startup_loads_reconciles_and_pushes_once() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let pushes = env.pushes();
     assert_eq!(pushes.len(), 1, "one push at start-up: {pushes:?}");
-    assert!(pushes[0].full && pushes[0].configs_updated.is_empty());
+    assert!(pushes[0].changes.full && pushes[0].changes.keys.is_empty());
     assert!(
         pushes[0].revision >= latest,
         "{} < {latest}",
@@ -295,7 +295,7 @@ async fn add_edit_and_remove_a_file() {
     env.write("a.yaml", &vs("r", "one"));
     env.wait_host("r", Some("one")).await;
     let push = env.wait_push(&key("r")).await;
-    assert!(push.full);
+    assert!(push.changes.full);
     let revision = |env: &Env| {
         let kv = env.kv.clone();
         async move {
@@ -316,7 +316,7 @@ async fn add_edit_and_remove_a_file() {
     wait_for("the edit's push", || async {
         env.pushes()
             .iter()
-            .any(|p| p.revision == rev && p.configs_updated.contains(&key("r")))
+            .any(|p| p.revision == rev && p.changes.keys.contains(&key("r").into()))
     })
     .await;
 
@@ -325,7 +325,7 @@ async fn add_edit_and_remove_a_file() {
     wait_for("the delete's push", || async {
         env.pushes()
             .iter()
-            .filter(|p| p.configs_updated.contains(&key("r")))
+            .filter(|p| p.changes.keys.contains(&key("r").into()))
             .count()
             >= 3
     })

@@ -96,8 +96,8 @@ async fn writes_then_pushes_with_the_write_revision() {
     let a = vs("a", "a.example.com");
     h.writer.send(change(&a), true).await.unwrap();
     let push = h.pushes.recv().await.unwrap();
-    assert_eq!(push.configs_updated, [a.key()].into());
-    assert!(push.full);
+    assert_eq!(push.changes.keys, [a.key().into()].into());
+    assert!(push.changes.full);
     // The KV already holds the change at the revision the push names.
     let (stored, revision) = kv_value(&*h.kv, &a.key()).await.unwrap();
     assert_eq!(stored, a);
@@ -129,8 +129,8 @@ async fn unavailable_kv_is_retried_and_nothing_is_dropped() {
     for c in &configs {
         let push = h.pushes.recv().await.unwrap();
         assert_eq!(
-            push.configs_updated,
-            [c.key()].into(),
+            push.changes.keys,
+            [c.key().into()].into(),
             "pushes in change order"
         );
         revisions.push(push.revision);

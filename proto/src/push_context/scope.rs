@@ -1,4 +1,5 @@
 use super::ConfigIndex;
+use crate::change::ChangeKey;
 use crate::config::{ConfigKey, Kind, istio};
 use crate::model::{NamedConfig, ROOT_NAMESPACE, Service, host_matches, hosts_intersect};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -245,20 +246,30 @@ impl SidecarScope {
     }
 
     /// Whether a change to `key` can change this scope's config (Istio's
-    /// `SidecarScope.DependsOnConfig`). Services and endpoints are named as
-    /// `ServiceEntry <namespace>/<hostname>`.
-    pub fn depends_on(&self, key: &ConfigKey) -> bool {
-        match key.kind {
-            Kind::ServiceEntry | Kind::Service => {
-                self.hosts.contains(&key.name) || key.name.is_empty()
-            }
-            // Gateways configure routers, not sidecars.
-            Kind::Gateway => false,
-            // A Sidecar reshapes its own namespace's scopes; in the root namespace, all.
-            Kind::Sidecar => key.namespace == self.namespace || key.namespace == ROOT_NAMESPACE,
-            // A new VirtualService or DestinationRule may start to apply to this scope:
-            // unnamed by hostname, any routing change concerns every scope.
-            _ => true,
+    /// `SidecarScope.DependsOnConfig`).
+    pub fn depends_on(&self, key: &ChangeKey) -> bool {
+        match key {
+            ChangeKey::Service(service) => self.hosts.contains(&service.hostname),
+            ChangeKey::Host(host) => self.hosts.contains(host),
+            ChangeKey::Config(config) => match config.kind {
+                // Gateways configure routers, not sidecars.
+                Kind::Gateway => false,
+                // A Sidecar reshapes its own namespace's scopes; in the root namespace, all.
+                Kind::Sidecar => {
+                    config.namespace == self.namespace || config.namespace == ROOT_NAMESPACE
+                }
+                // An object not narrowed to hostnames may start to apply to any scope.
+                _ => true,
+            },
+        }
+    }
+
+    /// Whether an endpoint change to `key` concerns a cluster of this scope.
+    pub fn sees_endpoints_of(&self, key: &ChangeKey) -> bool {
+        match key.hostname() {
+            Some(host) => self.hosts.contains(host),
+            // An object not named by service: any cluster may be concerned.
+            None => true,
         }
     }
 }

@@ -13,7 +13,7 @@ mod keys;
 mod wire;
 
 pub use keys::{config_kv_key, parse_config_kv_key};
-pub use wire::{SnapshotEvent, TraceContext, Traced, decode_config, encode_config};
+pub use wire::{SnapshotEvent, TraceContext, decode_config, encode_config};
 
 use crate::snapshot::ChunkHash;
 use async_trait::async_trait;
@@ -72,7 +72,7 @@ pub trait ConfigKv: Send + Sync + 'static {
 
 /// A message taken from a durable queue; it is redelivered unless acknowledged.
 pub struct Delivery<T> {
-    pub message: Traced<T>,
+    pub message: T,
     pub acker: Box<dyn Ack>,
 }
 
@@ -84,16 +84,17 @@ pub trait Ack: Send + Sync {
 /// The message bus between tiers.
 #[async_trait]
 pub trait Bus: Send + Sync + 'static {
-    /// Publishes a push request durably (kept while no builder runs).
-    async fn publish_push(&self, request: &Traced<crate::push::PushRequest>) -> Result<()>;
+    /// Publishes a push request durably (kept while no builder runs). Its change set's
+    /// trace context travels with it.
+    async fn publish_push(&self, request: &crate::push::PushRequest) -> Result<()>;
     /// Push requests shared by every builder in the queue group.
     async fn push_requests(
         &self,
     ) -> Result<BoxStream<'static, Result<Delivery<crate::push::PushRequest>>>>;
     /// Announces a written snapshot.
-    async fn publish_snapshot(&self, event: &Traced<SnapshotEvent>) -> Result<()>;
+    async fn publish_snapshot(&self, event: &SnapshotEvent) -> Result<()>;
     /// Every snapshot announcement; `Err(Lagged)` means some were missed.
-    async fn snapshot_events(&self) -> Result<BoxStream<'static, Result<Traced<SnapshotEvent>>>>;
+    async fn snapshot_events(&self) -> Result<BoxStream<'static, Result<SnapshotEvent>>>;
 }
 
 /// Where snapshots live: content-addressed chunks, manifests by version, and `latest`.

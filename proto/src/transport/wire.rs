@@ -1,39 +1,25 @@
-use crate::config::{Config, ConfigKey};
+use crate::change::ChangeSet;
+use crate::config::Config;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// W3C trace context (`traceparent`, `tracestate`) carried in message headers.
 pub type TraceContext = BTreeMap<String, String>;
-
-/// A message with the trace context it travels with.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Traced<T> {
-    pub value: T,
-    pub trace: TraceContext,
-}
-
-impl<T> Traced<T> {
-    pub fn new(value: T) -> Self {
-        Self {
-            value,
-            trace: TraceContext::new(),
-        }
-    }
-}
 
 /// Published on `shoal.snapshot` once a snapshot is written and `latest` advanced.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotEvent {
     /// The config revision the snapshot reflects.
     pub version: u64,
-    /// False when only endpoints changed.
-    pub full: bool,
-    /// What changed since the previous snapshot; empty = everything. Endpoint and service
-    /// changes are named as `ServiceEntry <namespace>/<hostname>`, Istio's convention.
-    pub configs_updated: BTreeSet<ConfigKey>,
-    /// Start of the earliest change this snapshot includes (Unix nanoseconds), for
-    /// convergence time.
-    pub start_unix_nanos: u64,
+    /// The snapshot `changes` are relative to (the writing builder's previous build; 0:
+    /// none). An edge holding exactly `base` applies `changes` as they are; any other
+    /// edge (another builder wrote in between, or it missed an announcement) diffs the
+    /// chunks it holds against the new ones itself.
+    pub base: u64,
+    /// What changed since `base`: services by key, routing by hostname; empty keys with
+    /// `full` mean everything. Its start is the earliest change included (convergence
+    /// time) and its trace that of the push request that caused it.
+    pub changes: ChangeSet,
 }
 
 /// Config KV values are JSON: self-describing, readable with `nats kv get`.

@@ -1,16 +1,21 @@
 use super::*;
 use crate::ads::SotwStream;
 use crate::ads::dispatch::needs_push;
+use crate::ads::outbound::Outbound;
 use crate::ads::testing::node;
+use crate::push_queue::PushEvent;
 use crate::xds::types::{CLUSTER, LISTENER};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason};
 use shoal_proto::config::{ConfigKey, Kind, istio};
 use shoal_proto::model::{ExportTo, NamedConfig, NamespaceConfig, Resolution, Service};
 use shoal_proto::snapshot::Chunk;
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
+use tokio::sync::oneshot;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
+use tonic::Status;
 
 const NODE: &str = "sidecar~10.0.0.1~web-1.a~a.svc.cluster.local";
 
@@ -32,10 +37,8 @@ async fn open(s: &XdsServer, node_id: &str, type_url: &str) -> (Inbound, Result<
     }))
     .await
     .unwrap();
-    let out = s
-        .shared
-        .accept::<SotwStream, _>(ReceiverStream::new(rx))
-        .await;
+    let out =
+        crate::ads::connection::accept::<SotwStream, _>(&s.shared, ReceiverStream::new(rx)).await;
     (tx, out)
 }
 
@@ -168,14 +171,17 @@ async fn updates_reach_only_the_proxies_whose_scope_depends_on_them() {
     conns.sort_by_key(|c| c.id);
     let (ca, cb) = (&conns[0], &conns[1]);
 
-    let event = |full: bool, keys: &[ConfigKey]| PushEvent {
+    let event = |full: bool, keys: &[ChangeKey]| PushEvent {
         push: push.clone(),
-        full,
-        configs_updated: Arc::new(keys.iter().cloned().collect::<BTreeSet<_>>()),
-        start: SystemTime::now(),
+        changes: Arc::new(ChangeSet::of(
+            full,
+            keys.iter().cloned().collect::<BTreeSet<_>>(),
+            TriggerReason::Unknown,
+            SystemTime::now(),
+        )),
     };
-    let y = ConfigKey::new(Kind::ServiceEntry, "b", "y.b.svc.cluster.local");
-    let x = ConfigKey::new(Kind::ServiceEntry, "a", "x.a.svc.cluster.local");
+    let y = ChangeKey::service("b", "y.b.svc.cluster.local");
+    let x = ChangeKey::service("a", "x.a.svc.cluster.local");
     for full in [true, false] {
         assert!(!needs_push(ca, &event(full, std::slice::from_ref(&y))));
         assert!(needs_push(cb, &event(full, std::slice::from_ref(&y))));
@@ -183,7 +189,7 @@ async fn updates_reach_only_the_proxies_whose_scope_depends_on_them() {
         assert!(needs_push(ca, &event(full, &[])));
     }
     let vs = ConfigKey::new(Kind::VirtualService, "b", "anything");
-    assert!(needs_push(ca, &event(true, &[vs])));
+    assert!(needs_push(ca, &event(true, &[vs.into()])));
 }
 
 /// A stream's task lives as long as the stream: its future must not hold a request or the
@@ -196,7 +202,7 @@ async fn the_resident_stream_task_stays_small() {
     let (close_tx, _close_rx) = oneshot::channel();
     let permit = s.shared.streams.clone().try_acquire_owned().unwrap();
     let proxy = crate::proxy::Proxy::from_node(Some(&node(NODE))).unwrap();
-    let task = super::connection::serve::<SotwStream, _>(
+    let task = crate::ads::connection::serve::<SotwStream, _>(
         s.shared.clone(),
         proxy,
         Box::default(),

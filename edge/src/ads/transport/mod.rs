@@ -22,9 +22,10 @@ mod inbound;
 pub(crate) use encode::frame;
 pub use encode::{DeltaResource, DeltaResponse, SotwResponse};
 
+use super::connection;
 use super::outbound::Outbound;
 use super::protocol::Protocol;
-use super::server::Shared;
+use super::shared::Shared;
 use super::{DeltaStream, SotwStream};
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -117,7 +118,7 @@ where
         return refused;
     }
     let inbound = Inbound::<B, M::Request>::new(req.into_body(), shared.config.max_request_bytes);
-    match shared.accept::<M, _>(inbound).await {
+    match connection::accept::<M, _>(&shared, inbound).await {
         Ok(body) => {
             let mut resp = http::Response::new(body);
             resp.headers_mut().insert(CONTENT_TYPE, GRPC);

@@ -1,50 +1,51 @@
-//! What a namespace chunk change means for proxies: the hostnames whose routing or
-//! definition changed, so only scopes that contain them are pushed (Istio's
-//! `ConfigsUpdated` narrowed by `SidecarScope.DependsOnConfig`).
+//! What a namespace chunk change means for proxies: the services whose definition
+//! changed and the hostnames whose routing changed, so only scopes that contain them are
+//! pushed (Istio's `ConfigsUpdated` narrowed by `SidecarScope.DependsOnConfig`).
 
-use shoal_proto::config::{ConfigKey, Kind};
-use shoal_proto::model::{NamedConfig, NamespaceConfig};
+use super::ChangeKey;
+use crate::config::istio::{DestinationRule, VirtualService};
+use crate::config::{ConfigKey, Kind};
+use crate::model::{NamedConfig, NamespaceConfig, Service};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The changes between two versions of one namespace's chunk, as `ServiceEntry
-/// <ns>/<hostname>` keys (plus `Sidecar` keys for Sidecar changes). `None` when the
-/// change cannot be narrowed (a wildcard host): every proxy must be considered.
+/// Every change between two versions of one namespace's chunk. `None` when the change
+/// cannot be narrowed (a wildcard host): every proxy must be considered.
 pub fn namespace_changes(
     old: Option<&NamespaceConfig>,
     new: Option<&NamespaceConfig>,
-) -> Option<BTreeSet<ConfigKey>> {
+) -> Option<BTreeSet<ChangeKey>> {
     let empty = NamespaceConfig::default();
     let (old, new) = (old.unwrap_or(&empty), new.unwrap_or(&empty));
+    let mut keys = routing_changes(old, new)?;
+    keys.extend(service_changes(&old.services, &new.services));
+    Some(keys)
+}
+
+/// The services added, removed or redefined, by key.
+pub fn service_changes(old: &[Service], new: &[Service]) -> BTreeSet<ChangeKey> {
+    let old_by: BTreeMap<&str, &Service> = old.iter().map(|s| (s.hostname.as_str(), s)).collect();
+    let new_by: BTreeMap<&str, &Service> = new.iter().map(|s| (s.hostname.as_str(), s)).collect();
+    let changed = old_by
+        .iter()
+        .filter(|(h, s)| new_by.get(*h) != Some(*s))
+        .chain(new_by.iter().filter(|(h, _)| !old_by.contains_key(*h)));
+    changed.map(|(_, s)| ChangeKey::Service(s.key())).collect()
+}
+
+/// The routing changes (VirtualServices and DestinationRules by the hostnames they
+/// name, Sidecars and Gateways by key); services are left out. `None` when a wildcard
+/// host keeps the change from being narrowed.
+pub fn routing_changes(
+    old: &NamespaceConfig,
+    new: &NamespaceConfig,
+) -> Option<BTreeSet<ChangeKey>> {
     let namespace = if new.namespace.is_empty() {
         &old.namespace
     } else {
         &new.namespace
     };
     let mut hosts = BTreeSet::new();
-
-    let old_services: BTreeMap<&str, _> = old
-        .services
-        .iter()
-        .map(|s| (s.hostname.as_str(), s))
-        .collect();
-    let new_services: BTreeMap<&str, _> = new
-        .services
-        .iter()
-        .map(|s| (s.hostname.as_str(), s))
-        .collect();
-    for (host, svc) in &old_services {
-        if new_services.get(host) != Some(svc) {
-            hosts.insert(host.to_string());
-        }
-    }
-    for host in new_services.keys() {
-        if !old_services.contains_key(host) {
-            hosts.insert(host.to_string());
-        }
-    }
-
-    let vs_hosts =
-        |vs: &NamedConfig<shoal_proto::config::istio::VirtualService>| vs.spec.hosts.clone();
+    let vs_hosts = |vs: &NamedConfig<VirtualService>| vs.spec.hosts.clone();
     if !changed_hosts(
         &old.virtual_services,
         &new.virtual_services,
@@ -53,8 +54,7 @@ pub fn namespace_changes(
     ) {
         return None;
     }
-    let dr_host =
-        |dr: &NamedConfig<shoal_proto::config::istio::DestinationRule>| vec![dr.spec.host.clone()];
+    let dr_host = |dr: &NamedConfig<DestinationRule>| vec![dr.spec.host.clone()];
     if !changed_hosts(
         &old.destination_rules,
         &new.destination_rules,
@@ -63,18 +63,22 @@ pub fn namespace_changes(
     ) {
         return None;
     }
-
-    let mut keys: BTreeSet<ConfigKey> = hosts
-        .into_iter()
-        .map(|h| ConfigKey::new(Kind::ServiceEntry, namespace, h))
-        .collect();
+    let mut keys: BTreeSet<ChangeKey> = hosts.into_iter().map(ChangeKey::Host).collect();
     // A Sidecar change reshapes its namespace's scopes (or, in the root namespace, all).
     for name in changed_names(&old.sidecars, &new.sidecars) {
-        keys.insert(ConfigKey::new(Kind::Sidecar, namespace, name));
+        keys.insert(ChangeKey::Config(ConfigKey::new(
+            Kind::Sidecar,
+            namespace,
+            name,
+        )));
     }
     // Gateways concern routers only, which are always pushed on a full update.
     for name in changed_names(&old.gateways, &new.gateways) {
-        keys.insert(ConfigKey::new(Kind::Gateway, namespace, name));
+        keys.insert(ChangeKey::Config(ConfigKey::new(
+            Kind::Gateway,
+            namespace,
+            name,
+        )));
     }
     Some(keys)
 }
@@ -129,9 +133,7 @@ fn changed_names<'a, T: PartialEq>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_proto::config::istio::{
-        Destination, HttpRoute, HttpRouteDestination, VirtualService,
-    };
+    use crate::config::istio::{Destination, HttpRoute, HttpRouteDestination};
 
     fn vs(name: &str, host: &str, timeout: &str) -> NamedConfig<VirtualService> {
         NamedConfig {
@@ -163,8 +165,8 @@ mod tests {
         }
     }
 
-    fn names(keys: &BTreeSet<ConfigKey>) -> Vec<&str> {
-        keys.iter().map(|k| k.name.as_str()).collect()
+    fn hosts(keys: &BTreeSet<ChangeKey>) -> Vec<&str> {
+        keys.iter().filter_map(ChangeKey::hostname).collect()
     }
 
     #[test]
@@ -178,8 +180,8 @@ mod tests {
             vs("b", "b.ns.svc.cluster.local", "1s"),
         ]);
         let keys = namespace_changes(Some(&old), Some(&new)).unwrap();
-        assert_eq!(names(&keys), ["a.ns.svc.cluster.local"]);
-        assert!(keys.iter().all(|k| k.kind == Kind::ServiceEntry));
+        assert_eq!(hosts(&keys), ["a.ns.svc.cluster.local"]);
+        assert!(keys.iter().all(|k| matches!(k, ChangeKey::Host(_))));
     }
 
     #[test]
@@ -187,15 +189,15 @@ mod tests {
         let old = ns(vec![vs("a", "a.x", "1s")]);
         let new = ns(vec![vs("b", "b.x", "1s")]);
         assert_eq!(
-            names(&namespace_changes(Some(&old), Some(&new)).unwrap()),
+            hosts(&namespace_changes(Some(&old), Some(&new)).unwrap()),
             ["a.x", "b.x"]
         );
         assert_eq!(
-            names(&namespace_changes(None, Some(&new)).unwrap()),
+            hosts(&namespace_changes(None, Some(&new)).unwrap()),
             ["b.x"]
         );
         assert_eq!(
-            names(&namespace_changes(Some(&old), None).unwrap()),
+            hosts(&namespace_changes(Some(&old), None).unwrap()),
             ["a.x"]
         );
     }
@@ -205,5 +207,36 @@ mod tests {
         let old = ns(vec![]);
         let new = ns(vec![vs("w", "*.example.com", "1s")]);
         assert!(namespace_changes(Some(&old), Some(&new)).is_none());
+    }
+
+    #[test]
+    fn services_are_named_by_key() {
+        let svc = |host: &str, port: u32| Service {
+            hostname: host.into(),
+            namespace: "ns".into(),
+            name: host.into(),
+            ports: vec![crate::model::ServicePort {
+                name: "http".into(),
+                port,
+                protocol: crate::model::Protocol::Http,
+            }],
+            addresses: Vec::new(),
+            resolution: crate::model::Resolution::ClientSideLb,
+            mesh_external: false,
+            export_to: Default::default(),
+            labels: Default::default(),
+            clusters: Vec::new(),
+        };
+        let keys = service_changes(
+            &[svc("a.ns", 80), svc("b.ns", 80)],
+            &[svc("a.ns", 81), svc("b.ns", 80), svc("c.ns", 80)],
+        );
+        assert_eq!(
+            keys,
+            BTreeSet::from([
+                ChangeKey::service("ns", "a.ns"),
+                ChangeKey::service("ns", "c.ns")
+            ])
+        );
     }
 }

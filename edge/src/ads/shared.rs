@@ -1,0 +1,32 @@
+//! State shared by the ADS service, the dispatcher and every stream task. It depends on
+//! none of them, so they depend on it and not on each other.
+
+use super::config::XdsConfig;
+use super::metrics::Metrics;
+use super::registry::Registry;
+use crate::push_queue::{PushEvent, PushQueue};
+use crate::xds::Generator;
+use shoal_proto::push_context::PushContext;
+use std::sync::Arc;
+use tokio::sync::{Semaphore, watch};
+
+/// State shared by the service, the dispatcher and every stream task.
+pub(crate) struct Shared {
+    pub config: XdsConfig,
+    pub generator: Arc<Generator>,
+    pub snapshots: watch::Receiver<Arc<PushContext>>,
+    pub registry: Registry,
+    pub queue: Arc<PushQueue<u64, PushEvent>>,
+    pub throttle: Arc<Semaphore>,
+    pub streams: Arc<Semaphore>,
+    pub metrics: Metrics,
+    /// Set once: every stream closes with UNAVAILABLE and new ones are refused.
+    pub draining: watch::Sender<bool>,
+}
+
+impl Shared {
+    /// The newest snapshot.
+    pub fn latest(&self) -> Arc<PushContext> {
+        self.snapshots.borrow().clone()
+    }
+}
