@@ -9,6 +9,7 @@
 //! ```
 
 pub mod cli;
+mod follow;
 pub mod mesh;
 mod metrics;
 pub mod replica;

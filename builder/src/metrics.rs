@@ -19,6 +19,7 @@ pub struct Metrics {
     pub chunks_written: Counter,
     pub bytes_written: Counter,
     pub write_errors: Counter,
+    pub restores: Counter,
     pub snapshot_version: Gauge,
     pub replica_revision: Gauge,
     pub replica_objects: Gauge,
@@ -34,6 +35,7 @@ impl Metrics {
             chunks_written: Counter::default(),
             bytes_written: Counter::default(),
             write_errors: Counter::default(),
+            restores: Counter::default(),
             snapshot_version: Gauge::default(),
             replica_revision: Gauge::default(),
             replica_objects: Gauge::default(),
@@ -63,8 +65,13 @@ impl Metrics {
         );
         r.register(
             "write_errors",
-            "Snapshot writes that failed (retried by redelivery)",
+            "Snapshot writes that failed (retried in process)",
             m.write_errors.clone(),
+        );
+        r.register(
+            "restores",
+            "Times the store had lost the latest snapshot and it was written again",
+            m.restores.clone(),
         );
         r.register(
             "snapshot_version",

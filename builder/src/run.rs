@@ -1,9 +1,11 @@
 //! The builder's tasks: the replica follower and the build loop.
 
+use crate::follow::{self, Feed};
 use crate::metrics::{BuildLabels, Metrics};
 use crate::replica::{Dirty, Replica};
+use crate::snapshot::Built;
 use crate::snapshot::SnapshotBuilder;
-use crate::writer::{Retention, Writer};
+use crate::writer::{Retention, WriteError, Writer};
 use futures::{FutureExt, StreamExt};
 use prometheus_client::registry::Registry;
 use shoal_proto::change::{ChangeSet, unix_nanos};
@@ -12,7 +14,7 @@ use shoal_proto::transport::{Bus, ConfigKv, Delivery, SnapshotStore, TransportEr
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::watch;
+use tokio::sync::mpsc;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 #[derive(Clone, Debug)]
@@ -25,6 +27,11 @@ pub struct BuilderConfig {
     pub refresh_every: Duration,
     /// Push requests already queued are merged into one build, up to this many.
     pub max_batch: usize,
+    /// Config KV entries the follower may hold for the build loop while a build runs.
+    pub feed_capacity: usize,
+    /// How often the store is checked for the latest snapshot (a Redis restarted empty
+    /// is refilled within this).
+    pub store_check_every: Duration,
 }
 
 impl Default for BuilderConfig {
@@ -34,6 +41,8 @@ impl Default for BuilderConfig {
             revision_wait: Duration::from_secs(30),
             refresh_every: Duration::from_secs(120),
             max_batch: 256,
+            feed_capacity: 65_536,
+            store_check_every: Duration::from_secs(1),
         }
     }
 }
@@ -42,6 +51,8 @@ impl Default for BuilderConfig {
 pub enum BuilderError {
     #[error("push request stream ended")]
     PushStreamEnded,
+    #[error("the config KV follower stopped")]
+    FollowerEnded,
     #[error(transparent)]
     Transport(#[from] TransportError),
 }
@@ -118,18 +129,9 @@ impl Builder {
 
     /// Runs until `shutdown` resolves.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), BuilderError> {
-        let replica = Arc::new(Mutex::new(Replica::new()));
-        let (revision_tx, revision_rx) = watch::channel(0u64);
-        let follower = tokio::spawn(
-            follow_replica(
-                self.kv,
-                replica.clone(),
-                revision_tx,
-                self.metrics.clone(),
-                self.status.clone(),
-            )
-            .instrument(info_span!("replica")),
-        );
+        let (feed_tx, feed) = mpsc::channel(self.config.feed_capacity.max(1));
+        let follower =
+            tokio::spawn(follow::follow(self.kv, feed_tx).instrument(info_span!("replica")));
         let writer = Writer {
             store: self.store,
             bus: self.bus.clone(),
@@ -137,10 +139,15 @@ impl Builder {
         };
         let mut state = BuildState {
             config: self.config,
-            replica,
-            revision_rx,
-            builder: SnapshotBuilder::new(),
+            model: Some(Model {
+                replica: Replica::new(),
+                builder: SnapshotBuilder::new(),
+            }),
+            feed,
+            synced: false,
             needs_full: false,
+            store_lost: false,
+            pending: None,
             built_version: 0,
             last_manifest: None,
             writer,
@@ -153,92 +160,25 @@ impl Builder {
     }
 }
 
-async fn follow_replica(
-    kv: Arc<dyn ConfigKv>,
-    replica: Arc<Mutex<Replica>>,
-    revision_tx: watch::Sender<u64>,
-    metrics: Metrics,
-    status: Status,
-) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        // The initial listing marks the replica synced; the watch then replays (ignored
-        // as already held) and follows.
-        let listed = match kv.entries().await {
-            Ok(entries) => entries,
-            Err(e) => {
-                warn!(error = %e, ?backoff, "config KV unavailable; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-                continue;
-            }
-        };
-        let stream = match kv.watch().await {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(error = %e, ?backoff, "config KV watch failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-                continue;
-            }
-        };
-        let apply = |entry| {
-            let mut r = replica.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = r.apply(entry) {
-                metrics.config_errors.inc();
-                warn!(error = %e, "skipping config entry");
-            }
-            (r.revision(), r.len())
-        };
-        for entry in listed {
-            apply(entry);
-        }
-        let (rev, len) = {
-            let r = replica.lock().unwrap_or_else(|e| e.into_inner());
-            (r.revision(), r.len())
-        };
-        revision_tx.send_replace(rev);
-        status.update(|s| {
-            s.replica_synced = true;
-            s.replica_revision = rev;
-            s.replica_objects = len;
-        });
-        info!(revision = rev, objects = len, "config replica synced");
-        backoff = Duration::from_millis(100);
-        let mut stream = stream;
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(entry) => {
-                    let (rev, len) = apply(entry);
-                    metrics.replica_revision.set(rev as i64);
-                    metrics.replica_objects.set(len as i64);
-                    revision_tx.send_if_modified(|r| {
-                        let changed = *r != rev;
-                        *r = rev;
-                        changed
-                    });
-                }
-                Err(e) => {
-                    warn!(error = %e, "config KV watch interrupted; resyncing");
-                    break;
-                }
-            }
-        }
-        if revision_tx.is_closed() {
-            return;
-        }
-        tokio::time::sleep(backoff).await;
-    }
+/// The replica and the previous build: owned by the build loop, lent whole to the
+/// blocking thread that builds.
+struct Model {
+    replica: Replica,
+    builder: SnapshotBuilder,
 }
 
 struct BuildState {
     config: BuilderConfig,
-    replica: Arc<Mutex<Replica>>,
-    revision_rx: watch::Receiver<u64>,
-    builder: SnapshotBuilder,
-    /// Set after a failed write: the next build starts from nothing, so every chunk is
-    /// checked against the store again.
+    /// `None` only while a build runs.
+    model: Option<Model>,
+    feed: mpsc::Receiver<Feed>,
+    synced: bool,
+    /// Set after a failed build: the next one starts from nothing.
     needs_full: bool,
+    /// The store lost data: the next write checks every chunk.
+    store_lost: bool,
+    /// A build not yet written, retried before any new build.
+    pending: Option<PendingWrite>,
     /// The version of this builder's previous build (0: none): announcements name it as
     /// the base their change set is relative to.
     built_version: u64,
@@ -269,11 +209,20 @@ impl BuildState {
         };
         let mut refresh = tokio::time::interval(self.config.refresh_every);
         refresh.tick().await;
+        let mut store_check = tokio::time::interval(self.config.store_check_every);
+        store_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let retry_at = self.pending.as_ref().and_then(|p| p.retry_at);
             tokio::select! {
                 _ = &mut shutdown => return Ok(()),
                 _ = refresh.tick() => self.refresh().await,
-                next = pushes.next() => {
+                _ = store_check.tick(), if self.pending.is_none() => self.check_store().await,
+                _ = sleep_until_some(retry_at), if retry_at.is_some() => self.retry_write().await,
+                feed = self.feed.recv() => match feed {
+                    Some(feed) => self.apply(feed),
+                    None => return Err(BuilderError::FollowerEnded),
+                },
+                next = pushes.next(), if self.pending.is_none() => {
                     let Some(first) = next else { return Err(BuilderError::PushStreamEnded) };
                     let mut batch = Vec::new();
                     match first {
@@ -293,6 +242,63 @@ impl BuildState {
         }
     }
 
+    fn model(&mut self) -> &mut Model {
+        self.model
+            .as_mut()
+            .expect("the model is back after every build")
+    }
+
+    /// Applies what the follower fed.
+    fn apply(&mut self, feed: Feed) {
+        let metrics = self.metrics.clone();
+        let replica = &mut self.model().replica;
+        let mut apply = |entry| {
+            if let Err(e) = replica.apply(entry) {
+                metrics.config_errors.inc();
+                warn!(error = %e, "skipping config entry");
+            }
+        };
+        let listed = match feed {
+            Feed::Listed(entries) => {
+                entries.into_iter().for_each(&mut apply);
+                true
+            }
+            Feed::Entry(entry) => {
+                apply(entry);
+                false
+            }
+        };
+        let (rev, len) = (replica.revision(), replica.len());
+        self.metrics.replica_revision.set(rev as i64);
+        self.metrics.replica_objects.set(len as i64);
+        if listed && !self.synced {
+            self.synced = true;
+            info!(revision = rev, objects = len, "config replica synced");
+        }
+        let synced = self.synced;
+        self.status.update(|s| {
+            s.replica_synced = synced;
+            s.replica_revision = rev;
+            s.replica_objects = len;
+        });
+    }
+
+    /// Applies fed entries until the replica is synced and holds `revision`, for at most
+    /// `revision_wait`; then whatever else is already waiting. False on a timeout.
+    async fn catch_up(&mut self, revision: u64) -> bool {
+        let deadline = tokio::time::Instant::now() + self.config.revision_wait;
+        while !self.synced || self.model().replica.revision() < revision {
+            match tokio::time::timeout_at(deadline, self.feed.recv()).await {
+                Ok(Some(feed)) => self.apply(feed),
+                Ok(None) | Err(_) => return false,
+            }
+        }
+        while let Ok(feed) = self.feed.try_recv() {
+            self.apply(feed);
+        }
+        true
+    }
+
     async fn handle(&mut self, batch: Vec<Delivery<PushRequest>>) {
         let Some(request) = batch
             .iter()
@@ -301,51 +307,69 @@ impl BuildState {
         else {
             return;
         };
-        let wait = self.revision_rx.wait_for(|r| *r >= request.revision);
-        if tokio::time::timeout(self.config.revision_wait, wait)
-            .await
-            .is_err()
-        {
+        if !self.catch_up(request.revision).await {
             warn!(
                 revision = request.revision,
-                have = *self.revision_rx.borrow(),
+                have = self.model().replica.revision(),
                 "replica did not reach the requested revision; leaving the request for redelivery"
             );
             return;
         }
+        // The replica's own log covers revisions other builders built; the requests
+        // bring their start, reasons and trace (and "everything" on a resync).
+        let changes = match self.model().replica.take_changes() {
+            Some(own) => own.merge(request.changes.clone()),
+            None if self.needs_full => request.changes.clone(),
+            None => {
+                debug!(revision = request.revision, "already built");
+                ack_all(batch).await;
+                return;
+            }
+        };
+        let mut dirty = Dirty::of(&changes);
+        if self.needs_full {
+            self.model().builder = SnapshotBuilder::new();
+            self.built_version = 0;
+            dirty.all = true;
+        }
         let started = Instant::now();
-        let built = {
-            let mut replica = self.replica.lock().unwrap_or_else(|e| e.into_inner());
-            // The replica's own log covers revisions other builders built; the requests
-            // bring their start, reasons and trace (and "everything" on a resync).
-            let changes = match replica.take_changes() {
-                Some(own) => Some(own.merge(request.changes.clone())),
-                None if self.needs_full => Some(request.changes.clone()),
-                // Nothing moved since this builder's last build.
-                None => None,
-            };
-            changes.map(|changes| {
-                let mut dirty = Dirty::of(&changes);
-                if self.needs_full {
-                    self.builder = SnapshotBuilder::new();
-                    self.built_version = 0;
-                    dirty.all = true;
-                }
-                let version = replica.revision();
-                self.builder
-                    .build(&replica, dirty, version, unix_nanos(SystemTime::now()))
-                    .map(|built| built.map(|b| (b, changes)))
-            })
+        // CPU-bound: off the async workers, so the follower, the bus and the admin
+        // server keep running while it builds.
+        let mut model = self
+            .model
+            .take()
+            .expect("the model is back after every build");
+        let (model, built) = match tokio::task::spawn_blocking(move || {
+            let version = model.replica.revision();
+            let built = model.builder.build(
+                &model.replica,
+                dirty,
+                version,
+                unix_nanos(SystemTime::now()),
+            );
+            (model, built)
+        })
+        .await
+        {
+            Ok(done) => done,
+            Err(e) => {
+                // The model went down with the build: start again from an empty one,
+                // which the follower's next listing refills.
+                warn!(error = %e, "snapshot build panicked; rebuilding from scratch");
+                self.model = Some(Model {
+                    replica: Replica::new(),
+                    builder: SnapshotBuilder::new(),
+                });
+                self.synced = false;
+                self.needs_full = true;
+                return;
+            }
         };
-        let Some(built) = built else {
-            debug!(revision = request.revision, "already built");
-            ack_all(batch).await;
-            return;
-        };
+        self.model = Some(model);
         self.metrics
             .build_seconds
             .observe(started.elapsed().as_secs_f64());
-        let (built, changes) = match built {
+        let built = match built {
             Ok(Some(b)) => b,
             Ok(None) => {
                 self.metrics
@@ -370,7 +394,6 @@ impl BuildState {
             .builds
             .get_or_create(&BuildLabels { kind })
             .inc();
-        let write_started = Instant::now();
         // What proxies need is what the build found; when, why and the trace come from
         // the requests.
         let announced = ChangeSet {
@@ -378,66 +401,190 @@ impl BuildState {
             keys: built.changed.clone(),
             ..changes
         };
-        match self
-            .writer
-            .write(&built, self.built_version, announced)
-            .await
-        {
-            Ok(stats) => {
-                self.needs_full = false;
-                self.built_version = built.manifest.version;
-                self.metrics
-                    .write_seconds
-                    .observe(write_started.elapsed().as_secs_f64());
-                self.metrics
-                    .chunks_written
-                    .inc_by(stats.chunks_written as u64);
-                self.metrics
-                    .bytes_written
-                    .inc_by(stats.bytes_written as u64);
-                self.metrics
-                    .snapshot_version
-                    .set(built.manifest.version as i64);
-                info!(
-                    version = built.manifest.version,
-                    kind,
-                    namespaces = built.namespaces_rebuilt,
-                    chunks_written = stats.chunks_written,
-                    bytes = stats.bytes_written,
-                    advanced = stats.advanced,
-                    build_ms = started.elapsed().as_secs_f64() * 1000.0,
-                    "snapshot written"
-                );
-                if let Ok(bytes) = built.manifest.encode() {
-                    self.last_manifest = Some((built.manifest.version, bytes));
-                }
-                let elapsed = started.elapsed().as_secs_f64() * 1000.0;
-                let chunks = self.builder.chunk_count();
-                self.status.update(|s| {
-                    s.snapshot_version = built.manifest.version;
-                    s.chunks = chunks;
-                    s.builds += 1;
-                    s.last_build_ms = elapsed;
-                    s.last_warnings = built.warnings.clone();
-                });
-                ack_all(batch).await;
-            }
+        let pending = PendingWrite {
+            built,
+            base: self.built_version,
+            announced,
+            batch,
+            started,
+            verify_all: self.store_lost,
+            backoff: Backoff::default(),
+            retry_at: None,
+        };
+        self.write(pending).await;
+    }
+
+    /// Writes a build; on failure keeps it to retry in process (no new build starts
+    /// meanwhile, and nothing is acknowledged), checking every chunk the next time, as
+    /// the store may have lost what it held.
+    async fn write(&mut self, mut pending: PendingWrite) {
+        let write_started = Instant::now();
+        let chunks = match pending.verify_all {
+            true => self.model().builder.encoded(),
+            false => Vec::new(),
+        };
+        let written = async {
+            let restored = self.writer.restore_chunks(&chunks).await?;
+            let announced = pending.announced.clone();
+            let mut stats = self
+                .writer
+                .write(&pending.built, pending.base, announced)
+                .await?;
+            stats.chunks_written += restored.chunks_written;
+            stats.bytes_written += restored.bytes_written;
+            Ok::<_, WriteError>(stats)
+        }
+        .await;
+        let stats = match written {
+            Ok(stats) => stats,
             Err(e) => {
                 self.metrics.write_errors.inc();
-                self.needs_full = true;
-                warn!(error = %e, "snapshot write failed; the request will be redelivered");
+                let wait = pending.backoff.next();
+                warn!(error = %e, ?wait, version = pending.built.manifest.version, "snapshot write failed; retrying");
+                pending.verify_all = true;
+                pending.retry_at = Some(tokio::time::Instant::now() + wait);
+                self.pending = Some(pending);
+                return;
             }
+        };
+        let PendingWrite {
+            built,
+            batch,
+            started,
+            ..
+        } = pending;
+        self.store_lost = false;
+        self.built_version = built.manifest.version;
+        self.metrics
+            .write_seconds
+            .observe(write_started.elapsed().as_secs_f64());
+        self.metrics
+            .chunks_written
+            .inc_by(stats.chunks_written as u64);
+        self.metrics
+            .bytes_written
+            .inc_by(stats.bytes_written as u64);
+        self.metrics
+            .snapshot_version
+            .set(built.manifest.version as i64);
+        info!(
+            version = built.manifest.version,
+            full = built.full,
+            namespaces = built.namespaces_rebuilt,
+            chunks_written = stats.chunks_written,
+            bytes = stats.bytes_written,
+            advanced = stats.advanced,
+            build_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "snapshot written"
+        );
+        if let Ok(bytes) = built.manifest.encode() {
+            self.last_manifest = Some((built.manifest.version, bytes));
+        }
+        let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+        let chunks = self.model().builder.chunk_count();
+        self.status.update(|s| {
+            s.snapshot_version = built.manifest.version;
+            s.chunks = chunks;
+            s.builds += 1;
+            s.last_build_ms = elapsed;
+            s.last_warnings = built.warnings.clone();
+        });
+        ack_all(batch).await;
+    }
+
+    /// Retries the pending write, if its time has come.
+    async fn retry_write(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            self.write(pending).await;
+        }
+    }
+
+    /// Whether the store still holds this builder's latest snapshot. A store that lost
+    /// it (Redis restarted empty) gets every chunk the snapshot needs, its manifest and
+    /// `latest` back at once, rather than at the next change.
+    async fn check_store(&mut self) {
+        let Some((version, manifest)) = self.last_manifest.clone() else {
+            return;
+        };
+        let lost = match self.writer.holds(version).await {
+            Ok(holds) => !holds,
+            Err(e) => {
+                debug!(error = %e, "snapshot store unavailable; checking again later");
+                return;
+            }
+        };
+        if !lost {
+            return;
+        }
+        warn!(
+            version,
+            "the snapshot store lost the latest snapshot; restoring it"
+        );
+        self.store_lost = true;
+        let chunks = self.model().builder.encoded();
+        match self.writer.restore(&manifest, version, &chunks).await {
+            Ok(stats) => {
+                self.store_lost = false;
+                self.metrics.restores.inc();
+                info!(
+                    version,
+                    chunks_written = stats.chunks_written,
+                    bytes = stats.bytes_written,
+                    "snapshot restored"
+                );
+            }
+            Err(e) => warn!(error = %e, "restoring the snapshot failed; retrying"),
         }
     }
 
     async fn refresh(&mut self) {
-        let Some((version, manifest)) = &self.last_manifest else {
+        let Some((version, manifest)) = self.last_manifest.clone() else {
             return;
         };
-        let hashes = self.builder.hashes();
-        if let Err(e) = self.writer.refresh(manifest, *version, &hashes).await {
+        let hashes = self.model().builder.hashes();
+        if let Err(e) = self.writer.refresh(&manifest, version, &hashes).await {
             warn!(error = %e, "refreshing snapshot retention failed");
         }
+    }
+}
+
+/// A build whose write has not succeeded yet.
+struct PendingWrite {
+    built: Built,
+    /// The snapshot its change set is relative to.
+    base: u64,
+    announced: ChangeSet,
+    /// Acknowledged once written.
+    batch: Vec<Delivery<PushRequest>>,
+    started: Instant,
+    /// Check every chunk of the snapshot, not only the new ones.
+    verify_all: bool,
+    backoff: Backoff,
+    retry_at: Option<tokio::time::Instant>,
+}
+
+/// Doubling waits between write retries, from 100 ms to 2 s: a store that returns is
+/// written to within about 2 s.
+struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff(Duration::from_millis(100))
+    }
+}
+
+impl Backoff {
+    fn next(&mut self) -> Duration {
+        let wait = self.0;
+        self.0 = (self.0 * 2).min(Duration::from_secs(2));
+        wait
+    }
+}
+
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -43,6 +43,11 @@ impl SnapshotBuilder {
         self.chunks.len()
     }
 
+    /// Every chunk of the current snapshot, encoded.
+    pub fn encoded(&self) -> Vec<(ChunkHash, Arc<Vec<u8>>)> {
+        self.chunks.values().cloned().collect()
+    }
+
     /// Every chunk hash of the current snapshot.
     pub fn hashes(&self) -> Vec<ChunkHash> {
         self.chunks.values().map(|(h, _)| h.clone()).collect()

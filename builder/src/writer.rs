@@ -95,6 +95,59 @@ impl Writer {
         Ok(stats)
     }
 
+    /// Whether the store's `latest` is at least `version`: false once the store lost its
+    /// data (a Redis restarted empty, or from an older dump). One small read.
+    pub async fn holds(&self, version: u64) -> Result<bool, WriteError> {
+        Ok(self.store.latest().await?.is_some_and(|l| l >= version))
+    }
+
+    /// Writes whichever of `chunks` the store lacks.
+    pub async fn restore_chunks(
+        &self,
+        chunks: &[(ChunkHash, Arc<Vec<u8>>)],
+    ) -> Result<WriteStats, WriteError> {
+        let mut stats = WriteStats::default();
+        for batch in chunks.chunks(1024) {
+            let hashes: Vec<ChunkHash> = batch.iter().map(|(h, _)| h.clone()).collect();
+            let missing = self.store.missing_chunks(&hashes).await?;
+            if missing.is_empty() {
+                continue;
+            }
+            let to_write: Vec<(ChunkHash, Bytes)> = batch
+                .iter()
+                .filter(|(h, _)| missing.contains(h))
+                .map(|(h, b)| (h.clone(), Bytes::copy_from_slice(b)))
+                .collect();
+            stats.chunks_written += to_write.len();
+            stats.bytes_written += to_write.iter().map(|(_, b)| b.len()).sum::<usize>();
+            self.store
+                .put_chunks(&to_write, self.retention.chunk_ttl)
+                .await?;
+        }
+        Ok(stats)
+    }
+
+    /// Puts a snapshot the store lost back: every chunk it lacks, the manifest, and
+    /// `latest` (forward only, so a newer snapshot another builder wrote stays).
+    pub async fn restore(
+        &self,
+        manifest: &[u8],
+        version: u64,
+        chunks: &[(ChunkHash, Arc<Vec<u8>>)],
+    ) -> Result<WriteStats, WriteError> {
+        let mut stats = self.restore_chunks(chunks).await?;
+        self.store
+            .put_manifest(
+                version,
+                Bytes::copy_from_slice(manifest),
+                self.retention.manifest_ttl,
+            )
+            .await?;
+        stats.bytes_written += manifest.len();
+        stats.advanced = self.store.advance_latest(version).await?;
+        Ok(stats)
+    }
+
     /// Keeps the latest snapshot alive: its manifest and every chunk it uses.
     pub async fn refresh(
         &self,

@@ -173,3 +173,123 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
     let _ = stop_tx.send(());
     task.await.unwrap().unwrap();
 }
+
+/// Redis restarted empty: the builder notices within its store check and writes the
+/// latest snapshot back whole. A change made while Redis is down is written once it
+/// returns, within the write backoff (2 s), not after a JetStream redelivery (30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_lost_everything_is_refilled_and_writes_resume_when_it_returns() {
+    let nats = NatsServer::start();
+    let mut redis = RedisServer::start();
+    let client = connect(&nats.url()).await.unwrap();
+    let kv = Arc::new(
+        NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
+            .await
+            .unwrap(),
+    );
+    let bus = Arc::new(
+        NatsBus::open(client, NatsBusConfig::default())
+            .await
+            .unwrap(),
+    );
+    let store = Arc::new(
+        RedisSnapshotStore::connect(RedisConfig::new(redis.url()))
+            .await
+            .unwrap(),
+    );
+    let mut events = bus.snapshot_events().await.unwrap();
+    let revision = put_all(&kv, &mesh("10.1.0.0")).await;
+    bus.publish_push(&PushRequest::full_everything(
+        TriggerReason::GlobalUpdate,
+        revision,
+        SystemTime::now(),
+    ))
+    .await
+    .unwrap();
+    let config = BuilderConfig {
+        store_check_every: Duration::from_millis(200),
+        ..BuilderConfig::default()
+    };
+    let builder = Builder::new(
+        config,
+        kv.clone(),
+        bus.clone(),
+        store.clone(),
+        &mut Registry::default(),
+    );
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(builder.run(async move {
+        let _ = stop_rx.await;
+    }));
+    let first = next_event(&mut events).await;
+    let manifest =
+        Manifest::decode(&store.get_manifest(first.version).await.unwrap().unwrap()).unwrap();
+
+    // Everything gone: refilled, every chunk the manifest needs included.
+    redis.stop();
+    redis.start_again();
+    let restored = wait_for(|| async {
+        let Ok(Some(bytes)) = store.get_manifest(first.version).await else {
+            return false;
+        };
+        let held = Manifest::decode(&bytes).unwrap();
+        let hashes: Vec<_> = held.chunks.iter().map(|c| c.hash.clone()).collect();
+        store.latest().await.ok().flatten() == Some(first.version)
+            && store
+                .missing_chunks(&hashes)
+                .await
+                .is_ok_and(|m| m.is_empty())
+    })
+    .await;
+    assert_eq!(
+        Manifest::decode(&store.get_manifest(first.version).await.unwrap().unwrap()).unwrap(),
+        manifest
+    );
+    println!("Redis restarted empty: snapshot restored in {restored:?}");
+
+    // A change while Redis is down: written once it is back.
+    redis.stop();
+    let moved = put_all(&kv, &mesh("10.9.9.9")).await;
+    bus.publish_push(&PushRequest::for_change(
+        ConfigKey::new(Kind::Pod, "shop", "svc-0-0"),
+        moved,
+        SystemTime::now(),
+    ))
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    redis.start_again();
+    let back = std::time::Instant::now();
+    let second = next_event(&mut events).await;
+    assert!(second.version >= moved);
+    let waited = back.elapsed();
+    assert!(
+        waited < Duration::from_secs(10),
+        "written {waited:?} after Redis returned"
+    );
+    println!("change made while Redis was down: written {waited:?} after it returned");
+    let held =
+        Manifest::decode(&store.get_manifest(second.version).await.unwrap().unwrap()).unwrap();
+    let hashes: Vec<_> = held.chunks.iter().map(|c| c.hash.clone()).collect();
+    assert!(
+        store.missing_chunks(&hashes).await.unwrap().is_empty(),
+        "every chunk of the new snapshot is in the (emptied) store"
+    );
+
+    let _ = stop_tx.send(());
+    task.await.unwrap().unwrap();
+}
+
+/// Polls `check` every 50 ms for up to 20 s; returns how long it took.
+async fn wait_for<F, Fut>(check: F) -> Duration
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = std::time::Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < Duration::from_secs(20), "not in time");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    started.elapsed()
+}

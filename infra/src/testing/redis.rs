@@ -8,7 +8,9 @@ const INSTALL_HINT: &str = "Install it with `apt-get install redis-server` (or y
 
 pub struct RedisServer {
     process: Process,
-    _dir: TempDir,
+    binary: std::path::PathBuf,
+    args: Vec<String>,
+    dir: TempDir,
 }
 
 impl RedisServer {
@@ -33,7 +35,26 @@ impl RedisServer {
             .collect()
         };
         let process = process::spawn(&binary, INSTALL_HINT, &dir.path().join("log"), args);
-        Self { process, _dir: dir }
+        let args = args(process.port);
+        Self {
+            process,
+            binary,
+            args,
+            dir,
+        }
+    }
+
+    /// Kills the server: clients see it unavailable until [`RedisServer::start_again`].
+    pub fn stop(&mut self) {
+        self.process.kill();
+    }
+
+    /// Starts a stopped server again on the same port, empty (it keeps nothing on disk).
+    pub fn start_again(&mut self) {
+        let log = self.dir.path().join("log");
+        let port = self.process.port;
+        self.process.kill();
+        self.process = process::respawn(&self.binary, INSTALL_HINT, &log, &self.args, port);
     }
 
     /// `redis://127.0.0.1:<port>`.
