@@ -7,7 +7,7 @@
 
 use shoal_loadtest::mesh::write_mesh;
 use shoal_loadtest::{ChangeKind, Report, RunConfig, run};
-use shoal_meshgen::MeshSpec;
+use shoal_test_support::meshgen::MeshSpec;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -7,11 +7,11 @@
 use shoal_builder::replica::Replica;
 use shoal_builder::snapshot::SnapshotBuilder;
 use shoal_edge::proxy::{InterceptionMode, Proxy, ProxyType};
-use shoal_meshgen::{Mesh, MeshSpec};
 use shoal_proto::config::parse::parse_documents;
 use shoal_proto::push_context::PushContext;
 use shoal_proto::snapshot::Chunk;
 use shoal_proto::transport::{KvEntry, config_kv_key, encode_config};
+use shoal_test_support::meshgen::{Mesh, MeshSpec};
 use std::collections::BTreeMap;
 
 pub const CLUSTER: &str = "Kubernetes";

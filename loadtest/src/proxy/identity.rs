@@ -3,10 +3,10 @@
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
-use shoal_meshgen::namespace_name;
 use shoal_proto::xds::node_metadata::{
     INTERCEPTION_MODE, InterceptionMode, LABELS, NAMESPACE, NodeId, ProxyType,
 };
+use shoal_test_support::meshgen::namespace_name;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
