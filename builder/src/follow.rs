@@ -3,9 +3,9 @@
 //! entries that arrive during one wait in a bounded channel.
 
 use futures::StreamExt;
+use shoal_infra::retry::{Backoff, RetryConfig};
 use shoal_proto::transport::{ConfigKv, KvEntry};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -20,14 +20,14 @@ pub(crate) enum Feed {
 
 /// Follows `kv` until the build loop is gone, resyncing with backoff on any error.
 pub(crate) async fn follow(kv: Arc<dyn ConfigKv>, feed: mpsc::Sender<Feed>) {
-    let mut backoff = Backoff::default();
+    let mut backoff = Backoff::new(RetryConfig::default());
     loop {
         // The listing marks the replica synced; the watch then replays (ignored as
         // already held) and follows.
         let listed = match kv.entries().await {
             Ok(entries) => entries,
             Err(e) => {
-                let wait = backoff.next();
+                let wait = backoff.next_delay();
                 warn!(error = %e, ?wait, "config KV unavailable; retrying");
                 tokio::time::sleep(wait).await;
                 continue;
@@ -36,7 +36,7 @@ pub(crate) async fn follow(kv: Arc<dyn ConfigKv>, feed: mpsc::Sender<Feed>) {
         let mut stream = match kv.watch().await {
             Ok(s) => s,
             Err(e) => {
-                let wait = backoff.next();
+                let wait = backoff.next_delay();
                 warn!(error = %e, ?wait, "config KV watch failed; retrying");
                 tokio::time::sleep(wait).await;
                 continue;
@@ -46,7 +46,7 @@ pub(crate) async fn follow(kv: Arc<dyn ConfigKv>, feed: mpsc::Sender<Feed>) {
         if feed.send(Feed::Listed(listed)).await.is_err() {
             return;
         }
-        backoff = Backoff::default();
+        backoff = Backoff::new(RetryConfig::default());
         while let Some(item) = stream.next().await {
             match item {
                 Ok(entry) => {
@@ -63,23 +63,6 @@ pub(crate) async fn follow(kv: Arc<dyn ConfigKv>, feed: mpsc::Sender<Feed>) {
         if feed.is_closed() {
             return;
         }
-        tokio::time::sleep(backoff.next()).await;
-    }
-}
-
-/// Doubling waits between KV retries, from 100 ms to 5 s.
-struct Backoff(Duration);
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff(Duration::from_millis(100))
-    }
-}
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let wait = self.0;
-        self.0 = (self.0 * 2).min(Duration::from_secs(5));
-        wait
+        tokio::time::sleep(backoff.next_delay()).await;
     }
 }

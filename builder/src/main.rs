@@ -18,7 +18,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> anyhow::Result<()> {
     init_tracing();
     let args = Args::parse();
-    let client = connect(&args.nats_url)
+    let client = connect(&args.nats.nats_url)
         .await
         .context("connecting to NATS")?;
     let kv = NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
@@ -27,7 +27,7 @@ async fn main() -> anyhow::Result<()> {
     let bus = NatsBus::open(client, NatsBusConfig::default())
         .await
         .context("opening the push stream")?;
-    let store = RedisSnapshotStore::connect(RedisConfig::new(&args.redis_url))
+    let store = RedisSnapshotStore::connect(RedisConfig::new(&args.redis.redis_url))
         .await
         .context("connecting to Redis")?;
 
@@ -38,6 +38,8 @@ async fn main() -> anyhow::Result<()> {
             chunk_ttl: args.chunk_ttl,
         },
         max_batch: args.max_batch,
+        store_check_every: args.store_check,
+        feed_capacity: args.feed_capacity,
         ..BuilderConfig::default()
     };
     let builder = Builder::new(
@@ -59,7 +61,7 @@ async fn main() -> anyhow::Result<()> {
                 move || status.json()
             }),
         )
-        .bind(args.http_addr)
+        .bind(args.http.http_addr)
         .await?;
     let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
     let ready = tokio::spawn(async move {

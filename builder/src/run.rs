@@ -8,6 +8,7 @@ use crate::snapshot::SnapshotBuilder;
 use crate::writer::{Retention, WriteError, Writer};
 use futures::{FutureExt, StreamExt};
 use prometheus_client::registry::Registry;
+use shoal_infra::retry::{Backoff, RetryConfig};
 use shoal_proto::change::{ChangeSet, unix_nanos};
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{Bus, ConfigKv, Delivery, SnapshotStore, TransportError};
@@ -408,7 +409,7 @@ impl BuildState {
             batch,
             started,
             verify_all: self.store_lost,
-            backoff: Backoff::default(),
+            backoff: Backoff::new(WRITE_RETRY),
             retry_at: None,
         };
         self.write(pending).await;
@@ -439,7 +440,7 @@ impl BuildState {
             Ok(stats) => stats,
             Err(e) => {
                 self.metrics.write_errors.inc();
-                let wait = pending.backoff.next();
+                let wait = pending.backoff.next_delay();
                 warn!(error = %e, ?wait, version = pending.built.manifest.version, "snapshot write failed; retrying");
                 pending.verify_all = true;
                 pending.retry_at = Some(tokio::time::Instant::now() + wait);
@@ -548,6 +549,12 @@ impl BuildState {
     }
 }
 
+/// Waits between write retries: a store that returns is written to within about 2 s.
+const WRITE_RETRY: RetryConfig = RetryConfig {
+    min: Duration::from_millis(100),
+    max: Duration::from_secs(2),
+};
+
 /// A build whose write has not succeeded yet.
 struct PendingWrite {
     built: Built,
@@ -561,24 +568,6 @@ struct PendingWrite {
     verify_all: bool,
     backoff: Backoff,
     retry_at: Option<tokio::time::Instant>,
-}
-
-/// Doubling waits between write retries, from 100 ms to 2 s: a store that returns is
-/// written to within about 2 s.
-struct Backoff(Duration);
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff(Duration::from_millis(100))
-    }
-}
-
-impl Backoff {
-    fn next(&mut self) -> Duration {
-        let wait = self.0;
-        self.0 = (self.0 * 2).min(Duration::from_secs(2));
-        wait
-    }
 }
 
 async fn sleep_until_some(at: Option<tokio::time::Instant>) {

@@ -9,7 +9,7 @@
 #[path = "../benches/support/mod.rs"]
 mod support;
 
-use shoal_meshgen::MeshSpec;
+use shoal_test_support::meshgen::MeshSpec;
 use support::{MeshKv, apply_and_build, full_build, spec, written_bytes};
 
 #[test]

@@ -1,6 +1,7 @@
 //! The `edge` command line: flags and their environment variables.
 
 use clap::Parser;
+use shoal_infra::cli::{HttpArgs, NatsArgs, RedisArgs, duration};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -11,22 +12,17 @@ use std::time::Duration;
     about = "Shoal edge: holds proxies' ADS streams and generates xDS"
 )]
 pub struct Args {
-    /// NATS server (snapshot announcements, membership).
-    #[arg(long, env = "SHOAL_NATS_URL", default_value = "nats://127.0.0.1:4222")]
-    pub nats_url: String,
-    /// Redis server holding snapshots.
-    #[arg(
-        long,
-        env = "SHOAL_REDIS_URL",
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    pub redis_url: String,
+    // NATS: snapshot announcements, membership.
+    #[command(flatten)]
+    pub nats: NatsArgs,
+    #[command(flatten)]
+    pub redis: RedisArgs,
     /// ADS gRPC listen address.
     #[arg(long, env = "SHOAL_XDS_ADDR", default_value = "127.0.0.1:15010")]
     pub xds_addr: SocketAddr,
-    /// Admin HTTP address: /metrics, /healthz/ready, /debug/syncz, /debug/ring.
-    #[arg(long, env = "SHOAL_HTTP_ADDR", default_value = "127.0.0.1:15014")]
-    pub http_addr: SocketAddr,
+    // Admin HTTP: /metrics, /healthz/ready, /debug/syncz, /debug/ring.
+    #[command(flatten)]
+    pub http: HttpArgs,
     /// This edge's ID in the membership ring (default: hostname-pid).
     #[arg(long, env = "SHOAL_EDGE_ID")]
     pub edge_id: Option<String>,
@@ -56,6 +52,17 @@ impl PushArgs {
     }
 }
 
-pub fn duration(s: &str) -> Result<Duration, String> {
-    shoal_proto::config::validate::parse_duration(s).map_err(|e| e.0)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn shared_flags_keep_their_defaults() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from(["x"]).unwrap();
+        assert_eq!(args.nats.nats_url, "nats://127.0.0.1:4222");
+        assert_eq!(args.redis.redis_url, "redis://127.0.0.1:6379");
+        assert_eq!(args.http.http_addr, "127.0.0.1:15014".parse().unwrap());
+    }
 }

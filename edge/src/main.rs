@@ -20,7 +20,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> anyhow::Result<()> {
     init_tracing();
     let args = Args::parse();
-    let client = connect(&args.nats_url)
+    let client = connect(&args.nats.nats_url)
         .await
         .context("connecting to NATS")?;
     let bus = NatsBus::open(client.clone(), NatsBusConfig::default())
@@ -29,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
     let membership = NatsMembership::open(client, NatsMembershipConfig::default())
         .await
         .context("opening the membership bucket")?;
-    let store = RedisSnapshotStore::connect(RedisConfig::new(&args.redis_url))
+    let store = RedisSnapshotStore::connect(RedisConfig::new(&args.redis.redis_url))
         .await
         .context("connecting to Redis")?;
 
@@ -56,7 +56,7 @@ async fn main() -> anyhow::Result<()> {
     let admin = AdminServer::new(registry, readiness.clone())
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("ring", Arc::new(ring_debug))
-        .bind(args.http_addr)
+        .bind(args.http.http_addr)
         .await?;
     let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
     // Ready once the latest snapshot is served, so proxies never get an empty config

@@ -1,26 +1,16 @@
 //! A connected proxy's identity, read from its xDS `Node` as Istio reads it.
 //!
-//! Node ID: `<type>~<ip>~<pod>.<namespace>~<namespace>.svc.cluster.local`; node metadata
-//! `NAMESPACE`, `LABELS`, `INTERCEPTION_MODE` (and `CLUSTER_ID`).
+//! The node ID format and metadata keys are proto's contracts
+//! ([`shoal_proto::xds::node_metadata`]); this reads them out of Envoy's `Node`.
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
+use shoal_proto::xds::node_metadata::{
+    CLUSTER_ID, INTERCEPTION_MODE, LABELS, NAMESPACE, NodeId, NodeIdError,
+};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProxyType {
-    Sidecar,
-    Router,
-}
-
-/// How traffic reaches the proxy: iptables capture, or none (the app sends to the
-/// proxy's listeners directly, so outbound listeners bind the proxy's own address).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InterceptionMode {
-    Redirect,
-    Tproxy,
-    None,
-}
+pub use shoal_proto::xds::node_metadata::{InterceptionMode, ProxyType};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Proxy {
@@ -46,25 +36,23 @@ pub enum ProxyError {
     BadProxyType(String, String),
 }
 
+impl From<NodeIdError> for ProxyError {
+    fn from(e: NodeIdError) -> Self {
+        match e {
+            NodeIdError::Malformed(id) => ProxyError::BadNodeId(id),
+            NodeIdError::UnknownProxyType(id, t) => ProxyError::BadProxyType(id, t),
+        }
+    }
+}
+
 impl Proxy {
     pub fn from_node(node: Option<&Node>) -> Result<Proxy, ProxyError> {
         let node = node.ok_or(ProxyError::MissingNode)?;
-        let parts: Vec<&str> = node.id.split('~').collect();
-        if parts.len() != 4 || parts[1].is_empty() {
-            return Err(ProxyError::BadNodeId(node.id.clone()));
-        }
-        let proxy_type = match parts[0] {
-            "sidecar" => ProxyType::Sidecar,
-            "router" => ProxyType::Router,
-            other => return Err(ProxyError::BadProxyType(node.id.clone(), other.into())),
-        };
+        let id = NodeId::parse(&node.id)?;
         let meta = node.metadata.as_ref();
-        let namespace = meta_string(meta, "NAMESPACE")
-            .or_else(|| parts[3].split('.').next().map(str::to_string))
-            .or_else(|| parts[2].split_once('.').map(|(_, ns)| ns.to_string()))
-            .unwrap_or_else(|| "default".into());
+        let namespace = meta_string(meta, NAMESPACE).unwrap_or_else(|| id.namespace().to_string());
         let labels = meta
-            .and_then(|m| m.fields.get("LABELS"))
+            .and_then(|m| m.fields.get(LABELS))
             .and_then(|v| match &v.kind {
                 Some(ValueKind::StructValue(s)) => Some(
                     s.fields
@@ -78,20 +66,17 @@ impl Proxy {
                 _ => None,
             })
             .unwrap_or_default();
-        let interception = match meta_string(meta, "INTERCEPTION_MODE").as_deref() {
-            Some("NONE") => InterceptionMode::None,
-            Some("TPROXY") => InterceptionMode::Tproxy,
-            _ => InterceptionMode::Redirect,
-        };
+        let interception =
+            InterceptionMode::from_metadata(meta_string(meta, INTERCEPTION_MODE).as_deref());
         Ok(Proxy {
             id: node.id.clone(),
-            proxy_type,
-            ip: parts[1].to_string(),
-            workload: parts[2].to_string(),
+            proxy_type: id.proxy_type,
+            ip: id.ip.to_string(),
+            workload: id.workload.to_string(),
             namespace,
             labels,
             interception,
-            cluster_id: meta_string(meta, "CLUSTER_ID").unwrap_or_default(),
+            cluster_id: meta_string(meta, CLUSTER_ID).unwrap_or_default(),
         })
     }
 }
@@ -103,7 +88,7 @@ fn meta_string(meta: Option<&Struct>, key: &str) -> Option<String> {
     }
 }
 
-/// Builds node metadata as Istio's agent sends it (for tests and the loadtest).
+/// Builds node metadata as Istio's agent sends it (for tests).
 pub fn node_metadata(
     namespace: &str,
     labels: &BTreeMap<String, String>,
@@ -113,10 +98,10 @@ pub fn node_metadata(
         kind: Some(ValueKind::StringValue(v.to_string())),
     };
     let mut fields = std::collections::HashMap::new();
-    fields.insert("NAMESPACE".to_string(), s(namespace));
-    fields.insert("INTERCEPTION_MODE".to_string(), s(interception));
+    fields.insert(NAMESPACE.to_string(), s(namespace));
+    fields.insert(INTERCEPTION_MODE.to_string(), s(interception));
     fields.insert(
-        "LABELS".to_string(),
+        LABELS.to_string(),
         Value {
             kind: Some(ValueKind::StructValue(Struct {
                 fields: labels.iter().map(|(k, v)| (k.clone(), s(v))).collect(),

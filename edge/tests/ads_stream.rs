@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use prost::Message;
 use shoal_edge::proxy::node_metadata;
-use shoal_edge::xds::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+use shoal_proto::xds::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;

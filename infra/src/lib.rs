@@ -12,6 +12,8 @@
 //! - [`memory`]: the twins the all-in-one `shoal` binary runs on; the conformance tests in
 //!   `tests/` run the same checks against both, so they behave alike.
 //! - [`admin`]: `/metrics`, `/healthz/ready` and `/debug/*` for every binary.
+//! - [`cli`]: the flags every binary shares (`--nats-url`, `--redis-url`, `--http-addr`).
+//! - [`retry`]: retrying transport calls with backoff while they are unavailable.
 //! - [`runtime`]: tracing set-up, the shutdown signal and the drain primitive.
 //! - `testing` (feature `test-util`): real `nats-server` / `redis-server` fixtures.
 //!
@@ -19,9 +21,11 @@
 //! their wiring code.
 
 pub mod admin;
+pub mod cli;
 pub mod memory;
 pub mod nats;
 pub mod redis;
+pub mod retry;
 pub mod runtime;
 #[cfg(feature = "test-util")]
 pub mod testing;

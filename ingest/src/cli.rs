@@ -5,17 +5,25 @@ use anyhow::Context;
 use clap::{ArgAction, Parser};
 use prometheus_client::registry::Registry;
 use shoal_infra::admin::AdminServer;
+use shoal_infra::cli::{HttpArgs, NatsArgs, duration};
 use shoal_infra::nats::{self, NatsBus, NatsConfigKv};
 use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Shoal ingest: serves a directory of Kubernetes and Istio YAML to the mesh — writes
 /// each object to the config KV and publishes debounced push requests.
+///
+/// Unlike the other tiers, ingest takes no default NATS URL (it must be told where its
+/// cluster's config goes) and serves admin HTTP on every interface by default.
 #[derive(Debug, Parser)]
-#[command(name = "ingest", version)]
+#[command(
+    name = "ingest",
+    version,
+    mut_arg("nats_url", |a| a.default_value(None).required(true)),
+    mut_arg("http_addr", |a| a.default_value("0.0.0.0:15014"))
+)]
 pub struct Args {
     /// Directory of `*.yaml` / `*.yml` files, read recursively and watched.
     #[arg(long, env = "SHOAL_CONFIG_DIR")]
@@ -23,12 +31,11 @@ pub struct Args {
     /// This cluster's ID: stamped on every object and prefixed to its KV keys.
     #[arg(long, env = "SHOAL_CLUSTER_ID")]
     pub cluster_id: String,
-    /// NATS server URL (JetStream enabled).
-    #[arg(long, env = "SHOAL_NATS_URL")]
-    pub nats_url: String,
-    /// Admin server: /metrics, /healthz/ready, /debug/rejections.
-    #[arg(long, env = "SHOAL_HTTP_ADDR", default_value = "0.0.0.0:15014")]
-    pub http_addr: SocketAddr,
+    #[command(flatten)]
+    pub nats: NatsArgs,
+    // Admin server: /metrics, /healthz/ready, /debug/rejections.
+    #[command(flatten)]
+    pub http: HttpArgs,
     /// This cluster's network, labelled on Pods and WorkloadEntries that name none.
     #[arg(long, env = "SHOAL_NETWORK", default_value = "")]
     pub network: String,
@@ -52,10 +59,6 @@ pub struct Args {
     pub drain_grace: Duration,
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
-    shoal_proto::config::validate::parse_duration(s).map_err(|e| e.0)
-}
-
 impl Args {
     pub fn ingest_config(&self) -> IngestConfig {
         let mut config = IngestConfig::new(&self.config_dir, &self.cluster_id);
@@ -72,9 +75,10 @@ impl Args {
 /// Runs the binary until SIGTERM / ctrl-c, then drains.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
-    let client = nats::connect(&args.nats_url)
+    let nats_url = &args.nats.nats_url;
+    let client = nats::connect(nats_url)
         .await
-        .with_context(|| format!("connecting to NATS at {}", args.nats_url))?;
+        .with_context(|| format!("connecting to NATS at {nats_url}"))?;
     let kv = NatsConfigKv::open(client.clone(), Default::default())
         .await
         .context("opening the config KV")?;
@@ -93,7 +97,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let rejections = handle.rejections().clone();
     let admin = AdminServer::new(registry, handle.readiness())
         .debug("rejections", Arc::new(move || rejections.to_json()))
-        .bind(args.http_addr)
+        .bind(args.http.http_addr)
         .await?;
 
     let drain = Drain::new();
@@ -117,4 +121,24 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     ingest.await.context("ingest task panicked")??;
     admin.await.context("admin task panicked")??;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn nats_url_is_required_and_admin_http_listens_everywhere() {
+        Args::command().debug_assert();
+        let required = ["ingest", "--config-dir", "/etc/mesh", "--cluster-id", "c1"];
+        let err = Args::try_parse_from(required).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        assert!(err.to_string().contains("--nats-url"), "{err}");
+        let args =
+            Args::try_parse_from(required.into_iter().chain(["--nats-url", "nats://n:4222"]))
+                .unwrap();
+        assert_eq!(args.nats.nats_url, "nats://n:4222");
+        assert_eq!(args.http.http_addr, "0.0.0.0:15014".parse().unwrap());
+    }
 }

@@ -28,8 +28,8 @@ mod sync;
 mod testing;
 
 pub use config::IngestConfig;
-pub use retry::RetryConfig;
 pub use service::{Ingest, IngestError, IngestHandle};
+pub use shoal_infra::retry::RetryConfig;
 pub use sync::SyncError;
 
 use prometheus_client::registry::Registry;

@@ -1,80 +1,27 @@
-//! Retrying transport calls: exponential backoff while the transport is `Unavailable`,
-//! reset on success; every other error is returned at once.
+//! Retrying transport calls ([`shoal_infra::retry`]), each retry counted in
+//! `shoal_ingest_transport_retries_total{op}`.
 
 use crate::metrics::{Metrics, OpLabel};
 use shoal_proto::transport::TransportError;
 use std::future::Future;
-use std::time::Duration;
-use tracing::Instrument;
 
-/// Backoff bounds for retried calls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryConfig {
-    /// The first delay; doubled on each further failure.
-    pub min: Duration,
-    /// The longest delay between attempts.
-    pub max: Duration,
-}
+pub use shoal_infra::retry::RetryConfig;
 
-impl Default for RetryConfig {
-    fn default() -> Self {
-        Self {
-            min: Duration::from_millis(100),
-            max: Duration::from_secs(5),
-        }
-    }
-}
-
-/// Exponential backoff between `min` and `max`.
-#[derive(Clone, Debug)]
-pub(crate) struct Backoff {
-    config: RetryConfig,
-    next: Duration,
-}
-
-impl Backoff {
-    pub fn new(config: RetryConfig) -> Self {
-        Self {
-            next: config.min,
-            config,
-        }
-    }
-
-    /// The delay before the next attempt.
-    pub fn next_delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = (self.next * 2).min(self.config.max).max(self.config.min);
-        delay
-    }
-}
-
-/// Runs `call` until it succeeds or fails with something other than `Unavailable`.
-/// Each attempt runs in its own span; `op` names the call in logs and metrics.
+/// [`shoal_infra::retry::retry`], counting retries under `op` in `metrics`.
 pub(crate) async fn retry<T, F, Fut>(
     op: &'static str,
     config: RetryConfig,
     metrics: &Metrics,
-    mut call: F,
+    call: F,
 ) -> Result<T, TransportError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, TransportError>>,
 {
-    let mut backoff = Backoff::new(config);
-    let mut attempt = 1u32;
-    loop {
-        let span = tracing::debug_span!("attempt", op, attempt);
-        match call().instrument(span).await {
-            Err(TransportError::Unavailable(what, why)) => {
-                let delay = backoff.next_delay();
-                tracing::warn!(op, attempt, ?delay, "{what} unavailable: {why}; retrying");
-                metrics.retries.get_or_create(&OpLabel { op }).inc();
-                tokio::time::sleep(delay).await;
-                attempt += 1;
-            }
-            other => return other,
-        }
-    }
+    let on_retry = || {
+        metrics.retries.get_or_create(&OpLabel { op }).inc();
+    };
+    shoal_infra::retry::retry(op, config, on_retry, call).await
 }
 
 #[cfg(test)]
@@ -82,21 +29,10 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    #[test]
-    fn backoff_doubles_up_to_max() {
-        let mut b = Backoff::new(RetryConfig {
-            min: Duration::from_millis(100),
-            max: Duration::from_millis(350),
-        });
-        let delays: Vec<_> = (0..4).map(|_| b.next_delay().as_millis()).collect();
-        assert_eq!(delays, [100, 200, 350, 350]);
-    }
-
     #[tokio::test(start_paused = true)]
-    async fn retries_unavailable_and_returns_other_errors() {
+    async fn counts_each_retry_under_its_op() {
         let metrics = Metrics::unregistered();
         let calls = AtomicU32::new(0);
-        let start = tokio::time::Instant::now();
         let out = retry("put", RetryConfig::default(), &metrics, || async {
             match calls.fetch_add(1, Ordering::SeqCst) {
                 0 | 1 => Err(TransportError::Unavailable("kv", "down".into())),
@@ -105,16 +41,9 @@ mod tests {
         })
         .await;
         assert_eq!(out.unwrap(), 7);
-        assert_eq!(start.elapsed(), Duration::from_millis(300));
         assert_eq!(
             metrics.retries.get_or_create(&OpLabel { op: "put" }).get(),
             2
         );
-
-        let out: Result<(), _> = retry("put", RetryConfig::default(), &metrics, || async {
-            Err(TransportError::Codec("bad".into()))
-        })
-        .await;
-        assert!(matches!(out, Err(TransportError::Codec(_))));
     }
 }

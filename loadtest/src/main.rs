@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Parser;
 use cli::{Cli, Command, MeshArgs, RunArgs};
 use shoal_loadtest::{RunConfig, mesh, run};
-use shoal_meshgen::MeshSpec;
+use shoal_test_support::meshgen::MeshSpec;
 use std::time::Duration;
 
 #[tokio::main]

@@ -7,7 +7,7 @@
 
 use shoal_loadtest::mesh::write_mesh;
 use shoal_loadtest::{ChangeKind, Report, RunConfig, run};
-use shoal_meshgen::MeshSpec;
+use shoal_test_support::meshgen::MeshSpec;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -72,6 +72,10 @@ fn start_shoal(config_dir: &Path, xds: u16, http: u16, log_dir: &Path) -> Shoal 
 }
 
 /// Whether `GET /healthz/ready` answers 200 within `timeout`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "blocks only the test's own task, before it has spawned anything"
+)]
 fn wait_ready(port: u16, timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {

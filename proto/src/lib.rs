@@ -19,6 +19,7 @@
 //! - [`push_context`]: the indexed, immutable view one push works from, and `SidecarScope`.
 //! - [`snapshot`]: how a PushContext is split into content-addressed chunks and a manifest.
 //! - [`transport`]: the `Bus`, `ConfigKv` and `SnapshotStore` traits and their wire types.
+//! - [`xds`]: the xDS contracts with proxies: type URLs, node ID and node metadata keys.
 
 pub mod change;
 pub mod config;
@@ -28,3 +29,4 @@ pub mod push_context;
 pub mod snapshot;
 pub mod store;
 pub mod transport;
+pub mod xds;

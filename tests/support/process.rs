@@ -55,6 +55,10 @@ impl Proc {
     }
 
     /// Asks the process to stop (SIGTERM), then kills it after `grace`.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test blocks until its child exits: nothing else on its runtime needs to run meanwhile"
+    )]
     pub fn stop(&mut self, grace: Duration) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])

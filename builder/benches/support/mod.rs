@@ -1,15 +1,15 @@
-//! Loads a synthetic mesh (`shoal-meshgen`) into a builder [`Replica`] through the same
-//! path production takes: YAML → `parse_documents` → `Config` → JSON KV entry → `apply`.
-//! Shared by the `build` bench and the `change_bytes` test.
+//! Loads a synthetic mesh (`shoal_test_support::meshgen`) into a builder [`Replica`]
+//! through the same path production takes: YAML → `parse_documents` → `Config` → JSON KV
+//! entry → `apply`. Shared by the `build` bench and the builder's tests.
 
 #![allow(dead_code)]
 
 use bytes::Bytes;
 use shoal_builder::replica::{Dirty, Replica};
 use shoal_builder::snapshot::{Built, SnapshotBuilder};
-use shoal_meshgen::{Mesh, MeshSpec, ServiceInfo};
 use shoal_proto::config::parse::parse_documents;
 use shoal_proto::transport::{KvEntry, config_kv_key, encode_config};
+use shoal_test_support::meshgen::{Mesh, MeshSpec, ServiceInfo};
 use std::collections::HashMap;
 
 /// The cluster every generated object belongs to.

@@ -99,6 +99,10 @@ fn spawn_once(binary: &Path, install_hint: &str, log: &Path, args: &[String]) ->
     }
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "servers start synchronously, before the test runs anything on its runtime"
+)]
 fn wait_ready(process: &mut Process) -> Result<(), String> {
     let addr = SocketAddr::from(([127, 0, 0, 1], process.port));
     let deadline = Instant::now() + READY_TIMEOUT;

@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     HttpConnectionManager, http_connection_manager::RouteSpecifier,
 };
 use prost::Message;
-use shoal_edge::xds::types;
+use shoal_proto::xds::types;
 
 /// The type URL of the HTTP connection manager inside listeners.
 pub const HCM_TYPE: &str = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";

@@ -1,9 +1,9 @@
-//! `loadtest mesh`: writes a synthetic mesh (shoal-meshgen) and, beside it, the spec it
-//! came from (`.loadtest-mesh.json`, hidden so ingest ignores it), which `loadtest run`
-//! reads back to regenerate the same files and edit one of them.
+//! `loadtest mesh`: writes a synthetic mesh (`shoal_test_support::meshgen`) and, beside
+//! it, the spec it came from (`.loadtest-mesh.json`, hidden so ingest ignores it), which
+//! `loadtest run` reads back to regenerate the same files and edit one of them.
 
 use serde::{Deserialize, Serialize};
-use shoal_meshgen::{Mesh, MeshSpec};
+use shoal_test_support::meshgen::{Mesh, MeshSpec};
 use std::fmt;
 use std::path::{Path, PathBuf};
 

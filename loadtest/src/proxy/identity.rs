@@ -2,9 +2,11 @@
 //! names) with a unique address in 100.64.0.0/10.
 
 use envoy_types::pb::envoy::config::core::v3::Node;
-use shoal_edge::proxy::node_metadata;
-use shoal_meshgen::namespace_name;
-use std::collections::BTreeMap;
+use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
+use shoal_proto::xds::node_metadata::{
+    INTERCEPTION_MODE, InterceptionMode, LABELS, NAMESPACE, NodeId, ProxyType,
+};
+use shoal_test_support::meshgen::namespace_name;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
@@ -34,17 +36,42 @@ impl Identity {
 
     /// `sidecar~<ip>~proxy-<i>.<ns>~<ns>.svc.cluster.local`.
     pub fn node_id(&self) -> String {
-        let (ip, i, ns) = (&self.ip, self.index, &self.namespace);
-        format!("sidecar~{ip}~proxy-{i}.{ns}~{ns}.svc.cluster.local")
+        let pod = format!("proxy-{}", self.index);
+        NodeId::format(ProxyType::Sidecar, &self.ip, &pod, &self.namespace)
     }
 
-    /// The node as Istio's agent sends it.
+    /// The node as Istio's agent sends it: namespace, labels `app: loadtest` and
+    /// interception mode `REDIRECT` in its metadata.
     pub fn node(&self) -> Node {
-        let labels = BTreeMap::from([("app".to_string(), "loadtest".to_string())]);
+        let string = |s: &str| Value {
+            kind: Some(Kind::StringValue(s.to_string())),
+        };
+        let labels = Struct {
+            fields: [("app".to_string(), string("loadtest"))]
+                .into_iter()
+                .collect(),
+        };
+        let metadata = Struct {
+            fields: [
+                (NAMESPACE.to_string(), string(&self.namespace)),
+                (
+                    INTERCEPTION_MODE.to_string(),
+                    string(InterceptionMode::Redirect.as_str()),
+                ),
+                (
+                    LABELS.to_string(),
+                    Value {
+                        kind: Some(Kind::StructValue(labels)),
+                    },
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        };
         Node {
             id: self.node_id(),
             cluster: format!("loadtest.{}", self.namespace),
-            metadata: Some(node_metadata(&self.namespace, &labels, "REDIRECT")),
+            metadata: Some(metadata),
             ..Default::default()
         }
     }
@@ -53,17 +80,33 @@ impl Identity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_edge::proxy::{InterceptionMode, Proxy};
+
+    /// The string value of metadata key `key`.
+    fn meta_str<'a>(meta: &'a Struct, key: &str) -> Option<&'a str> {
+        match &meta.fields.get(key)?.kind {
+            Some(Kind::StringValue(s)) => Some(s),
+            _ => None,
+        }
+    }
 
     #[test]
     fn the_edge_reads_it_as_istio_would() {
-        let id = Identity::new(12, 10);
-        let node = id.node();
-        let p = Proxy::from_node(Some(&node)).unwrap();
-        assert_eq!(p.namespace, "ns-2");
-        assert_eq!(p.ip, "100.64.0.12");
-        assert_eq!(p.workload, "proxy-12.ns-2");
-        assert_eq!(p.interception, InterceptionMode::Redirect);
+        let node = Identity::new(12, 10).node();
+        let id = NodeId::parse(&node.id).unwrap();
+        assert_eq!(id.proxy_type, ProxyType::Sidecar);
+        assert_eq!(id.ip, "100.64.0.12");
+        assert_eq!(id.workload, "proxy-12.ns-2");
+        assert_eq!(id.namespace(), "ns-2");
+        let meta = node.metadata.as_ref().unwrap();
+        assert_eq!(meta_str(meta, NAMESPACE), Some("ns-2"));
+        assert_eq!(
+            InterceptionMode::from_metadata(meta_str(meta, INTERCEPTION_MODE)),
+            InterceptionMode::Redirect
+        );
+        let Some(Kind::StructValue(labels)) = &meta.fields[LABELS].kind else {
+            panic!("LABELS is a struct");
+        };
+        assert_eq!(meta_str(labels, "app"), Some("loadtest"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::client::{Expect, Marker, Target};
 use serde::Serialize;
-use shoal_meshgen::{Mesh, SERVICE_PORT, ServiceInfo};
+use shoal_test_support::meshgen::{Mesh, SERVICE_PORT, ServiceInfo};
 use std::path::{Path, PathBuf};
 
 /// What to change.
@@ -137,7 +137,7 @@ pub fn write_atomically(path: &Path, contents: &str) -> Result<(), ChangeError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_meshgen::MeshSpec;
+    use shoal_test_support::meshgen::MeshSpec;
 
     fn mesh() -> Mesh {
         Mesh::generate(&MeshSpec {

@@ -19,7 +19,7 @@ use crate::client::{Shared, Target};
 use crate::mesh::{self, MeshError};
 use crate::proxy::{self, Limits, RunContext, Stats, transport};
 use procfs::ProcSample;
-use shoal_meshgen::Mesh;
+use shoal_test_support::meshgen::Mesh;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, Release};

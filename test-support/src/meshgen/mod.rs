@@ -41,6 +41,8 @@ impl Default for MeshSpec {
 pub const SERVICE_PORT: u32 = 8080;
 /// The port endpoints listen on.
 pub const TARGET_PORT: u32 = 9080;
+/// The route timeout of every generated VirtualService (until a `vs_change`).
+pub const ROUTE_TIMEOUT: &str = "5s";
 
 /// One generated service and what was generated for it.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,6 +60,8 @@ pub struct ServiceInfo {
 pub struct Mesh {
     pub spec: MeshSpec,
     pub services: Vec<ServiceInfo>,
+    /// Namespaces with a Sidecar narrowing egress, in order.
+    pub sidecars: Vec<String>,
     pub files: Vec<(PathBuf, String)>,
 }
 
@@ -84,6 +88,12 @@ pub fn namespace_name(k: usize) -> String {
     format!("ns-{k}")
 }
 
+/// The `version` label of endpoint `e`'s Pod (services with a DestinationRule): endpoints
+/// alternate between subsets `v1` and `v2`.
+pub fn endpoint_version(e: usize) -> &'static str {
+    if e.is_multiple_of(2) { "v1" } else { "v2" }
+}
+
 /// The address of endpoint `e` of service `i`: unique across the mesh.
 pub fn endpoint_ip(i: usize, e: usize) -> String {
     let n = i * 1000 + e;
@@ -101,12 +111,14 @@ impl Mesh {
         let namespaces = spec.namespaces.max(1);
         let mut services = Vec::with_capacity(spec.services);
         let mut files = Vec::with_capacity(spec.services + namespaces);
+        let mut sidecars = Vec::new();
         for k in 0..namespaces {
             if rng.chance(spec.sidecar_fraction) {
                 files.push((
                     PathBuf::from(namespace_name(k)).join("sidecar.yaml"),
                     sidecar(&namespace_name(k)),
                 ));
+                sidecars.push(namespace_name(k));
             }
         }
         for i in 0..spec.services {
@@ -119,13 +131,14 @@ impl Mesh {
                 has_vs: rng.chance(spec.vs_fraction),
                 has_dr: rng.chance(spec.dr_fraction),
             };
-            let text = service_file(&info, spec.endpoints_per_service, None, "5s");
+            let text = service_file(&info, spec.endpoints_per_service, None, ROUTE_TIMEOUT);
             files.push((service_path(&info), text));
             services.push(info);
         }
         Mesh {
             spec: spec.clone(),
             services,
+            sidecars,
             files,
         }
     }
@@ -160,7 +173,7 @@ impl Mesh {
             service,
             self.spec.endpoints_per_service,
             Some(address),
-            "5s",
+            ROUTE_TIMEOUT,
         );
         (service_path(service), text)
     }
@@ -209,7 +222,7 @@ fn service_file(
     }
     if s.has_dr {
         for e in 0..endpoints {
-            let version = if e % 2 == 0 { "v1" } else { "v2" };
+            let version = endpoint_version(e);
             let ip = match (e, first_address) {
                 (0, Some(a)) => a.to_string(),
                 _ => endpoint_ip(s.index, e),
