@@ -1,22 +1,22 @@
 //! `shoal`: ingest, builder and edge in one process, joined by the in-process bus, config
 //! KV and snapshot store (the same traits NATS and Redis implement for the split tiers).
 
-use anyhow::Context;
 use clap::Parser;
 use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig};
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
-use shoal_infra::cli::{HttpArgs, duration};
+use shoal_infra::cli::{DrainArgs, HttpArgs, duration};
 use shoal_infra::memory::{MemoryBus, MemoryConfigKv, MemoryMembership, MemorySnapshotStore};
-use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
+use shoal_infra::runtime::init_tracing;
+use shoal_infra::supervisor::Supervisor;
 use shoal_ingest::IngestConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tracing::{error, info};
+use tracing::info;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +45,8 @@ struct Args {
     debounce_max: Duration,
     #[command(flatten)]
     push: shoal_edge::cli::PushArgs,
+    #[command(flatten)]
+    drain: DrainArgs,
 }
 
 // mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
@@ -66,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
     let store = Arc::new(MemorySnapshotStore::new());
     let membership = Arc::new(MemoryMembership::default());
     let mut registry = Registry::default();
-    let drain = Drain::new();
+    let mut supervisor = Supervisor::new();
 
     let mut ingest_config = IngestConfig::new(&args.config_dir, &args.cluster_id);
     ingest_config.debounce_after = args.debounce_after;
@@ -76,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
         kv.clone(),
         bus.clone(),
         &mut registry,
-        drain.watcher(),
+        supervisor.watcher(),
     );
     let builder = Builder::new(
         BuilderConfig::default(),
@@ -91,6 +93,9 @@ async fn main() -> anyhow::Result<()> {
         ..EdgeConfig::default()
     };
     args.push.apply(&mut edge_config.xds);
+    // One process: there is no other edge to hand proxies to, so a drain closes every
+    // stream at once.
+    edge_config.handoff.drain_window = Duration::ZERO;
     let edge = Edge::new(edge_config, bus, store, membership, &mut registry);
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
@@ -108,34 +113,16 @@ async fn main() -> anyhow::Result<()> {
         .bind(args.http.http_addr)
         .await?;
     info!(xds = %edge.local_addr(), http = %admin.local_addr(), config_dir = %args.config_dir.display(), "shoal serving");
-    let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
-    tokio::spawn(async move {
-        // Ready once the whole path has run: config loaded, built, and served by the edge.
-        while !(ingest.is_ready() && builder_status.ready() && synced.load(Ordering::Acquire)) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        readiness.set_ready(true);
-    });
-
-    let mut ingest = tokio::spawn(ingest_task);
-    let builder_watch = drain.watcher();
-    let mut builder = tokio::spawn(builder.run(async move { builder_watch.wait().await }));
-    let edge_watch = drain.watcher();
-    let mut edge = tokio::spawn(edge.run(move || edge_watch.wait()));
-
-    // A tier that stops on its own is fatal: stop the others and report it.
-    let outcome: anyhow::Result<()> = tokio::select! {
-        _ = shutdown_signal() => Ok(()),
-        r = &mut ingest => Err(anyhow::anyhow!("ingest stopped: {:?}", r)),
-        r = &mut builder => Err(anyhow::anyhow!("builder stopped: {:?}", r)),
-        r = &mut edge => Err(anyhow::anyhow!("edge stopped: {:?}", r)),
-    };
-    if let Err(e) = &outcome {
-        error!("{e}");
-    }
-    if !drain.signal_and_wait(Duration::from_secs(10)).await {
-        info!("drain grace elapsed");
-    }
-    let _ = admin.await;
-    outcome.context("shoal")
+    supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
+    // Ready once the whole path has run: config loaded, built, and served by the edge.
+    readiness.follow(
+        move || ingest.is_ready() && builder_status.ready() && synced.load(Ordering::Acquire),
+        supervisor.watcher(),
+    );
+    // A tier that stops on its own is fatal: the others drain and the error is reported.
+    supervisor.critical("ingest", ingest_task);
+    supervisor.critical("builder", builder.run(supervisor.watcher()));
+    supervisor.critical("edge", edge.run(supervisor.watcher()));
+    supervisor.run(args.drain.drain_grace).await?;
+    Ok(())
 }

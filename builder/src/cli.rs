@@ -1,7 +1,7 @@
 //! The `builder` command line: flags and their environment variables.
 
 use clap::Parser;
-use shoal_infra::cli::{HttpArgs, NatsArgs, RedisArgs, duration};
+use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, RedisArgs, duration};
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
@@ -19,6 +19,8 @@ pub struct Args {
     // Admin HTTP: /metrics, /healthz/ready, /debug/builder.
     #[command(flatten)]
     pub http: HttpArgs,
+    #[command(flatten)]
+    pub drain: DrainArgs,
     /// How long a non-latest snapshot manifest is kept.
     #[arg(long, env = "SHOAL_MANIFEST_TTL", default_value = "10m", value_parser = duration)]
     pub manifest_ttl: Duration,

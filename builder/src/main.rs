@@ -5,9 +5,9 @@ use shoal_builder::{Builder, BuilderConfig, Retention, cli::Args};
 use shoal_infra::admin::{AdminServer, Readiness};
 use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsConfigKv, NatsConfigKvConfig, connect};
 use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
-use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
+use shoal_infra::runtime::init_tracing;
+use shoal_infra::supervisor::Supervisor;
 use std::sync::Arc;
-use std::time::Duration;
 
 // mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
 // sync burst: RSS then reflects what the process holds.
@@ -51,7 +51,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let status = builder.status();
 
-    let drain = Drain::new();
+    let mut supervisor = Supervisor::new();
     let readiness = Readiness::new();
     let admin = AdminServer::new(registry, readiness.clone())
         .debug(
@@ -63,17 +63,10 @@ async fn main() -> anyhow::Result<()> {
         )
         .bind(args.http.http_addr)
         .await?;
-    let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
-    let ready = tokio::spawn(async move {
-        while !status.ready() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        readiness.set_ready(true);
-    });
-
-    let result = builder.run(shutdown_signal()).await;
-    ready.abort();
-    drain.signal_and_wait(Duration::from_secs(5)).await;
-    let _ = admin.await;
-    result.context("builder stopped")
+    supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
+    supervisor.critical("builder", builder.run(supervisor.watcher()));
+    // Ready once the replica has synced.
+    readiness.follow(move || status.ready(), supervisor.watcher());
+    supervisor.run(args.drain.drain_grace).await?;
+    Ok(())
 }

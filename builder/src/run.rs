@@ -9,6 +9,7 @@ use crate::writer::{Retention, WriteError, Writer};
 use futures::{FutureExt, StreamExt};
 use prometheus_client::registry::Registry;
 use shoal_infra::retry::{Backoff, RetryConfig};
+use shoal_infra::runtime::DrainWatch;
 use shoal_proto::change::{ChangeSet, unix_nanos};
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{Bus, ConfigKv, Delivery, SnapshotStore, TransportError};
@@ -128,8 +129,8 @@ impl Builder {
         self.status.clone()
     }
 
-    /// Runs until `shutdown` resolves.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), BuilderError> {
+    /// Runs until `drain` starts.
+    pub async fn run(self, drain: DrainWatch) -> Result<(), BuilderError> {
         let (feed_tx, feed) = mpsc::channel(self.config.feed_capacity.max(1));
         let follower =
             tokio::spawn(follow::follow(self.kv, feed_tx).instrument(info_span!("replica")));
@@ -155,7 +156,7 @@ impl Builder {
             metrics: self.metrics,
             status: self.status,
         };
-        let result = state.serve(self.bus, shutdown).await;
+        let result = state.serve(self.bus, drain.wait()).await;
         follower.abort();
         result
     }

@@ -7,6 +7,7 @@ use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig};
 use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsConfigKv, NatsConfigKvConfig, connect};
 use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
+use shoal_infra::runtime::Drain;
 use shoal_infra::testing::{NatsServer, RedisServer};
 use shoal_proto::change::{ChangeKey, TriggerReason};
 use shoal_proto::config::parse::parse_documents;
@@ -110,10 +111,8 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
         store.clone(),
         &mut registry,
     );
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(builder.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let drain = Drain::new();
+    let task = tokio::spawn(builder.run(drain.watcher()));
 
     let first = next_event(&mut events).await;
     assert_eq!(first.version, revision);
@@ -170,7 +169,7 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
     // `latest` never moves back.
     assert!(!store.advance_latest(revision).await.unwrap());
     assert_eq!(store.latest().await.unwrap(), Some(second.version));
-    let _ = stop_tx.send(());
+    drain.signal();
     task.await.unwrap().unwrap();
 }
 
@@ -217,10 +216,8 @@ async fn a_store_that_lost_everything_is_refilled_and_writes_resume_when_it_retu
         store.clone(),
         &mut Registry::default(),
     );
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(builder.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let drain = Drain::new();
+    let task = tokio::spawn(builder.run(drain.watcher()));
     let first = next_event(&mut events).await;
     let manifest =
         Manifest::decode(&store.get_manifest(first.version).await.unwrap().unwrap()).unwrap();
@@ -276,7 +273,7 @@ async fn a_store_that_lost_everything_is_refilled_and_writes_resume_when_it_retu
         "every chunk of the new snapshot is in the (emptied) store"
     );
 
-    let _ = stop_tx.send(());
+    drain.signal();
     task.await.unwrap().unwrap();
 }
 

@@ -1,7 +1,7 @@
 //! The `edge` command line: flags and their environment variables.
 
 use clap::Parser;
-use shoal_infra::cli::{HttpArgs, NatsArgs, RedisArgs, duration};
+use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, RedisArgs, duration};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -23,11 +23,27 @@ pub struct Args {
     // Admin HTTP: /metrics, /healthz/ready, /debug/syncz, /debug/ring.
     #[command(flatten)]
     pub http: HttpArgs,
+    #[command(flatten)]
+    pub drain: DrainArgs,
     /// This edge's ID in the membership ring (default: hostname-pid).
     #[arg(long, env = "SHOAL_EDGE_ID")]
     pub edge_id: Option<String>,
     #[command(flatten)]
     pub push: PushArgs,
+    /// Proxies handed to other edges per second, at least (on a ring change or a drain).
+    #[arg(long, env = "SHOAL_HANDOFF_RATE", default_value_t = 200.0)]
+    pub handoff_rate: f64,
+}
+
+impl Args {
+    /// How this edge hands proxies off: on drain, within 80% of `--drain-grace`, so their
+    /// streams end before the process does.
+    pub fn handoff(&self) -> crate::HandoffConfig {
+        crate::HandoffConfig {
+            rate: self.handoff_rate.max(1.0),
+            drain_window: self.drain.drain_grace.mul_f64(0.8),
+        }
+    }
 }
 
 /// Push-queue and stream bounds, shared with the all-in-one `shoal`.

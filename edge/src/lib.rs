@@ -20,4 +20,4 @@ mod run;
 pub mod snapshot;
 pub mod xds;
 
-pub use run::{BoundEdge, Edge, EdgeConfig, EdgeError};
+pub use run::{BoundEdge, Edge, EdgeConfig, EdgeError, HandoffConfig};

@@ -6,10 +6,10 @@ use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
 use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsMembership, NatsMembershipConfig, connect};
 use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
-use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
+use shoal_infra::runtime::init_tracing;
+use shoal_infra::supervisor::Supervisor;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 // mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
 // sync burst: RSS then reflects what the process holds.
@@ -38,6 +38,7 @@ async fn main() -> anyhow::Result<()> {
         config.member_id = id.clone();
     }
     args.push.apply(&mut config.xds);
+    config.handoff = args.handoff();
     let mut registry = Registry::default();
     let edge = Edge::new(
         config,
@@ -51,29 +52,18 @@ async fn main() -> anyhow::Result<()> {
     let synced = edge.synced();
     let edge = edge.bind(args.xds_addr).await?;
 
-    let drain = Drain::new();
+    let mut supervisor = Supervisor::new();
     let readiness = Readiness::new();
     let admin = AdminServer::new(registry, readiness.clone())
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("ring", Arc::new(ring_debug))
         .bind(args.http.http_addr)
         .await?;
-    let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
+    supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
+    supervisor.critical("edge", edge.run(supervisor.watcher()));
     // Ready once the latest snapshot is served, so proxies never get an empty config
     // from an edge that has not caught up.
-    let ready = readiness.clone();
-    tokio::spawn(async move {
-        while !synced.load(Ordering::Acquire) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        ready.set_ready(true);
-    });
-
-    let watcher = drain.watcher();
-    let run = tokio::spawn(edge.run(move || watcher.wait()));
-    shutdown_signal().await;
-    readiness.set_ready(false);
-    drain.signal_and_wait(Duration::from_secs(10)).await;
-    let _ = admin.await;
-    run.await?.context("edge stopped")
+    readiness.follow(move || synced.load(Ordering::Acquire), supervisor.watcher());
+    supervisor.run(args.drain.drain_grace).await?;
+    Ok(())
 }

@@ -8,11 +8,12 @@ use crate::placement;
 use crate::snapshot::{PullerConfig, SnapshotPuller};
 use crate::xds::Generator;
 use prometheus_client::registry::Registry;
+use shoal_infra::runtime::DrainWatch;
 use shoal_proto::transport::{Bus, Member, Membership, SnapshotStore};
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -27,6 +28,26 @@ pub struct EdgeConfig {
     pub membership: MembershipConfig,
     /// Snapshot updates queued for the dispatcher before the puller waits.
     pub update_capacity: usize,
+    pub handoff: HandoffConfig,
+}
+
+/// How this edge hands proxies to other edges.
+#[derive(Clone, Debug)]
+pub struct HandoffConfig {
+    /// Proxies handed off per second, at least (`--handoff-rate`).
+    pub rate: f64,
+    /// On drain, every proxy is handed off within this (a share of `--drain-grace`, so
+    /// the streams have time to end before the process exits).
+    pub drain_window: Duration,
+}
+
+impl Default for HandoffConfig {
+    fn default() -> Self {
+        Self {
+            rate: 200.0,
+            drain_window: Duration::from_secs(8),
+        }
+    }
 }
 
 impl Default for EdgeConfig {
@@ -37,6 +58,7 @@ impl Default for EdgeConfig {
             puller: PullerConfig::default(),
             membership: MembershipConfig::default(),
             update_capacity: 64,
+            handoff: HandoffConfig::default(),
         }
     }
 }
@@ -159,11 +181,9 @@ impl BoundEdge {
         self.addr
     }
 
-    /// Serves until `shutdown` resolves; the dispatcher exiting early is an error.
-    pub async fn run<F>(self, shutdown: impl Fn() -> F) -> Result<(), EdgeError>
-    where
-        F: Future<Output = ()> + Send + 'static,
-    {
+    /// Serves until `drain` starts; the dispatcher exiting early is an error.
+    pub async fn run(self, drain: DrainWatch) -> Result<(), EdgeError> {
+        let shutdown = || drain.wait();
         let BoundEdge {
             edge,
             listener,
@@ -189,7 +209,15 @@ impl BoundEdge {
             .instrument(info_span!("membership")),
         );
         let xds = edge.xds.clone();
-        let dispatch_shutdown = shutdown();
+        // Drain: the membership task leaves the ring at once; the dispatcher keeps pushing
+        // while every proxy is handed off at a pace, and only then closes what is left.
+        let dispatch_shutdown = {
+            let (xds, handoff, drained) = (xds.clone(), edge.config.handoff.clone(), shutdown());
+            async move {
+                drained.await;
+                xds.drain_streams(handoff.drain_window, handoff.rate).await;
+            }
+        };
         let mut dispatcher = tokio::spawn(
             async move { xds.run_dispatcher(edge.updates, dispatch_shutdown).await }
                 .instrument(info_span!("push_dispatcher")),

@@ -22,8 +22,12 @@ const WAIT: Duration = Duration::from_secs(10);
 const QUIET: Duration = Duration::from_millis(300);
 
 fn node() -> envoy_types::pb::envoy::config::core::v3::Node {
+    node_as(NODE_ID)
+}
+
+fn node_as(id: &str) -> envoy_types::pb::envoy::config::core::v3::Node {
     envoy_types::pb::envoy::config::core::v3::Node {
-        id: NODE_ID.into(),
+        id: id.into(),
         metadata: Some(node_metadata(NS, &Default::default(), "REDIRECT")),
         ..Default::default()
     }
@@ -37,12 +41,16 @@ struct Sotw {
 
 impl Sotw {
     async fn open(h: &Harness, type_url: &str, names: &[&str]) -> Sotw {
+        Sotw::open_as(h, NODE_ID, type_url, names).await
+    }
+
+    async fn open_as(h: &Harness, node_id: &str, type_url: &str, names: &[&str]) -> Sotw {
         let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", h.addr))
             .await
             .unwrap();
         let (tx, rx) = mpsc::channel(16);
         tx.send(DiscoveryRequest {
-            node: Some(node()),
+            node: Some(node_as(node_id)),
             ..request(type_url, names, "", "")
         })
         .await
@@ -346,5 +354,75 @@ async fn delta_subscribe_push_and_remove() {
     tx.send(ack(&pushed)).await.unwrap();
     let syncz = h.server.syncz();
     assert_eq!(syncz[0]["protocol"], "delta");
+    h.shutdown().await;
+}
+
+/// Drain: new streams are refused, and every stream held ends with a retryable
+/// UNAVAILABLE, spread over the drain window rather than all at once.
+#[tokio::test]
+async fn drain_hands_every_proxy_off_at_a_pace() {
+    let h = Harness::start(mesh_v1()).await;
+    let mut ended = Vec::new();
+    let started = tokio::time::Instant::now();
+    for i in 0..10 {
+        let id = format!("sidecar~10.0.1.{i}~w-{i}.{NS}~{NS}.svc.cluster.local");
+        let mut s = Sotw::open_as(&h, &id, CLUSTER, &[]).await;
+        let cds = s.recv().await;
+        s.ack(&cds, &[]).await;
+        ended.push(tokio::spawn(async move {
+            let status = loop {
+                match s.rx.message().await {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => panic!("stream ended without a status"),
+                    Err(status) => break status,
+                }
+            };
+            drop(s.tx);
+            (started.elapsed(), status)
+        }));
+    }
+    let server = h.server.clone();
+    let drain = tokio::spawn(async move {
+        server.drain_streams(Duration::from_secs(2), 1.0).await;
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+
+    // Refused while draining, with a status that says to go elsewhere.
+    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", h.addr))
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(1);
+    tx.send(DiscoveryRequest {
+        node: Some(node_as("sidecar~10.0.2.1~late.ns~ns.svc.cluster.local")),
+        ..request(CLUSTER, &[], "", "")
+    })
+    .await
+    .unwrap();
+    let refused = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .expect_err("refused while draining");
+    assert_eq!(refused.code(), tonic::Code::Unavailable);
+
+    let mut times = Vec::new();
+    for task in ended {
+        let (at, status) = tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        assert!(status.message().contains("handed off"), "{status:?}");
+        times.push(at);
+    }
+    drain.await.unwrap();
+    times.sort();
+    let spread = times[9] - times[0];
+    // 10 proxies over 2 s: one every 200 ms, so the last goes ~1.8 s after the first.
+    assert!(
+        spread >= Duration::from_secs(1),
+        "all handed off within {spread:?}"
+    );
+    assert!(
+        h.metrics().contains("shoal_xds_handoffs_total 10"),
+        "{}",
+        h.metrics()
+    );
     h.shutdown().await;
 }

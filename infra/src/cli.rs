@@ -7,6 +7,7 @@
 //! | `--nats-url` | `SHOAL_NATS_URL` | `nats://127.0.0.1:4222` |
 //! | `--redis-url` | `SHOAL_REDIS_URL` | `redis://127.0.0.1:6379` |
 //! | `--http-addr` | `SHOAL_HTTP_ADDR` | `127.0.0.1:15014` |
+//! | `--drain-grace` | `SHOAL_DRAIN_GRACE` | `10s` |
 //!
 //! A binary whose default differs says so on its own `Args` with clap's `mut_arg`, e.g.
 //! `#[command(mut_arg("http_addr", |a| a.default_value("0.0.0.0:15014")))]`.
@@ -40,6 +41,15 @@ pub struct HttpArgs {
     /// Admin HTTP address: /metrics, /healthz/ready, /debug/*.
     #[arg(long, env = "SHOAL_HTTP_ADDR", default_value = "127.0.0.1:15014")]
     pub http_addr: SocketAddr,
+}
+
+/// Shutdown ([`crate::supervisor`]).
+#[derive(Clone, Debug, clap::Args)]
+pub struct DrainArgs {
+    /// How long shutdown waits for the tier's work in flight (queued writes and pushes,
+    /// a build, streams closing) before it exits anyway.
+    #[arg(long, env = "SHOAL_DRAIN_GRACE", default_value = "10s", value_parser = duration)]
+    pub drain_grace: Duration,
 }
 
 /// Parses a duration flag as Istio writes durations: `250ms`, `10s`, `1m`, `1h`.

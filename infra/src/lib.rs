@@ -27,6 +27,7 @@ pub mod nats;
 pub mod redis;
 pub mod retry;
 pub mod runtime;
+pub mod supervisor;
 #[cfg(feature = "test-util")]
 pub mod testing;
 

@@ -12,12 +12,17 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing_subscriber::EnvFilter;
 
-/// Installs a `fmt` subscriber filtered by `RUST_LOG` (default `info`). A second call is a
-/// no-op, so tests and binaries may both call it.
+/// Installs a `fmt` subscriber filtered by `RUST_LOG` (default `info`), colored only on a
+/// terminal (plain text into files and log collectors). A second call is a no-op, so
+/// tests and binaries may both call it.
 pub fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Ignored error: a subscriber is already installed (tests, embedding).
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal())
+        .try_init();
 }
 
 /// Resolves on ctrl-c or SIGTERM (what Kubernetes sends), whichever comes first.

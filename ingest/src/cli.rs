@@ -5,9 +5,10 @@ use anyhow::Context;
 use clap::{ArgAction, Parser};
 use prometheus_client::registry::Registry;
 use shoal_infra::admin::AdminServer;
-use shoal_infra::cli::{HttpArgs, NatsArgs, duration};
+use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, duration};
 use shoal_infra::nats::{self, NatsBus, NatsConfigKv};
-use shoal_infra::runtime::{Drain, init_tracing, shutdown_signal};
+use shoal_infra::runtime::init_tracing;
+use shoal_infra::supervisor::Supervisor;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,9 +55,8 @@ pub struct Args {
     /// Bound of the queue of changes waiting for their KV write.
     #[arg(long, env = "SHOAL_INGEST_CHANGE_QUEUE", default_value_t = 1024)]
     pub change_queue: usize,
-    /// How long shutdown waits for queued writes and pushes.
-    #[arg(long, env = "SHOAL_DRAIN_GRACE", default_value = "10s", value_parser = duration)]
-    pub drain_grace: Duration,
+    #[command(flatten)]
+    pub drain: DrainArgs,
 }
 
 impl Args {
@@ -100,26 +100,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .bind(args.http.http_addr)
         .await?;
 
-    let drain = Drain::new();
-    let admin = tokio::spawn(admin.serve(drain.watcher().wait()));
-    let mut ingest = tokio::spawn(ingest.run(drain.watcher()));
-    tokio::select! {
-        () = shutdown_signal() => {}
-        ended = &mut ingest => {
-            drain.signal();
-            let _ = admin.await;
-            ended.context("ingest task panicked")??;
-            anyhow::bail!("ingest stopped before shutdown");
-        }
-    }
-    if !drain.signal_and_wait(args.drain_grace).await {
-        tracing::warn!(grace = ?args.drain_grace, "drain grace elapsed; exiting with work pending");
-        ingest.abort();
-        admin.abort();
-        return Ok(());
-    }
-    ingest.await.context("ingest task panicked")??;
-    admin.await.context("admin task panicked")??;
+    let mut supervisor = Supervisor::new();
+    supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
+    supervisor.critical("ingest", ingest.run(supervisor.watcher()));
+    supervisor.run(args.drain.drain_grace).await?;
     Ok(())
 }
 

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tonic::Status;
@@ -25,7 +26,7 @@ where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
 {
-    if *shared.draining.borrow() {
+    if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
         return Err(AdsError::ShuttingDown.into());
     }
     let permit = shared
@@ -169,6 +170,7 @@ impl<M: Protocol> StreamTask<M> {
         S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
     {
         let mut draining = self.shared.draining.subscribe();
+        let mut handoff = std::pin::pin!(self.conn.handoff_requested());
         Box::pin(self.on_request(*first)).await?;
         loop {
             // What to do next is chosen without awaiting, and done in a boxed future: the
@@ -179,6 +181,7 @@ impl<M: Protocol> StreamTask<M> {
                 _ = async { drop(draining.wait_for(|d| *d).await) } => {
                     return Err(AdsError::ShuttingDown.into());
                 }
+                _ = &mut handoff => return Err(AdsError::HandedOff.into()),
                 job = pushes.recv() => match job {
                     Some(job) => Box::pin(self.on_push(job)),
                     None => return Err(AdsError::ShuttingDown.into()),

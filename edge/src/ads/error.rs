@@ -15,6 +15,9 @@ pub enum AdsError {
     SendTimeout(Duration),
     #[error("this edge is shutting down")]
     ShuttingDown,
+    /// Another edge is to serve the proxy (a ring change, or this edge draining).
+    #[error("the proxy was handed off to another edge")]
+    HandedOff,
     #[error("this edge already serves its maximum of {0} xDS streams")]
     TooManyStreams(usize),
     /// The proxy went away: nothing to tell it.
@@ -49,6 +52,10 @@ impl AdsError {
             AdsError::ShuttingDown => {
                 Status::unavailable("edge is draining; reconnect and another edge will serve")
             }
+            AdsError::HandedOff => Status::unavailable(
+                "handed off: another edge now serves this proxy; reconnect (through the \
+                 edge Service) and resume",
+            ),
             AdsError::TooManyStreams(n) => Status::resource_exhausted(format!(
                 "edge at its limit of {n} xDS streams; retry against another edge, raise \
                  SHOAL_XDS_MAX_STREAMS or scale out edges"

@@ -28,6 +28,7 @@ pub(crate) struct Metrics {
     pub send_time: Histogram,
     pub push_context_errors: Counter,
     pub write_timeout: Counter,
+    pub handoffs: Counter,
 }
 
 fn push_histogram() -> Histogram {
@@ -46,7 +47,13 @@ impl Metrics {
             send_time: Histogram::new(SEND_BUCKETS),
             push_context_errors: Counter::default(),
             write_timeout: Counter::default(),
+            handoffs: Counter::default(),
         };
+        registry.register(
+            "shoal_xds_handoffs",
+            "Streams this edge ended so that another edge serves the proxy (ring change, drain)",
+            m.handoffs.clone(),
+        );
         registry.register(
             "pilot_xds",
             "Number of proxies connected to this edge using xDS",

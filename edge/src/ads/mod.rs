@@ -13,6 +13,7 @@ mod connection;
 pub mod delta;
 mod dispatch;
 pub mod error;
+mod handoff;
 mod metrics;
 mod outbound;
 mod protocol;

@@ -31,6 +31,8 @@ pub(crate) struct Connection {
     scope: Mutex<Arc<SidecarScope>>,
     /// The stream's sync state, published by its task after every step.
     status: watch::Sender<Vec<TypeStatus>>,
+    /// Set to hand the proxy off: its stream ends with a retryable status.
+    handoff: watch::Sender<bool>,
 }
 
 impl Connection {
@@ -42,6 +44,19 @@ impl Connection {
 
     pub fn publish(&self, status: Vec<TypeStatus>) {
         self.status.send_replace(status);
+    }
+
+    /// Ends the stream with a retryable status, so the proxy reconnects elsewhere.
+    pub fn hand_off(&self) {
+        self.handoff.send_replace(true);
+    }
+
+    /// Resolves once the stream is to be handed off.
+    pub fn handoff_requested(&self) -> impl Future<Output = ()> + Send + 'static + use<> {
+        let mut rx = self.handoff.subscribe();
+        async move {
+            let _ = rx.wait_for(|h| *h).await;
+        }
     }
 
     fn syncz(&self) -> Value {
@@ -119,6 +134,7 @@ impl Registry {
             push_tx,
             scope: Mutex::new(scope),
             status: watch::Sender::new(Vec::new()),
+            handoff: watch::Sender::new(false),
         });
         let mut conns = self.write();
         conns.by_id.insert(id, conn.clone());
@@ -142,6 +158,11 @@ impl Registry {
 
     pub fn get(&self, id: u64) -> Option<Arc<Connection>> {
         self.read().by_id.get(&id).cloned()
+    }
+
+    /// The newest stream of `proxy_id`.
+    pub fn proxy(&self, proxy_id: &str) -> Option<Arc<Connection>> {
+        self.read().by_proxy.get(proxy_id).cloned()
     }
 
     /// The IDs of the proxies connected here.

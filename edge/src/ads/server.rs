@@ -38,6 +38,7 @@ impl XdsServer {
             queue: Arc::new(PushQueue::new()),
             metrics: Metrics::new(registry),
             draining: watch::Sender::new(false),
+            refusing: Default::default(),
         };
         XdsServer {
             shared: Arc::new(shared),

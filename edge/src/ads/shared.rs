@@ -8,6 +8,7 @@ use crate::push_queue::{PushEvent, PushQueue};
 use crate::xds::Generator;
 use shoal_proto::push_context::PushContext;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use tokio::sync::{Semaphore, watch};
 
 /// State shared by the service, the dispatcher and every stream task.
@@ -22,6 +23,9 @@ pub(crate) struct Shared {
     pub metrics: Metrics,
     /// Set once: every stream closes with UNAVAILABLE and new ones are refused.
     pub draining: watch::Sender<bool>,
+    /// Set once the edge starts draining: new streams are refused while the ones held
+    /// are handed off at a pace.
+    pub refusing: AtomicBool,
 }
 
 impl Shared {

@@ -1,8 +1,10 @@
 //! A shared readiness flag: the tier sets it once it can serve (snapshot loaded, bus
 //! connected) and clears it while draining; `/healthz/ready` reports it.
 
+use crate::runtime::DrainWatch;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// Cloneable handle; every clone sees the same flag. Starts not ready.
 #[derive(Clone, Debug, Default)]
@@ -19,5 +21,48 @@ impl Readiness {
 
     pub fn is_ready(&self) -> bool {
         self.0.load(Ordering::Acquire)
+    }
+
+    /// Becomes ready once `serving()` holds (polled every 20 ms), and not ready again
+    /// as soon as `drain` starts, so a load balancer stops sending new work first.
+    pub fn follow(
+        self,
+        serving: impl Fn() -> bool + Send + 'static,
+        drain: DrainWatch,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            while !serving() && !drain.is_draining() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            self.set_ready(!drain.is_draining());
+            drain.wait().await;
+            self.set_ready(false);
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Drain;
+    use std::sync::atomic::AtomicBool;
+
+    #[tokio::test(start_paused = true)]
+    async fn ready_once_serving_and_not_while_draining() {
+        let drain = Drain::new();
+        let serving = Arc::new(AtomicBool::new(false));
+        let readiness = Readiness::new();
+        let flag = serving.clone();
+        let task = readiness
+            .clone()
+            .follow(move || flag.load(Ordering::Acquire), drain.watcher());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!readiness.is_ready());
+        serving.store(true, Ordering::Release);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(readiness.is_ready());
+        drain.signal();
+        task.await.unwrap();
+        assert!(!readiness.is_ready());
     }
 }
