@@ -58,6 +58,13 @@ pub struct PushArgs {
     /// Most ADS streams held at once; more are refused with RESOURCE_EXHAUSTED.
     #[arg(long, env = "SHOAL_XDS_MAX_STREAMS", default_value_t = 20_000)]
     pub max_streams: usize,
+    /// New streams admitted per second (Istio's PILOT_MAX_REQUESTS_PER_SECOND); one that
+    /// waits over a second is refused with RESOURCE_EXHAUSTED. 0: unlimited.
+    #[arg(long, env = "SHOAL_MAX_REQUESTS_PER_SECOND", default_value_t = 0.0)]
+    pub max_requests_per_second: f64,
+    /// First responses of new streams generated at once; the others wait their turn.
+    #[arg(long, env = "SHOAL_XDS_INITIAL_THROTTLE", default_value_t = 100)]
+    pub initial_throttle: usize,
 }
 
 impl PushArgs {
@@ -65,6 +72,8 @@ impl PushArgs {
         xds.push_throttle = self.push_throttle;
         xds.send_timeout = self.send_timeout;
         xds.max_streams = self.max_streams;
+        xds.max_requests_per_second = self.max_requests_per_second;
+        xds.initial_throttle = self.initial_throttle;
     }
 }
 

@@ -21,6 +21,13 @@ pub struct XdsConfig {
     /// `SHOAL_XDS_FIRST_REQUEST_TIMEOUT`: how long a new stream may take to send its first
     /// request (which names the proxy).
     pub first_request_timeout: Duration,
+    /// `SHOAL_MAX_REQUESTS_PER_SECOND`: new streams admitted per second (Istio's
+    /// `PILOT_MAX_REQUESTS_PER_SECOND`); one that waits over a second for its turn is
+    /// refused with RESOURCE_EXHAUSTED and retries elsewhere. 0: no rate limit.
+    pub max_requests_per_second: f64,
+    /// `SHOAL_XDS_INITIAL_THROTTLE`: first responses of new streams generated at once
+    /// (the push throttle's twin for connection storms); the others wait their turn.
+    pub initial_throttle: usize,
 }
 
 impl Default for XdsConfig {
@@ -32,6 +39,8 @@ impl Default for XdsConfig {
             max_streams: 20_000,
             max_request_bytes: 4 * 1024 * 1024,
             first_request_timeout: Duration::from_secs(30),
+            max_requests_per_second: 0.0,
+            initial_throttle: 100,
         }
     }
 }

@@ -15,7 +15,7 @@ use futures::{Stream, StreamExt};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tonic::Status;
 use tracing::{Instrument, debug, info, warn};
@@ -29,6 +29,7 @@ where
     if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
         return Err(AdsError::ShuttingDown.into());
     }
+    admit(shared).await?;
     let permit = shared
         .streams
         .clone()
@@ -70,6 +71,34 @@ where
     );
     Ok(Outbound::new(out_rx, close_rx))
 }
+
+/// Waits for the stream's turn under `--max-requests-per-second` (Istio's
+/// `PILOT_MAX_REQUESTS_PER_SECOND`); after a second it is refused so that the proxy
+/// retries, at another edge in the best case.
+async fn admit(shared: &Shared) -> Result<(), AdsError> {
+    let Some(admission) = &shared.admission else {
+        return Ok(());
+    };
+    let deadline = Instant::now() + ADMISSION_WAIT;
+    loop {
+        let wait = {
+            let mut pacer = admission.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            if pacer.take(now, 1) == 1 {
+                return Ok(());
+            }
+            pacer.wait(now).max(Duration::from_millis(1))
+        };
+        if Instant::now() + wait > deadline {
+            shared.metrics.rate_limited.inc();
+            return Err(AdsError::RateLimited(shared.config.max_requests_per_second));
+        }
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// How long a new stream may wait for admission before it is refused (as Istio).
+const ADMISSION_WAIT: Duration = Duration::from_secs(1);
 
 /// Serves one stream until the proxy leaves, a send times out or the edge drains; an
 /// error closes the response stream with its status. `first` is boxed so that this
@@ -171,7 +200,12 @@ impl<M: Protocol> StreamTask<M> {
     {
         let mut draining = self.shared.draining.subscribe();
         let mut handoff = std::pin::pin!(self.conn.handoff_requested());
-        Box::pin(self.on_request(*first)).await?;
+        {
+            // A storm of new streams generates its first responses a bounded number at a
+            // time; the rest wait here, holding only their first request.
+            let _turn = self.shared.initial.clone().acquire_owned().await;
+            Box::pin(self.on_request(*first)).await?;
+        }
         loop {
             // What to do next is chosen without awaiting, and done in a boxed future: the
             // task's own future, resident for the stream's life, then holds only this loop

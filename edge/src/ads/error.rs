@@ -20,6 +20,8 @@ pub enum AdsError {
     HandedOff,
     #[error("this edge already serves its maximum of {0} xDS streams")]
     TooManyStreams(usize),
+    #[error("new streams arrive faster than this edge admits them ({0}/s)")]
+    RateLimited(f64),
     /// The proxy went away: nothing to tell it.
     #[error("the proxy closed the stream")]
     ClientGone,
@@ -59,6 +61,10 @@ impl AdsError {
             AdsError::TooManyStreams(n) => Status::resource_exhausted(format!(
                 "edge at its limit of {n} xDS streams; retry against another edge, raise \
                  SHOAL_XDS_MAX_STREAMS or scale out edges"
+            )),
+            AdsError::RateLimited(rate) => Status::resource_exhausted(format!(
+                "new xDS streams exceed this edge's admission rate of {rate}/s \
+                 (SHOAL_MAX_REQUESTS_PER_SECOND); retry with backoff or scale out edges"
             )),
             AdsError::ClientGone => Status::cancelled("the proxy closed the stream"),
         }

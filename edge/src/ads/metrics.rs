@@ -29,6 +29,7 @@ pub(crate) struct Metrics {
     pub push_context_errors: Counter,
     pub write_timeout: Counter,
     pub handoffs: Counter,
+    pub rate_limited: Counter,
 }
 
 fn push_histogram() -> Histogram {
@@ -48,7 +49,13 @@ impl Metrics {
             push_context_errors: Counter::default(),
             write_timeout: Counter::default(),
             handoffs: Counter::default(),
+            rate_limited: Counter::default(),
         };
+        registry.register(
+            "shoal_xds_rate_limited",
+            "New streams refused for exceeding SHOAL_MAX_REQUESTS_PER_SECOND",
+            m.rate_limited.clone(),
+        );
         registry.register(
             "shoal_xds_handoffs",
             "Streams this edge ended so that another edge serves the proxy (ring change, drain)",

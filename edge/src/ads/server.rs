@@ -5,11 +5,12 @@ use super::metrics::Metrics;
 use super::registry::Registry;
 use super::shared::Shared;
 pub use super::transport::AdsService;
+use crate::placement::Pacer;
 use crate::push_queue::PushQueue;
 use crate::snapshot::SnapshotUpdate;
 use crate::xds::Generator;
 use shoal_proto::push_context::PushContext;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tracing::Instrument;
 
@@ -28,6 +29,12 @@ impl XdsServer {
         snapshots: watch::Receiver<Arc<PushContext>>,
         registry: &mut prometheus_client::registry::Registry,
     ) -> Self {
+        let admission = (config.max_requests_per_second > 0.0).then(|| {
+            let rate = config.max_requests_per_second;
+            // A second's worth at once: a burst of reconnects is admitted together.
+            Mutex::new(Pacer::new(rate, rate.ceil() as usize))
+        });
+        let initial = config.initial_throttle.max(1);
         let shared = Shared {
             throttle: Arc::new(Semaphore::new(config.push_throttle.max(1))),
             streams: Arc::new(Semaphore::new(config.max_streams)),
@@ -39,6 +46,8 @@ impl XdsServer {
             metrics: Metrics::new(registry),
             draining: watch::Sender::new(false),
             refusing: Default::default(),
+            admission,
+            initial: Arc::new(Semaphore::new(initial)),
         };
         XdsServer {
             shared: Arc::new(shared),

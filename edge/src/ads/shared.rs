@@ -4,10 +4,12 @@
 use super::config::XdsConfig;
 use super::metrics::Metrics;
 use super::registry::Registry;
+use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};
 use crate::xds::Generator;
 use shoal_proto::push_context::PushContext;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 use tokio::sync::{Semaphore, watch};
 
@@ -26,6 +28,10 @@ pub(crate) struct Shared {
     /// Set once the edge starts draining: new streams are refused while the ones held
     /// are handed off at a pace.
     pub refusing: AtomicBool,
+    /// New streams per second ([`XdsConfig::max_requests_per_second`]); `None`: no limit.
+    pub admission: Option<Mutex<Pacer>>,
+    /// First responses generated at once ([`XdsConfig::initial_throttle`]).
+    pub initial: Arc<Semaphore>,
 }
 
 impl Shared {

@@ -140,6 +140,8 @@ impl AdsClient for DeltaClient {
 /// What a proxy has reported, across reconnects (each is counted once per proxy).
 #[derive(Debug, Default)]
 struct Reported {
+    /// Got a first response (time to first response is of the first stream only).
+    answered: bool,
     synced: bool,
     converged: bool,
 }
@@ -218,6 +220,7 @@ async fn stream<C: AdsClient>(
         // The queue is empty and holds more than the first requests.
         let _ = tx.try_send(wire::grpc_frame(&req));
     }
+    let opened_ns = ctx.now_ns();
     let open = transport::open(channel, C::PATH, rx);
     let mut body = tokio::select! {
         r = tokio::time::timeout(ctx.limits.open_timeout, open) => {
@@ -248,6 +251,10 @@ async fn stream<C: AdsClient>(
             }
         };
         framer.push(data, |m| messages.push(m))?;
+        if !reported.answered && !messages.is_empty() {
+            reported.answered = true;
+            stats.first_response(ctx.now_ns().saturating_sub(opened_ns));
+        }
         for msg in messages.drain(..) {
             let len = (msg.len() + wire::framing::HEADER_LEN) as u64;
             Stats::add(&stats.responses, 1);

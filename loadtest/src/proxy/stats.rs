@@ -34,6 +34,8 @@ pub struct Stats {
     /// When the last proxy synced.
     pub last_sync_ns: AtomicU64,
     converged_at: Mutex<Vec<u64>>,
+    /// Per proxy, from its first stream's open to its first response.
+    first_response: Mutex<Vec<u64>>,
     samples: Mutex<Vec<String>>,
 }
 
@@ -56,6 +58,21 @@ impl Stats {
             self.converged_expected.fetch_add(1, Relaxed);
         }
         self.converged.fetch_add(1, Relaxed);
+    }
+
+    /// A proxy's first response came `after_ns` after it opened its first stream.
+    pub fn first_response(&self, after_ns: u64) {
+        self.first_response
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(after_ns);
+    }
+
+    pub fn first_responses(&self) -> Vec<u64> {
+        self.first_response
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Keeps the first few error messages.

@@ -240,6 +240,13 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         proxies_pushed_unexpected: pushed - stats.converged_expected.load(Relaxed),
         proxies_not_pushed: n - pushed,
         convergence_ms: Percentiles::of(ms),
+        time_to_first_response_ms: Percentiles::of(
+            stats
+                .first_responses()
+                .into_iter()
+                .map(|ns| ns as f64 / 1e6)
+                .collect(),
+        ),
         pushes: Stats::get(&stats.pushes),
         pushes_unneeded: Stats::get(&stats.pushes_unneeded),
         push_bytes: Stats::get(&stats.push_bytes),

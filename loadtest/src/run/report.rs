@@ -104,6 +104,9 @@ pub struct Report {
     pub proxies_not_pushed: usize,
     /// From the file's rename to each proxy's ACK of the change.
     pub convergence_ms: Option<Percentiles>,
+    /// Per proxy, from opening its stream to its first response (admission and first
+    /// generation under a connection storm).
+    pub time_to_first_response_ms: Option<Percentiles>,
     /// Responses after the write, and those to proxies whose scope does not include it.
     pub pushes: u64,
     pub pushes_unneeded: u64,
@@ -147,6 +150,14 @@ impl fmt::Display for Report {
             match self.initial_sync_s {
                 Some(s) => format!("{s:.2} s"),
                 None => "not complete (timed out)".into(),
+            },
+        )?;
+        row(
+            f,
+            "first response",
+            match &self.time_to_first_response_ms {
+                Some(p) => format!("p50 {} ms  p99 {} ms  max {} ms", p.p50, p.p99, p.max),
+                None => "no proxy got a response".into(),
             },
         )?;
         if let Some(c) = &self.change {

@@ -87,6 +87,50 @@ async fn streams_beyond_the_limit_are_refused() {
     assert_eq!(s.connected(), 1);
 }
 
+/// A storm of new streams above `max_requests_per_second`: a second's worth is admitted
+/// at once, the next second's worth waits its turn, the rest are refused with a status
+/// that says to retry.
+#[tokio::test]
+async fn new_streams_beyond_the_admission_rate_wait_then_are_refused() {
+    let config = XdsConfig {
+        max_requests_per_second: 20.0,
+        ..Default::default()
+    };
+    let (s, _tx) = server(config, PushContext::empty());
+    let opens = (0..60).map(|i| {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let id = format!("sidecar~10.0.3.{i}~w-{i}.shop~shop.svc.cluster.local");
+            let (tx, out) = open(&s, &id, CLUSTER).await;
+            (tx, out.map(|_| ()))
+        })
+    });
+    let mut admitted = 0;
+    let mut refused = 0;
+    let mut held = Vec::new();
+    for open in opens.collect::<Vec<_>>() {
+        let (tx, out) = open.await.unwrap();
+        held.push(tx);
+        match out {
+            Ok(()) => admitted += 1,
+            Err(status) => {
+                assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                assert!(status.message().contains("SHOAL_MAX_REQUESTS_PER_SECOND"));
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        admitted >= 20,
+        "a second's worth at once, then more: {admitted}"
+    );
+    assert!(
+        refused >= 10,
+        "beyond what a second of waiting admits: {refused}"
+    );
+    assert_eq!(admitted + refused, 60);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_send_that_times_out_closes_the_stream() {
     let config = XdsConfig {
