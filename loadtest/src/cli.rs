@@ -1,7 +1,7 @@
 //! Command-line arguments of the `loadtest` binary.
 
 use clap::{Args, Parser, Subcommand};
-use shoal_loadtest::ChangeKind;
+use shoal_loadtest::{ChangeKind, Lb};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -81,4 +81,12 @@ pub struct RunArgs {
     /// Milliseconds to keep counting pushes after convergence.
     #[arg(long, default_value_t = 500)]
     pub settle_ms: u64,
+    /// How streams reach the edges: `spread` pins each proxy to one connection; `random`
+    /// sends every stream and reconnect to a random edge, as a Kubernetes Service does.
+    #[arg(long, value_enum, default_value_t = Lb::Spread)]
+    pub lb: Lb,
+    /// Seconds to keep every proxy connected after the change phase (while edges join,
+    /// die or drain); then every proxy must be connected again.
+    #[arg(long, default_value_t = 0.0)]
+    pub hold: f64,
 }

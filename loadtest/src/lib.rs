@@ -14,4 +14,5 @@ pub mod proxy;
 pub mod run;
 pub mod wire;
 
+pub use proxy::Lb;
 pub use run::{ChangeKind, Report, RunConfig, RunError, run};

@@ -52,6 +52,8 @@ async fn run_load(a: RunArgs) -> anyhow::Result<()> {
         edge_pids: a.edge_pid,
         timeout: Duration::from_secs_f64(a.timeout),
         settle: Duration::from_millis(a.settle_ms),
+        lb: a.lb,
+        hold: Duration::from_secs_f64(a.hold.max(0.0)),
         ..RunConfig::default()
     };
     // A loaded machine can take long to answer thousands of new streams: opening one may

@@ -6,7 +6,8 @@
 //! `make test` does).
 
 use shoal_loadtest::mesh::write_mesh;
-use shoal_loadtest::{ChangeKind, Report, RunConfig, run};
+use shoal_loadtest::proxy::Limits;
+use shoal_loadtest::{ChangeKind, Lb, Report, RunConfig, run};
 use shoal_test_support::meshgen::MeshSpec;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -155,4 +156,37 @@ async fn two_hundred_proxies_against_shoal() {
             );
         }
     }
+    // A random spread over two addresses, one of which refuses connections (an edge that
+    // is down): every proxy skips it and syncs at the other, and no proxy ever sees an
+    // older snapshot.
+    let dead = free_port();
+    let report = run(RunConfig {
+        xds_addrs: vec![format!("127.0.0.1:{xds}"), format!("127.0.0.1:{dead}")],
+        proxies: 200,
+        delta: true,
+        change: ChangeKind::Vs,
+        lb: Lb::Random,
+        config_dir: Some(mesh_dir.clone()),
+        edge_pids: vec![shoal.child.id()],
+        timeout: Duration::from_secs(30),
+        settle: Duration::from_millis(200),
+        hold: Duration::from_millis(200),
+        limits: Limits {
+            backoff: Duration::from_millis(50),
+            ..Limits::default()
+        },
+        ..RunConfig::default()
+    })
+    .await
+    .expect("loadtest run");
+    assert_eq!(report.synced, 200, "synced");
+    assert_eq!(report.final_connected, 200, "connected at the end");
+    assert!(
+        report.reconnects > 0,
+        "some streams tried the dead address first"
+    );
+    assert_eq!(report.version_regressions, 0);
+    assert_eq!(report.nacks, 0);
+    assert!(!report.timed_out);
+    assert!(report.time_to_first_response_ms.is_some());
 }

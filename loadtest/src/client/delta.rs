@@ -9,31 +9,56 @@ use crate::wire::DeltaResponse;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 #[derive(Debug)]
 pub struct DeltaClient {
     tracker: Tracker,
-    node: Option<Node>,
+    node: Node,
+    /// Per type, the version of every resource held: `initial_resource_versions` on a
+    /// reconnect, so the new server sends only what differs.
+    versions: [HashMap<String, String>; 4],
 }
 
 impl DeltaClient {
     pub fn new(shared: Arc<Shared>, node: Node) -> Self {
         DeltaClient {
             tracker: Tracker::new(shared),
-            node: Some(node),
+            node,
+            versions: Default::default(),
         }
     }
 
-    /// The first requests: CDS and LDS wildcard (no names), the node on the first.
+    /// The first requests of a stream: CDS and LDS wildcard (no names), the node on the
+    /// first; on a reconnect, with `initial_resource_versions` of everything held, and EDS
+    /// and RDS subscriptions for the names already known.
     pub fn start(&mut self, out: &mut Vec<DeltaDiscoveryRequest>) {
-        for kind in [Kind::Cluster, Kind::Listener] {
+        for kind in [Kind::Cluster, Kind::Listener, Kind::Endpoint, Kind::Route] {
+            let subscribe: Vec<String> = match self.tracker.names_for(kind) {
+                Some(index) => index.children().iter().map(|n| n.to_string()).collect(),
+                None => Vec::new(),
+            };
+            if matches!(kind, Kind::Endpoint | Kind::Route) && subscribe.is_empty() {
+                continue;
+            }
+            let versions = &self.versions[kind.index()];
             out.push(DeltaDiscoveryRequest {
-                node: self.node.take(),
+                node: out.is_empty().then(|| self.node.clone()),
                 type_url: kind.type_url().to_string(),
+                resource_names_subscribe: subscribe,
+                initial_resource_versions: versions
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
                 ..Default::default()
             });
         }
+    }
+
+    /// The snapshot version of `system_version_info` (the edge's), if it is one.
+    pub fn snapshot_version(resp: &DeltaResponse) -> Option<u64> {
+        resp.system_version_info.parse().ok()
     }
 
     pub fn expects_change(&self) -> bool {
@@ -67,6 +92,11 @@ impl DeltaClient {
             return nack(resp.type_url, resp.nonce, e, out);
         };
         let marker = &self.tracker.shared().target.marker;
+        let held: Vec<(String, String)> = resp
+            .resources
+            .iter()
+            .map(|r| (r.name.clone(), r.version.clone()))
+            .collect();
         let decoded = decode_all(
             kind,
             marker,
@@ -79,6 +109,11 @@ impl DeltaClient {
             Ok(d) => d,
             Err(e) => return nack(resp.type_url, resp.nonce, e, out),
         };
+        let versions = &mut self.versions[kind.index()];
+        versions.extend(held);
+        for name in &resp.removed_resources {
+            versions.remove(name);
+        }
         let applied = self
             .tracker
             .apply(kind, summaries, &resp.removed_resources, false);
@@ -93,6 +128,10 @@ impl DeltaClient {
                 _ => Kind::Route,
             };
             let (subscribe, unsubscribe) = diff(&old, self.tracker.parents(kind));
+            let versions = &mut self.versions[next.index()];
+            for name in &unsubscribe {
+                versions.remove(name);
+            }
             out.push(DeltaDiscoveryRequest {
                 type_url: next.type_url().to_string(),
                 resource_names_subscribe: subscribe,

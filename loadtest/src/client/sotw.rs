@@ -21,7 +21,7 @@ struct TypeState {
 #[derive(Debug)]
 pub struct SotwClient {
     tracker: Tracker,
-    node: Option<Node>,
+    node: Node,
     types: [TypeState; 4],
 }
 
@@ -29,18 +29,34 @@ impl SotwClient {
     pub fn new(shared: Arc<Shared>, node: Node) -> Self {
         SotwClient {
             tracker: Tracker::new(shared),
-            node: Some(node),
+            node,
             types: Default::default(),
         }
     }
 
-    /// The first requests: CDS and LDS wildcard, the node on the first.
+    /// The first requests of a stream, as Envoy sends them: CDS and LDS wildcard, the node
+    /// on the first; on a reconnect, with the versions last accepted, and EDS and RDS for
+    /// the names already known (the new server answers them without waiting for CDS).
     pub fn start(&mut self, out: &mut Vec<DiscoveryRequest>) {
-        for kind in [Kind::Cluster, Kind::Listener] {
+        for kind in [Kind::Cluster, Kind::Listener, Kind::Endpoint, Kind::Route] {
+            let state = &mut self.types[kind.index()];
+            // A nonce of the old stream means nothing to the new one.
+            state.nonce.clear();
+            let resuming = !state.version.is_empty();
+            if matches!(kind, Kind::Endpoint | Kind::Route) && !resuming {
+                continue;
+            }
             let mut req = self.request(kind, None);
-            req.node = self.node.take();
+            if out.is_empty() {
+                req.node = Some(self.node.clone());
+            }
             out.push(req);
         }
+    }
+
+    /// The snapshot version of `version_info` (the edge's), if it is one.
+    pub fn snapshot_version(resp: &SotwResponse) -> Option<u64> {
+        resp.version_info.parse().ok()
     }
 
     pub fn expects_change(&self) -> bool {

@@ -1,20 +1,22 @@
 //! One simulated proxy: a task that holds an ADS stream and moves bytes between it and
 //! its state machine ([`crate::client`]), reporting into [`Stats`].
 //!
-//! A stream that fails is counted and opened again once, after a backoff; a second
-//! failure ends the proxy (`gave_up`).
+//! A stream that fails, or that the server closes, is counted and opened again after a
+//! backoff (doubling to `max_backoff`, reset by a stream that served), through the
+//! balancer, resuming with the versions the proxy holds.
 
+mod balancer;
 mod identity;
 mod stats;
 pub mod transport;
 
+pub use balancer::{Balancer, Lb};
 pub use identity::{Identity, proxy_ip};
 pub use stats::Stats;
 
 use crate::client::{DeltaClient, Outcome, Shared, SotwClient};
 use crate::wire::{self, DeltaResponse, SotwResponse, framing::Framer};
 use bytes::Bytes;
-use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use prost::Message;
 use stats::{Connected, Gauge};
@@ -38,8 +40,12 @@ pub struct Limits {
     pub send_timeout: Duration,
     /// The largest response accepted.
     pub max_message: usize,
-    /// Before the one reconnect (plus up to as much again, spread by proxy).
+    /// Before the first reconnect (plus up to as much again, spread by proxy); doubled
+    /// on each failure in a row, up to `max_backoff`.
     pub backoff: Duration,
+    pub max_backoff: Duration,
+    /// Streams one proxy opens before it gives up; `None`: never (as Envoy).
+    pub max_attempts: Option<usize>,
 }
 
 impl Default for Limits {
@@ -49,6 +55,8 @@ impl Default for Limits {
             send_timeout: Duration::from_secs(10),
             max_message: 64 * 1024 * 1024,
             backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(5),
+            max_attempts: None,
         }
     }
 }
@@ -91,8 +99,8 @@ trait AdsClient: Send {
     type Request: Message;
     type Response: Message + Default;
     const PATH: &'static str;
-    fn create(shared: Arc<Shared>, node: Node) -> Self;
     fn start(&mut self, out: &mut Vec<Self::Request>);
+    fn snapshot_version(resp: &Self::Response) -> Option<u64>;
     fn on_response(&mut self, resp: Self::Response, out: &mut Vec<Self::Request>) -> Outcome;
     fn expects_change(&self) -> bool;
 }
@@ -101,8 +109,8 @@ impl AdsClient for SotwClient {
     type Request = DiscoveryRequest;
     type Response = SotwResponse;
     const PATH: &'static str = wire::SOTW_PATH;
-    fn create(shared: Arc<Shared>, node: Node) -> Self {
-        SotwClient::new(shared, node)
+    fn snapshot_version(resp: &SotwResponse) -> Option<u64> {
+        SotwClient::snapshot_version(resp)
     }
     fn start(&mut self, out: &mut Vec<DiscoveryRequest>) {
         SotwClient::start(self, out)
@@ -119,8 +127,8 @@ impl AdsClient for DeltaClient {
     type Request = DeltaDiscoveryRequest;
     type Response = DeltaResponse;
     const PATH: &'static str = wire::DELTA_PATH;
-    fn create(shared: Arc<Shared>, node: Node) -> Self {
-        DeltaClient::new(shared, node)
+    fn snapshot_version(resp: &DeltaResponse) -> Option<u64> {
+        DeltaClient::snapshot_version(resp)
     }
     fn start(&mut self, out: &mut Vec<DeltaDiscoveryRequest>) {
         DeltaClient::start(self, out)
@@ -142,65 +150,100 @@ impl AdsClient for DeltaClient {
 struct Reported {
     /// Got a first response (time to first response is of the first stream only).
     answered: bool,
+    /// Responses on every stream so far.
+    responses: u64,
+    /// The newest snapshot version received.
+    version: u64,
     synced: bool,
     converged: bool,
 }
 
-/// Runs proxy `index` on `channel` until `shutdown` turns true or its stream fails twice.
+/// Runs proxy `index` until `shutdown` turns true. A stream that fails or is closed by
+/// the server is opened again (through `balancer`, so possibly at another edge) after a
+/// backoff, resuming with what the proxy holds, as Envoy does.
 pub async fn run_proxy(
     ctx: Arc<RunContext>,
     index: usize,
-    channel: Channel,
+    balancer: Arc<Balancer>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let identity = Identity::new(index, ctx.namespaces);
     let span = tracing::debug_span!("proxy", id = %identity.node_id());
     async move {
         let mut reported = Reported::default();
-        for attempt in 0..2 {
-            if attempt > 0 {
-                ctx.stats.reconnects.fetch_add(1, Relaxed);
-                // Spread reconnects so a failed edge is not hit by every proxy at once.
-                let spread = ctx.limits.backoff.mul_f64((index % 1000) as f64 / 1000.0);
-                tokio::select! {
-                    _ = tokio::time::sleep(ctx.limits.backoff + spread) => {}
-                    _ = shutdown.wait_for(|s| *s) => return,
-                }
-            }
-            let result = if ctx.delta {
-                stream::<DeltaClient>(
-                    &ctx,
-                    &identity,
-                    channel.clone(),
-                    &mut shutdown,
-                    &mut reported,
-                )
-                .await
-            } else {
-                stream::<SotwClient>(
-                    &ctx,
-                    &identity,
-                    channel.clone(),
-                    &mut shutdown,
-                    &mut reported,
-                )
-                .await
-            };
-            match result {
-                Ok(()) => return,
-                Err(e) => {
-                    if *shutdown.borrow() {
-                        return;
-                    }
-                    tracing::debug!(error = %e, attempt, "stream failed");
-                    ctx.stats.error(|| format!("{}: {e}", identity.node_id()));
-                }
-            }
+        if ctx.delta {
+            let client = DeltaClient::new(ctx.shared.clone(), identity.node());
+            reconnecting(
+                &ctx,
+                &identity,
+                index,
+                &balancer,
+                client,
+                &mut shutdown,
+                &mut reported,
+            )
+            .await
+        } else {
+            let client = SotwClient::new(ctx.shared.clone(), identity.node());
+            reconnecting(
+                &ctx,
+                &identity,
+                index,
+                &balancer,
+                client,
+                &mut shutdown,
+                &mut reported,
+            )
+            .await
         }
-        ctx.stats.gave_up.fetch_add(1, Relaxed);
     }
     .instrument(span)
     .await
+}
+
+/// Streams for one proxy, one after another, until shutdown (or `max_attempts`).
+async fn reconnecting<C: AdsClient>(
+    ctx: &RunContext,
+    identity: &Identity,
+    index: usize,
+    balancer: &Balancer,
+    mut client: C,
+    shutdown: &mut watch::Receiver<bool>,
+    reported: &mut Reported,
+) {
+    let mut backoff = ctx.limits.backoff;
+    for attempt in 0usize.. {
+        if ctx.limits.max_attempts.is_some_and(|max| attempt >= max) {
+            ctx.stats.gave_up.fetch_add(1, Relaxed);
+            return;
+        }
+        if attempt > 0 {
+            ctx.stats.reconnects.fetch_add(1, Relaxed);
+            // Spread reconnects so a failed edge is not hit by every proxy at once.
+            let spread = backoff.mul_f64((index % 1000) as f64 / 1000.0);
+            tokio::select! {
+                _ = tokio::time::sleep(backoff + spread) => {}
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+            backoff = (backoff * 2).min(ctx.limits.max_backoff);
+        }
+        let channel = balancer.pick(index, attempt);
+        let answered = reported.responses;
+        match stream(ctx, identity, channel, &mut client, shutdown, reported).await {
+            Ok(()) => return,
+            Err(e) => {
+                if *shutdown.borrow() {
+                    return;
+                }
+                if reported.responses > answered {
+                    // The stream served: the next failure starts the backoff again.
+                    backoff = ctx.limits.backoff;
+                }
+                tracing::debug!(error = %e, attempt, "stream failed");
+                ctx.stats.error(|| format!("{}: {e}", identity.node_id()));
+            }
+        }
+    }
 }
 
 /// One stream's life: `Ok` on shutdown, `Err` when it fails.
@@ -208,11 +251,11 @@ async fn stream<C: AdsClient>(
     ctx: &RunContext,
     identity: &Identity,
     channel: Channel,
+    client: &mut C,
     shutdown: &mut watch::Receiver<bool>,
     reported: &mut Reported,
 ) -> Result<(), StreamError> {
     let stats = &*ctx.stats;
-    let mut client = C::create(ctx.shared.clone(), identity.node());
     let (tx, rx) = mpsc::channel::<Bytes>(REQUEST_QUEUE);
     let mut out = Vec::with_capacity(4);
     client.start(&mut out);
@@ -267,6 +310,20 @@ async fn stream<C: AdsClient>(
                 }
             }
             let resp = C::Response::decode(msg)?;
+            reported.responses += 1;
+            if let Some(version) = C::snapshot_version(&resp) {
+                if version < reported.version {
+                    Stats::add(&stats.version_regressions, 1);
+                    stats.sample(|| {
+                        format!(
+                            "{}: snapshot {version} after {}",
+                            identity.node_id(),
+                            reported.version
+                        )
+                    });
+                }
+                reported.version = reported.version.max(version);
+            }
             let outcome = client.on_response(resp, &mut out);
             if let Some(e) = &outcome.nack {
                 Stats::add(&stats.nacks, 1);

@@ -47,21 +47,7 @@ pub enum TransportError {
 
 /// One HTTP/2 connection to `addr` (`host:port` or a URL).
 pub async fn connect(addr: &str, timeout: Duration) -> Result<Channel, TransportError> {
-    let uri = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    let endpoint = Endpoint::from_shared(uri)
-        .map_err(|source| TransportError::BadAddress {
-            addr: addr.into(),
-            source,
-        })?
-        .connect_timeout(timeout)
-        .tcp_nodelay(true)
-        .initial_stream_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW);
-    endpoint
+    endpoint(addr, timeout)?
         .connect()
         .await
         .map_err(|source| TransportError::Connect {
@@ -70,7 +56,28 @@ pub async fn connect(addr: &str, timeout: Duration) -> Result<Channel, Transport
         })
 }
 
-/// A request body fed by a queue of gRPC-framed messages; ends when the sender is dropped.
+/// A channel to `addr` that connects on first use and reconnects by itself.
+pub fn connect_lazy(addr: &str, timeout: Duration) -> Result<Channel, TransportError> {
+    Ok(endpoint(addr, timeout)?.connect_lazy())
+}
+
+fn endpoint(addr: &str, timeout: Duration) -> Result<Endpoint, TransportError> {
+    let uri = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    Ok(Endpoint::from_shared(uri)
+        .map_err(|source| TransportError::BadAddress {
+            addr: addr.into(),
+            source,
+        })?
+        .connect_timeout(timeout)
+        .tcp_nodelay(true)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW))
+}
+
 struct QueueBody {
     rx: mpsc::Receiver<Bytes>,
 }

@@ -17,7 +17,7 @@ pub use report::{ChangeReport, Percentiles, ProcReport, Report};
 
 use crate::client::{Shared, Target};
 use crate::mesh::{self, MeshError};
-use crate::proxy::{self, Limits, RunContext, Stats, transport};
+use crate::proxy::{self, Balancer, Lb, Limits, RunContext, Stats, transport};
 use procfs::ProcSample;
 use shoal_test_support::meshgen::Mesh;
 use std::path::PathBuf;
@@ -49,6 +49,10 @@ pub struct RunConfig {
     pub timeout: Duration,
     /// After convergence, how long to keep counting pushes.
     pub settle: Duration,
+    /// After the change phase, how long to keep every proxy connected (while edges join,
+    /// die or drain) before checking that each holds the final config.
+    pub hold: Duration,
+    pub lb: Lb,
     pub limits: Limits,
 }
 
@@ -65,6 +69,8 @@ impl Default for RunConfig {
             edge_pids: Vec::new(),
             timeout: Duration::from_secs(120),
             settle: Duration::from_millis(500),
+            hold: Duration::ZERO,
+            lb: Lb::Spread,
             limits: Limits::default(),
         }
     }
@@ -85,6 +91,12 @@ pub enum RunError {
 }
 
 pub type Result<T, E = RunError> = std::result::Result<T, E>;
+
+/// Announces a phase on stderr (`phase: <name>`), so a script can act at the right
+/// moment (kill an edge during `hold`, ...).
+fn phase(name: &str) {
+    eprintln!("phase: {name}");
+}
 
 /// Runs the loadtest described by `config`.
 pub async fn run(config: RunConfig) -> Result<Report> {
@@ -121,11 +133,30 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         .unwrap_or(config.proxies.div_ceil(STREAMS_PER_CONN))
         .clamp(1, config.proxies);
 
-    // Every edge serves the mesh before the clock starts.
+    // Every edge serves the mesh before the clock starts; with a random spread, the first
+    // edge that does (others may be down, as behind a Service).
     if let Some(last) = mesh.as_ref().and_then(|m| m.services.last()) {
-        for addr in &config.xds_addrs {
-            let cluster = change::cluster_name(last);
-            probe::wait_for_cluster(addr, &last.namespace, &cluster, config.timeout).await?;
+        let cluster = change::cluster_name(last);
+        let mut probes = JoinSet::new();
+        for addr in config.xds_addrs.clone() {
+            let (ns, cluster, timeout) = (last.namespace.clone(), cluster.clone(), config.timeout);
+            probes
+                .spawn(async move { probe::wait_for_cluster(&addr, &ns, &cluster, timeout).await });
+        }
+        let mut served = 0;
+        let mut last_error = None;
+        while let Some(done) = probes.join_next().await {
+            match done.expect("probe task") {
+                Ok(()) => served += 1,
+                Err(e) => last_error = Some(e),
+            }
+            if config.lb == Lb::Random && served > 0 {
+                probes.abort_all();
+                break;
+            }
+        }
+        if served == 0 || (config.lb == Lb::Spread && last_error.is_some()) {
+            return Err(last_error.expect("a probe failed").into());
         }
     }
 
@@ -147,23 +178,22 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         namespaces,
         limits: config.limits.clone(),
     });
-    let mut channels = Vec::with_capacity(conns);
-    for j in 0..conns {
-        let addr = &config.xds_addrs[j % config.xds_addrs.len()];
-        channels.push(transport::connect(addr, config.limits.open_timeout).await?);
-    }
+    let balancer = Arc::new(
+        Balancer::connect(
+            config.lb,
+            &config.xds_addrs,
+            conns,
+            config.limits.open_timeout,
+        )
+        .await?,
+    );
     let (shutdown_tx, shutdown) = watch::channel(false);
     let mut tasks = JoinSet::new();
+    phase("connect");
     for i in 0..config.proxies {
-        let task = proxy::run_proxy(
-            ctx.clone(),
-            i,
-            channels[i % conns].clone(),
-            shutdown.clone(),
-        );
+        let task = proxy::run_proxy(ctx.clone(), i, balancer.clone(), shutdown.clone());
         tasks.spawn(task.in_current_span());
     }
-    drop(channels);
 
     // Every proxy has its initial config (or gave up), or the timeout.
     let n = config.proxies;
@@ -181,9 +211,11 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         .then(|| (stats.last_sync_ns.load(Relaxed) as f64 / 1e9 * 1000.0).round() / 1000.0);
     let at_sync = sample_all();
     let mut timed_out = !synced_all && stats.gave_up.load(Relaxed) + synced < n;
+    phase("synced");
 
     let mut write_ns = 0;
     if let Some(plan) = &plan {
+        phase("change");
         stats.changed.store(true, Release);
         change::write_atomically(&plan.path, &plan.contents)?;
         write_ns = ctx.start.elapsed().as_nanos() as u64;
@@ -194,8 +226,23 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         })
         .await;
         timed_out |= converged.is_none();
+        phase("settle");
         tokio::time::sleep(config.settle).await;
     }
+    if !config.hold.is_zero() {
+        // Edges may join, die or drain meanwhile: proxies reconnect and resume.
+        phase("hold");
+        tokio::time::sleep(config.hold).await;
+        // Then every proxy must hold the config: synced again wherever it went.
+        let reconnected_synced = wait_until(config.timeout, || {
+            (stats.connected.load(Relaxed) >= n).then_some(())
+        })
+        .await;
+        timed_out |= reconnected_synced.is_none();
+    }
+    let final_connected = stats.connected.load(Relaxed);
+    let final_converged = stats.converged.load(Relaxed);
+    phase("done");
 
     let expected = stats.expected.load(Relaxed).max(0) as usize;
     let _ = shutdown_tx.send(true);
@@ -255,6 +302,9 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         nacks: Stats::get(&stats.nacks),
         errors: Stats::get(&stats.errors),
         reconnects: Stats::get(&stats.reconnects),
+        version_regressions: Stats::get(&stats.version_regressions),
+        final_connected,
+        final_converged,
         gave_up: stats.gave_up.load(Relaxed),
         timed_out,
         edges: edges.to_vec(),

@@ -116,6 +116,12 @@ pub struct Report {
     pub nacks: u64,
     pub errors: u64,
     pub reconnects: u64,
+    /// Responses whose snapshot version was older than one the proxy already had.
+    pub version_regressions: u64,
+    /// Streams open, and proxies that hold the change (ACKed it on some stream), at the
+    /// end of the run.
+    pub final_connected: usize,
+    pub final_converged: usize,
     /// Proxies whose stream failed twice.
     pub gave_up: usize,
     /// Some wait (sync or convergence) ended at the timeout.
@@ -214,6 +220,14 @@ impl fmt::Display for Report {
             format!(
                 "{} / {} ({} reconnects, {} gave up)",
                 self.nacks, self.errors, self.reconnects, self.gave_up
+            ),
+        )?;
+        row(
+            f,
+            "at the end",
+            format!(
+                "{} connected, {} hold the change, {} version regressions",
+                self.final_connected, self.final_converged, self.version_regressions
             ),
         )?;
         for p in self.edges.iter().chain([&self.loadtest]) {
