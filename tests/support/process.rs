@@ -54,6 +54,12 @@ impl Proc {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
+    /// Kills the process at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Asks the process to stop (SIGTERM), then kills it after `grace`.
     #[expect(
         clippy::disallowed_methods,

@@ -54,6 +54,9 @@ pub struct RunConfig {
     pub hold: Duration,
     pub lb: Lb,
     pub limits: Limits,
+    /// Each phase as it starts, for a caller that acts at the right moment (as the
+    /// `phase:` lines on stderr do for scripts).
+    pub phases: Option<Arc<watch::Sender<&'static str>>>,
 }
 
 impl Default for RunConfig {
@@ -72,6 +75,7 @@ impl Default for RunConfig {
             hold: Duration::ZERO,
             lb: Lb::Spread,
             limits: Limits::default(),
+            phases: None,
         }
     }
 }
@@ -94,12 +98,17 @@ pub type Result<T, E = RunError> = std::result::Result<T, E>;
 
 /// Announces a phase on stderr (`phase: <name>`), so a script can act at the right
 /// moment (kill an edge during `hold`, ...).
-fn phase(name: &str) {
+fn announce(phases: Option<&watch::Sender<&'static str>>, name: &'static str) {
     eprintln!("phase: {name}");
+    if let Some(tx) = phases {
+        tx.send_replace(name);
+    }
 }
 
 /// Runs the loadtest described by `config`.
 pub async fn run(config: RunConfig) -> Result<Report> {
+    let phases = config.phases.clone();
+    let phase = |name| announce(phases.as_deref(), name);
     if config.proxies == 0 || config.xds_addrs.is_empty() {
         return Err(RunError::Config(
             "need --proxies > 0 and an --xds-addr".into(),

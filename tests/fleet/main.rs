@@ -1,0 +1,230 @@
+//! The fleet under faults, on real components: NATS and Redis, ingest, two builders and
+//! three edges as separate processes, and simulated proxies spread at random over the
+//! edges (as behind a Kubernetes Service) that reconnect and resume as Envoy does.
+//!
+//! While every proxy holds its stream: SIGKILL an edge, SIGTERM (drain) another, restart
+//! Redis empty, SIGKILL a builder, restart NATS. Then every proxy is connected again with
+//! the change it got, no proxy ever saw an older snapshot, and a new change made after
+//! all of it reaches every proxy (nothing was lost).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use shoal_infra::testing::{NatsServer, RedisServer};
+use shoal_loadtest::mesh::write_mesh;
+use shoal_loadtest::proxy::Limits;
+use shoal_loadtest::{ChangeKind, Lb, RunConfig, run};
+use shoal_test_support::meshgen::MeshSpec;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::process::{Proc, wait_http_ok};
+use support::{free_port, workspace_binary};
+
+const PROXIES: usize = 300;
+
+struct Edge {
+    proc: Proc,
+    xds: u16,
+    http: u16,
+}
+
+fn edge(n: usize, nats: &str, redis: &str, dir: &Path) -> Edge {
+    let (xds, http) = (free_port(), free_port());
+    let proc = Proc::spawn(
+        &format!("edge-{n}"),
+        &workspace_binary("edge"),
+        &[
+            "--nats-url".into(),
+            nats.into(),
+            "--redis-url".into(),
+            redis.into(),
+            "--xds-addr".into(),
+            format!("127.0.0.1:{xds}"),
+            "--http-addr".into(),
+            format!("127.0.0.1:{http}"),
+            "--edge-id".into(),
+            format!("edge-{n}"),
+        ],
+        &[("RUST_LOG", "info".to_string())],
+        dir,
+    );
+    Edge { proc, xds, http }
+}
+
+fn builder(n: usize, nats: &str, redis: &str, dir: &Path) -> Proc {
+    Proc::spawn(
+        &format!("builder-{n}"),
+        &workspace_binary("builder"),
+        &[
+            "--nats-url".into(),
+            nats.into(),
+            "--redis-url".into(),
+            redis.into(),
+            "--http-addr".into(),
+            format!("127.0.0.1:{}", free_port()),
+        ],
+        &[("RUST_LOG", "info".to_string())],
+        dir,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_survives_any_single_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mesh_dir = dir.path().join("mesh");
+    let spec = MeshSpec {
+        services: 60,
+        endpoints_per_service: 4,
+        namespaces: 6,
+        ..MeshSpec::default()
+    };
+    write_mesh(&spec, &mesh_dir).expect("write mesh");
+
+    let mut nats = NatsServer::start();
+    let mut redis = RedisServer::start();
+    let (nats_url, redis_url) = (nats.url(), redis.url());
+    let _ingest = Proc::spawn(
+        "ingest",
+        &workspace_binary("ingest"),
+        &[
+            "--config-dir".into(),
+            mesh_dir.display().to_string(),
+            "--cluster-id".into(),
+            "cluster-1".into(),
+            "--nats-url".into(),
+            nats_url.clone(),
+            "--http-addr".into(),
+            format!("127.0.0.1:{}", free_port()),
+        ],
+        &[("RUST_LOG", "info".to_string())],
+        dir.path(),
+    );
+    let mut builders = [
+        builder(1, &nats_url, &redis_url, dir.path()),
+        builder(2, &nats_url, &redis_url, dir.path()),
+    ];
+    let mut edges: Vec<Edge> = (1..=3)
+        .map(|n| edge(n, &nats_url, &redis_url, dir.path()))
+        .collect();
+    for e in &edges {
+        let ready = format!("http://127.0.0.1:{}/healthz/ready", e.http);
+        assert!(
+            wait_http_ok(&ready, Duration::from_secs(60)).await,
+            "{} not ready",
+            e.proc.name
+        );
+    }
+    let xds_addrs: Vec<String> = edges
+        .iter()
+        .map(|e| format!("127.0.0.1:{}", e.xds))
+        .collect();
+
+    // The faults, one at a time, while every proxy holds its stream.
+    let (phase_tx, mut phase) = tokio::sync::watch::channel("");
+    let faults = async {
+        phase
+            .wait_for(|p| *p == "hold")
+            .await
+            .expect("loadtest running");
+        let step = Duration::from_secs(3);
+        let mut log = Vec::new();
+        let started = Instant::now();
+        let mut at = |what: &str| {
+            log.push(format!(
+                "{:>5.1} s  {what}",
+                started.elapsed().as_secs_f64()
+            ))
+        };
+        at("SIGKILL edge-1");
+        edges[0].proc.kill();
+        tokio::time::sleep(step).await;
+        at("SIGTERM edge-2 (drain)");
+        let drained = Instant::now();
+        edges[1].proc.stop(Duration::from_secs(15));
+        at(&format!(
+            "edge-2 exited after {:.1} s",
+            drained.elapsed().as_secs_f64()
+        ));
+        tokio::time::sleep(step).await;
+        at("Redis restarted empty");
+        redis.stop();
+        redis.start_again();
+        tokio::time::sleep(step).await;
+        at("SIGKILL builder-1");
+        builders[0].kill();
+        tokio::time::sleep(step).await;
+        at("NATS restarted");
+        nats.restart();
+        log
+    };
+    let load = run(RunConfig {
+        xds_addrs: xds_addrs.clone(),
+        proxies: PROXIES,
+        delta: false,
+        change: ChangeKind::Vs,
+        lb: Lb::Random,
+        config_dir: Some(mesh_dir.clone()),
+        timeout: Duration::from_secs(60),
+        settle: Duration::from_millis(200),
+        hold: Duration::from_secs(16),
+        limits: Limits {
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            ..Limits::default()
+        },
+        phases: Some(Arc::new(phase_tx)),
+        ..RunConfig::default()
+    });
+    let (report, log) = tokio::join!(load, faults);
+    let report = report.expect("loadtest run");
+    eprintln!("faults:\n{}\n{report}", log.join("\n"));
+    assert_eq!(report.synced, PROXIES, "every proxy synced");
+    assert_eq!(
+        report.final_connected, PROXIES,
+        "every proxy connected again"
+    );
+    assert_eq!(
+        report.proxies_pushed - report.proxies_pushed_unexpected,
+        report.proxies_expected,
+        "every proxy that should have the change has it"
+    );
+    assert_eq!(
+        report.version_regressions, 0,
+        "no proxy saw an older snapshot"
+    );
+    assert_eq!(report.nacks, 0, "no NACK");
+    assert!(
+        report.reconnects > 0,
+        "proxies moved off the killed and drained edges"
+    );
+    assert!(!report.timed_out);
+
+    // After all of that, a new change still reaches every proxy: nothing was lost.
+    let survivor = format!("127.0.0.1:{}", edges[2].xds);
+    let recovered = Instant::now();
+    let after = run(RunConfig {
+        xds_addrs: vec![survivor],
+        proxies: 100,
+        change: ChangeKind::Endpoint,
+        config_dir: Some(mesh_dir.clone()),
+        timeout: Duration::from_secs(60),
+        settle: Duration::from_millis(200),
+        ..RunConfig::default()
+    })
+    .await
+    .expect("loadtest after the faults");
+    eprintln!(
+        "after the faults ({:.1} s):\n{after}",
+        recovered.elapsed().as_secs_f64()
+    );
+    assert_eq!(after.synced, 100);
+    assert_eq!(
+        after.proxies_pushed - after.proxies_pushed_unexpected,
+        after.proxies_expected
+    );
+    assert!(after.proxies_expected > 0);
+    assert!(!after.timed_out);
+    edges[2].proc.assert_running();
+    builders[1].assert_running();
+}
