@@ -193,9 +193,14 @@ impl BoundEdge {
             id: edge.config.member_id.clone(),
             xds_addr: addr.to_string(),
         };
+        // The puller keeps the snapshot current until every proxy is handed off: the
+        // ones still here during a drain get every change.
+        let (handed_off_tx, mut handed_off) = watch::channel(false);
         let puller = tokio::spawn(
             edge.puller
-                .run(shutdown())
+                .run(async move {
+                    let _ = handed_off.wait_for(|done| *done).await;
+                })
                 .instrument(info_span!("snapshot_puller")),
         );
         let membership = tokio::spawn(
@@ -211,11 +216,13 @@ impl BoundEdge {
         let xds = edge.xds.clone();
         // Drain: the membership task leaves the ring at once; the dispatcher keeps pushing
         // while every proxy is handed off at a pace, and only then closes what is left.
+        let drain_window = edge.config.handoff.drain_window;
         let dispatch_shutdown = {
             let (xds, handoff, drained) = (xds.clone(), edge.config.handoff.clone(), shutdown());
             async move {
                 drained.await;
                 xds.drain_streams(handoff.drain_window, handoff.rate).await;
+                handed_off_tx.send_replace(true);
             }
         };
         let mut dispatcher = tokio::spawn(
@@ -245,7 +252,8 @@ impl BoundEdge {
         };
         // The dispatcher closes streams on drain; give it and the others a moment.
         if !dispatcher_done {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), dispatcher).await;
+            let wait = drain_window + std::time::Duration::from_secs(2);
+            let _ = tokio::time::timeout(wait, dispatcher).await;
         }
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), membership).await;
         puller.abort();

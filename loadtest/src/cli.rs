@@ -89,4 +89,10 @@ pub struct RunArgs {
     /// die or drain); then every proxy must be connected again.
     #[arg(long, default_value_t = 0.0)]
     pub hold: f64,
+    /// `--change storm`: edits in all (the measured one last).
+    #[arg(long, default_value_t = 100)]
+    pub changes: usize,
+    /// `--change storm`: edits per second.
+    #[arg(long, default_value_t = 10.0)]
+    pub rate: f64,
 }

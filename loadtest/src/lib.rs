@@ -15,4 +15,4 @@ pub mod run;
 pub mod wire;
 
 pub use proxy::Lb;
-pub use run::{ChangeKind, Report, RunConfig, RunError, run};
+pub use run::{ChangeKind, Report, RunConfig, RunError, Storm, run};

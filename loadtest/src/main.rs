@@ -54,6 +54,10 @@ async fn run_load(a: RunArgs) -> anyhow::Result<()> {
         settle: Duration::from_millis(a.settle_ms),
         lb: a.lb,
         hold: Duration::from_secs_f64(a.hold.max(0.0)),
+        storm: shoal_loadtest::Storm {
+            changes: a.changes.max(1),
+            rate: a.rate,
+        },
         ..RunConfig::default()
     };
     // A loaded machine can take long to answer thousands of new streams: opening one may

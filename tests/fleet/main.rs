@@ -2,8 +2,9 @@
 //! three edges as separate processes, and simulated proxies spread at random over the
 //! edges (as behind a Kubernetes Service) that reconnect and resume as Envoy does.
 //!
-//! While every proxy holds its stream: SIGKILL an edge, SIGTERM (drain) another, restart
-//! Redis empty, SIGKILL a builder, restart NATS. Then every proxy is connected again with
+//! A storm of 30 changes, with a builder SIGKILLed in the middle of it; then, while every
+//! proxy holds its stream: SIGKILL an edge, SIGTERM (drain) another, restart Redis empty,
+//! restart NATS. Then every proxy is connected again with
 //! the change it got, no proxy ever saw an older snapshot, and a new change made after
 //! all of it reaches every proxy (nothing was lost).
 
@@ -13,7 +14,7 @@ mod support;
 use shoal_infra::testing::{NatsServer, RedisServer};
 use shoal_loadtest::mesh::write_mesh;
 use shoal_loadtest::proxy::Limits;
-use shoal_loadtest::{ChangeKind, Lb, RunConfig, run};
+use shoal_loadtest::{ChangeKind, Lb, RunConfig, Storm, run};
 use shoal_test_support::meshgen::MeshSpec;
 use std::path::Path;
 use std::sync::Arc;
@@ -123,11 +124,6 @@ async fn the_fleet_survives_any_single_failure() {
     // The faults, one at a time, while every proxy holds its stream.
     let (phase_tx, mut phase) = tokio::sync::watch::channel("");
     let faults = async {
-        phase
-            .wait_for(|p| *p == "hold")
-            .await
-            .expect("loadtest running");
-        let step = Duration::from_secs(3);
         let mut log = Vec::new();
         let started = Instant::now();
         let mut at = |what: &str| {
@@ -136,6 +132,18 @@ async fn the_fleet_survives_any_single_failure() {
                 started.elapsed().as_secs_f64()
             ))
         };
+        phase
+            .wait_for(|p| *p == "change")
+            .await
+            .expect("loadtest running");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        at("SIGKILL builder-1 mid-storm");
+        builders[0].kill();
+        phase
+            .wait_for(|p| *p == "hold")
+            .await
+            .expect("loadtest running");
+        let step = Duration::from_secs(3);
         at("SIGKILL edge-1");
         edges[0].proc.kill();
         tokio::time::sleep(step).await;
@@ -146,13 +154,16 @@ async fn the_fleet_survives_any_single_failure() {
             "edge-2 exited after {:.1} s",
             drained.elapsed().as_secs_f64()
         ));
+        let drain_log = std::fs::read_to_string(&edges[1].proc.log).unwrap_or_default();
+        assert!(
+            drain_log.contains("hand-off done"),
+            "edge-2 handed its proxies off before exiting:\n{}",
+            edges[1].proc.tail(30)
+        );
         tokio::time::sleep(step).await;
         at("Redis restarted empty");
         redis.stop();
         redis.start_again();
-        tokio::time::sleep(step).await;
-        at("SIGKILL builder-1");
-        builders[0].kill();
         tokio::time::sleep(step).await;
         at("NATS restarted");
         nats.restart();
@@ -162,12 +173,16 @@ async fn the_fleet_survives_any_single_failure() {
         xds_addrs: xds_addrs.clone(),
         proxies: PROXIES,
         delta: false,
-        change: ChangeKind::Vs,
+        change: ChangeKind::Storm,
+        storm: Storm {
+            changes: 30,
+            rate: 10.0,
+        },
         lb: Lb::Random,
         config_dir: Some(mesh_dir.clone()),
         timeout: Duration::from_secs(60),
         settle: Duration::from_millis(200),
-        hold: Duration::from_secs(16),
+        hold: Duration::from_secs(10),
         limits: Limits {
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),

@@ -14,6 +14,10 @@ pub enum ChangeKind {
     Vs,
     /// One endpoint's address.
     Endpoint,
+    /// `--changes` edits at `--rate` per second, endpoints and VirtualServices of other
+    /// services mixed, then a VirtualService's route timeout: convergence is to that last
+    /// one.
+    Storm,
     /// Nothing: measure the initial sync only.
     #[default]
     None,
@@ -44,6 +48,8 @@ pub struct Plan {
     /// The new value, as written (`"12345s"`, `"10.250.3.7"`).
     pub value: String,
     pub target: Target,
+    /// For a storm, the edits written before this one, in order: `(path, contents)`.
+    pub before: Vec<(PathBuf, String)>,
 }
 
 /// The EDS cluster (and cluster) of a generated service's port.
@@ -61,6 +67,16 @@ pub fn plan(
 ) -> Result<Option<Plan>, ChangeError> {
     let (service, value, (rel, contents), target) = match kind {
         ChangeKind::None => return Ok(None),
+        ChangeKind::Storm => {
+            let Some(last) = plan(ChangeKind::Vs, mesh, dir, entropy)? else {
+                return Ok(None);
+            };
+            return Ok(Some(Plan {
+                kind,
+                before: Vec::new(),
+                ..last
+            }));
+        }
         ChangeKind::Vs => {
             let s = mesh.first_with_vs().ok_or(ChangeError::NoVirtualService)?;
             let current = current(dir, mesh, s);
@@ -110,7 +126,41 @@ pub fn plan(
         contents,
         value,
         target,
+        before: Vec::new(),
     }))
+}
+
+/// The `count` edits of a storm before its last one (`last`): endpoint moves and route
+/// timeouts of every other service in turn (never `last`'s, whose file it rewrites),
+/// each value fresh.
+pub fn storm(
+    mesh: &Mesh,
+    dir: &Path,
+    last: &Plan,
+    count: usize,
+    entropy: u64,
+) -> Vec<(PathBuf, String)> {
+    let others: Vec<&ServiceInfo> = mesh
+        .services
+        .iter()
+        .filter(|s| format!("{}/{}", s.namespace, s.name) != last.service)
+        .collect();
+    if others.is_empty() {
+        return Vec::new();
+    }
+    (0..count)
+        .map(|i| {
+            let s = others[i % others.len()];
+            let n = entropy.wrapping_add(i as u64);
+            let (rel, contents) = if s.has_vs && i % 2 == 1 {
+                mesh.vs_change(s, &format!("{}s", 10 + n % 86_000))
+            } else {
+                let ip = format!("10.251.{}.{}", (n >> 8) & 0xff, 1 + (n & 0xff) % 254);
+                mesh.endpoint_change(s, &ip)
+            };
+            (dir.join(rel), contents)
+        })
+        .collect()
 }
 
 /// The service's file as it is on disk now (as generated, if unreadable).
@@ -171,6 +221,22 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+    }
+
+    #[test]
+    fn a_storm_edits_other_services_then_the_measured_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mesh = mesh();
+        mesh.write(dir.path()).unwrap();
+        let last = plan(ChangeKind::Storm, &mesh, dir.path(), 3)
+            .unwrap()
+            .unwrap();
+        assert_eq!(last.kind, ChangeKind::Storm);
+        let before = storm(&mesh, dir.path(), &last, 25, 3);
+        assert_eq!(before.len(), 25);
+        assert!(before.iter().all(|(path, _)| *path != last.path));
+        let files: std::collections::BTreeSet<_> = before.iter().map(|(p, _)| p).collect();
+        assert_eq!(files.len(), 19, "every other service in turn");
     }
 
     #[test]

@@ -28,6 +28,24 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+/// A storm of changes (`--change storm`).
+#[derive(Clone, Debug)]
+pub struct Storm {
+    /// Edits in all, the measured one included.
+    pub changes: usize,
+    /// Edits per second.
+    pub rate: f64,
+}
+
+impl Default for Storm {
+    fn default() -> Self {
+        Storm {
+            changes: 100,
+            rate: 10.0,
+        }
+    }
+}
+
 /// Streams per connection when `conns` is not given.
 pub const STREAMS_PER_CONN: usize = 100;
 
@@ -52,6 +70,8 @@ pub struct RunConfig {
     /// After the change phase, how long to keep every proxy connected (while edges join,
     /// die or drain) before checking that each holds the final config.
     pub hold: Duration,
+    /// `--change storm`: how many edits, at what rate.
+    pub storm: Storm,
     pub lb: Lb,
     pub limits: Limits,
     /// Each phase as it starts, for a caller that acts at the right moment (as the
@@ -73,6 +93,7 @@ impl Default for RunConfig {
             timeout: Duration::from_secs(120),
             settle: Duration::from_millis(500),
             hold: Duration::ZERO,
+            storm: Storm::default(),
             lb: Lb::Spread,
             limits: Limits::default(),
             phases: None,
@@ -118,14 +139,23 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         (None, ChangeKind::None) => None,
         (None, _) => {
             return Err(RunError::Config(
-                "--change vs|endpoint needs --config-dir (the directory `loadtest mesh` wrote)"
+                "--change vs|endpoint|storm needs --config-dir (the directory `loadtest mesh` wrote)"
                     .into(),
             ));
         }
         (Some(dir), _) => Some(Mesh::generate(&mesh::read_spec(dir)?)),
     };
     let plan = match (&mesh, &config.config_dir) {
-        (Some(mesh), Some(dir)) => change::plan(config.change, mesh, dir, entropy())?,
+        (Some(mesh), Some(dir)) => {
+            let entropy = entropy();
+            change::plan(config.change, mesh, dir, entropy)?.map(|mut plan| {
+                if plan.kind == ChangeKind::Storm {
+                    let before = config.storm.changes.saturating_sub(1);
+                    plan.before = change::storm(mesh, dir, &plan, before, entropy);
+                }
+                plan
+            })
+        }
         _ => None,
     };
     let namespaces = config
@@ -226,6 +256,12 @@ pub async fn run(config: RunConfig) -> Result<Report> {
     if let Some(plan) = &plan {
         phase("change");
         stats.changed.store(true, Release);
+        // A storm: its edits at the rate asked, the measured one last.
+        let every = Duration::from_secs_f64(1.0 / config.storm.rate.max(0.001));
+        for (path, contents) in &plan.before {
+            change::write_atomically(path, contents)?;
+            tokio::time::sleep(every).await;
+        }
         change::write_atomically(&plan.path, &plan.contents)?;
         write_ns = ctx.start.elapsed().as_nanos() as u64;
         tracing::info!(service = %plan.service, value = %plan.value, "change written");
