@@ -4,7 +4,7 @@
 //!
 //! A storm of 30 changes, with a builder SIGKILLed in the middle of it; then, while every
 //! proxy holds its stream: SIGKILL an edge, SIGTERM (drain) another, restart Redis empty,
-//! restart NATS. Then every proxy is connected again with
+//! restart NATS, SIGKILL ingest and start it again. Then every proxy is connected again with
 //! the change it got, no proxy ever saw an older snapshot, and a new change made after
 //! all of it reaches every proxy (nothing was lost).
 
@@ -85,22 +85,26 @@ async fn the_fleet_survives_any_single_failure() {
     let mut nats = NatsServer::start();
     let mut redis = RedisServer::start();
     let (nats_url, redis_url) = (nats.url(), redis.url());
-    let _ingest = Proc::spawn(
-        "ingest",
-        &workspace_binary("ingest"),
-        &[
-            "--config-dir".into(),
-            mesh_dir.display().to_string(),
-            "--cluster-id".into(),
-            "cluster-1".into(),
-            "--nats-url".into(),
-            nats_url.clone(),
-            "--http-addr".into(),
-            format!("127.0.0.1:{}", free_port()),
-        ],
-        &[("RUST_LOG", "info".to_string())],
-        dir.path(),
-    );
+    let ingest_args = [
+        "--config-dir".into(),
+        mesh_dir.display().to_string(),
+        "--cluster-id".into(),
+        "cluster-1".into(),
+        "--nats-url".into(),
+        nats_url.clone(),
+        "--http-addr".into(),
+        format!("127.0.0.1:{}", free_port()),
+    ];
+    let start_ingest = || {
+        Proc::spawn(
+            "ingest",
+            &workspace_binary("ingest"),
+            &ingest_args,
+            &[("RUST_LOG", "info".to_string())],
+            dir.path(),
+        )
+    };
+    let mut ingest = start_ingest();
     let mut builders = [
         builder(1, &nats_url, &redis_url, dir.path()),
         builder(2, &nats_url, &redis_url, dir.path()),
@@ -167,6 +171,11 @@ async fn the_fleet_survives_any_single_failure() {
         tokio::time::sleep(step).await;
         at("NATS restarted");
         nats.restart();
+        tokio::time::sleep(step).await;
+        at("SIGKILL ingest, started again 1 s later");
+        ingest.kill();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ingest = start_ingest();
         log
     };
     let load = run(RunConfig {
@@ -182,7 +191,7 @@ async fn the_fleet_survives_any_single_failure() {
         config_dir: Some(mesh_dir.clone()),
         timeout: Duration::from_secs(60),
         settle: Duration::from_millis(200),
-        hold: Duration::from_secs(10),
+        hold: Duration::from_secs(14),
         limits: Limits {
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),
@@ -242,4 +251,5 @@ async fn the_fleet_survives_any_single_failure() {
     assert!(!after.timed_out);
     edges[2].proc.assert_running();
     builders[1].assert_running();
+    ingest.assert_running();
 }
