@@ -4,7 +4,7 @@
 
 use crate::ads::{XdsConfig, XdsServer};
 use crate::membership::{self, MembershipConfig, Ring};
-use crate::placement;
+use crate::placement::{self, Pacer};
 use crate::snapshot::{PullerConfig, SnapshotPuller};
 use crate::xds::Generator;
 use prometheus_client::registry::Registry;
@@ -29,6 +29,9 @@ pub struct EdgeConfig {
     /// Snapshot updates queued for the dispatcher before the puller waits.
     pub update_capacity: usize,
     pub handoff: HandoffConfig,
+    /// Proxies are owned by ring: a stream that reaches a non-owner is relayed to its
+    /// owner. Off: every edge serves whoever reaches it.
+    pub own_by_ring: bool,
 }
 
 /// How this edge hands proxies to other edges.
@@ -59,6 +62,7 @@ impl Default for EdgeConfig {
             membership: MembershipConfig::default(),
             update_capacity: 64,
             handoff: HandoffConfig::default(),
+            own_by_ring: true,
         }
     }
 }
@@ -108,6 +112,10 @@ impl Edge {
             snapshots,
             registry,
         );
+        let ring_tx = watch::channel(Arc::new(Ring::default())).0;
+        if config.own_by_ring {
+            xds.own_by_ring(config.member_id.clone(), ring_tx.subscribe());
+        }
         Edge {
             config,
             xds,
@@ -115,7 +123,7 @@ impl Edge {
             puller,
             updates,
             membership,
-            ring_tx: watch::channel(Arc::new(Ring::default())).0,
+            ring_tx,
         }
     }
 
@@ -203,6 +211,38 @@ impl BoundEdge {
                 })
                 .instrument(info_span!("snapshot_puller")),
         );
+        // On a ring change, the proxies whose owner changed move, at a pace.
+        let rebalance = {
+            let (xds, mut ring, rate) = (
+                edge.xds.clone(),
+                edge.ring_tx.subscribe(),
+                edge.config.handoff.rate,
+            );
+            let drained = shutdown();
+            tokio::spawn(
+                async move {
+                    let mut pacer = Pacer::new(rate, (rate / 10.0).ceil() as usize);
+                    let mut drained = std::pin::pin!(drained);
+                    loop {
+                        tokio::select! {
+                            _ = &mut drained => return,
+                            changed = ring.changed() => if changed.is_err() { return },
+                        }
+                        let current = ring.borrow_and_update().clone();
+                        let moving = xds.to_rebalance(&current);
+                        if moving.is_empty() {
+                            continue;
+                        }
+                        info!(proxies = moving.len(), members = current.members().len(), "ring changed: handing off the proxies another edge now owns");
+                        tokio::select! {
+                            _ = &mut drained => return,
+                            handed = xds.hand_off(moving, &mut pacer) => info!(handed, "rebalance done"),
+                        }
+                    }
+                }
+                .instrument(info_span!("rebalance")),
+            )
+        };
         let membership = tokio::spawn(
             membership::run(
                 edge.config.membership.clone(),
@@ -257,6 +297,7 @@ impl BoundEdge {
         }
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), membership).await;
         puller.abort();
+        rebalance.abort();
         result
     }
 }

@@ -3,7 +3,8 @@
 //! edges (as behind a Kubernetes Service) that reconnect and resume as Envoy does.
 //!
 //! A storm of 30 changes, with a builder SIGKILLed in the middle of it; then, while every
-//! proxy holds its stream: SIGKILL an edge, SIGTERM (drain) another, restart Redis empty,
+//! proxy holds its stream: a 4th edge joins and takes 25% ± 5 of the proxies (relayed to
+//! it by the edges they reached); SIGKILL an edge, SIGTERM (drain) another, restart Redis empty,
 //! restart NATS, SIGKILL ingest and start it again. Then every proxy is connected again with
 //! the change it got, no proxy ever saw an older snapshot, and a new change made after
 //! all of it reaches every proxy (nothing was lost).
@@ -23,6 +24,18 @@ use support::process::{Proc, wait_http_ok};
 use support::{free_port, workspace_binary};
 
 const PROXIES: usize = 300;
+
+/// A gauge or counter's value on an admin server's `/metrics`.
+async fn metric(http: u16, name: &str) -> Option<f64> {
+    let text = reqwest::get(format!("http://127.0.0.1:{http}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
 
 struct Edge {
     proc: Proc,
@@ -147,6 +160,30 @@ async fn the_fleet_survives_any_single_failure() {
             .wait_for(|p| *p == "hold")
             .await
             .expect("loadtest running");
+        // A 4th edge joins: the ring gives it a quarter of the proxies, which the others
+        // hand off at a pace and relay to it.
+        at("edge-4 started");
+        let joined = Instant::now();
+        edges.push(edge(4, &nats_url, &redis_url, dir.path()));
+        let mut shares = Vec::new();
+        while joined.elapsed() < Duration::from_secs(20) {
+            shares = Vec::new();
+            for e in &edges {
+                shares.push(metric(e.http, "pilot_xds").await.unwrap_or(0.0) as usize);
+            }
+            if (60..=90).contains(&shares[3]) && shares.iter().sum::<usize>() == PROXIES {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        at(&format!(
+            "pilot_xds per edge {shares:?} after {:.1} s",
+            joined.elapsed().as_secs_f64()
+        ));
+        assert!(
+            (60..=90).contains(&shares[3]),
+            "edge-4 took 25% ± 5 of {PROXIES} proxies: {shares:?}"
+        );
         let step = Duration::from_secs(3);
         at("SIGKILL edge-1");
         edges[0].proc.kill();
@@ -191,7 +228,7 @@ async fn the_fleet_survives_any_single_failure() {
         config_dir: Some(mesh_dir.clone()),
         timeout: Duration::from_secs(60),
         settle: Duration::from_millis(200),
-        hold: Duration::from_secs(14),
+        hold: Duration::from_secs(20),
         limits: Limits {
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),

@@ -5,6 +5,7 @@ use super::error::AdsError;
 use super::outbound::Outbound;
 use super::protocol::Protocol;
 use super::registry::{Connection, PushJob};
+use super::relay;
 use super::scope::{PushScope, short_type};
 use super::shared::Shared;
 use super::source::GeneratorSource;
@@ -21,7 +22,11 @@ use tonic::Status;
 use tracing::{Instrument, debug, info, warn};
 
 /// Admits a stream: reads its first request, identifies the proxy and starts its task.
-pub(crate) async fn accept<M, S>(shared: &Arc<Shared>, mut inbound: S) -> Result<Outbound, Status>
+pub(crate) async fn accept<M, S>(
+    shared: &Arc<Shared>,
+    mut inbound: S,
+    relayed_in: bool,
+) -> Result<Outbound, Status>
 where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
@@ -49,6 +54,19 @@ where
             }
         };
     let proxy = Proxy::from_node(M::node(&first)).map_err(AdsError::from)?;
+    // Another edge owns the proxy: its stream is relayed there, unless it was relayed
+    // here already or the owner cannot take it.
+    let owner = match (relayed_in, shared.placement.get()) {
+        (false, Some(placement)) => placement.owner_elsewhere(&proxy.id),
+        _ => None,
+    };
+    let (first, inbound) = match owner {
+        Some(owner) => match relay::relay::<M, S>(shared, owner, &proxy.id, first, inbound).await {
+            Ok(outbound) => return Ok(outbound),
+            Err(back) => back,
+        },
+        None => (first, inbound),
+    };
     let (out_tx, out_rx) = mpsc::channel(shared.config.stream_buffer.max(1));
     let (close_tx, close_rx) = oneshot::channel();
     let span = tracing::info_span!(
@@ -65,7 +83,10 @@ where
             inbound,
             out_tx,
             close_tx,
-            permit,
+            Admitted {
+                _permit: permit,
+                relayed_in,
+            },
         )
         .instrument(span),
     );
@@ -110,7 +131,7 @@ pub(crate) async fn serve<M, S>(
     inbound: S,
     out: mpsc::Sender<Bytes>,
     close: oneshot::Sender<Status>,
-    _stream_permit: OwnedSemaphorePermit,
+    admitted: Admitted,
 ) where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
@@ -123,7 +144,7 @@ pub(crate) async fn serve<M, S>(
         .sidecar_scope(&proxy.namespace, &proxy.labels);
     let conn = shared
         .registry
-        .insert(proxy.clone(), M::NAME, scope, push_tx);
+        .insert(proxy.clone(), M::NAME, scope, push_tx, admitted.relayed_in);
     tracing::Span::current().record("conn", conn.id);
     shared.metrics.connected.inc();
     let _registered = Registered {
@@ -149,6 +170,14 @@ pub(crate) async fn serve<M, S>(
             let _ = close.send(status);
         }
     }
+}
+
+/// What admission gave a stream to serve.
+pub(crate) struct Admitted {
+    /// Its place under `--max-streams`, held for the stream's life.
+    pub _permit: OwnedSemaphorePermit,
+    /// Relayed here by another edge (which moves it on a ring change).
+    pub relayed_in: bool,
 }
 
 /// Handling one request or push.

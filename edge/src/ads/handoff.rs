@@ -28,13 +28,43 @@ impl XdsServer {
                 }
                 tokio::time::sleep(pacer.wait(now).max(Duration::from_millis(1))).await;
             }
-            if let Some(conn) = self.shared.registry.proxy(&proxy) {
-                conn.hand_off();
+            let local = self
+                .shared
+                .registry
+                .proxy(&proxy)
+                .map(|conn| conn.hand_off());
+            if local.is_some() || self.shared.relays.hand_off(&proxy) {
                 self.shared.metrics.handoffs.inc();
                 handed += 1;
             }
         }
         handed
+    }
+
+    /// The proxies to move under `ring`: those placed here whose owner is now another
+    /// edge, and relayed ones whose owner changed (or is now this edge).
+    pub fn to_rebalance(&self, ring: &crate::membership::Ring) -> Vec<String> {
+        let Some(placement) = self.shared.placement.get() else {
+            return Vec::new();
+        };
+        let me = placement.me.as_str();
+        let mut moving: Vec<String> = self
+            .shared
+            .registry
+            .placed_here()
+            .into_iter()
+            .filter(|c| !ring.owns(me, &c.proxy.id))
+            .map(|c| c.proxy.id.clone())
+            .collect();
+        moving.extend(
+            self.shared
+                .relays
+                .streams()
+                .into_iter()
+                .filter(|(proxy, owner)| ring.owner(proxy).is_none_or(|m| m.id != *owner))
+                .map(|(proxy, _)| proxy),
+        );
+        moving
     }
 
     /// Drain: refuses new streams and hands off every proxy held, spread over `window`
@@ -43,7 +73,14 @@ impl XdsServer {
     pub async fn drain_streams(&self, window: Duration, min_rate: f64) {
         self.stop_accepting();
         let deadline = Instant::now() + window;
-        let proxies = self.shared.registry.proxy_ids();
+        let mut proxies = self.shared.registry.proxy_ids();
+        proxies.extend(
+            self.shared
+                .relays
+                .streams()
+                .into_iter()
+                .map(|(proxy, _)| proxy),
+        );
         let total = proxies.len();
         let rate = (total as f64 / window.as_secs_f64().max(0.001)).max(min_rate);
         // Bursts of a tenth of a second's worth keep the pace smooth.
@@ -55,7 +92,9 @@ impl XdsServer {
             "draining: handing off every proxy"
         );
         let handed = self.hand_off(proxies, &mut pacer).await;
-        while self.shared.registry.len() > 0 && Instant::now() < deadline {
+        while (self.shared.registry.len() > 0 || self.shared.relays.len() > 0)
+            && Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         info!(

@@ -30,6 +30,7 @@ pub(crate) struct Metrics {
     pub write_timeout: Counter,
     pub handoffs: Counter,
     pub rate_limited: Counter,
+    pub relayed: Gauge,
 }
 
 fn push_histogram() -> Histogram {
@@ -50,7 +51,13 @@ impl Metrics {
             write_timeout: Counter::default(),
             handoffs: Counter::default(),
             rate_limited: Counter::default(),
+            relayed: Gauge::default(),
         };
+        registry.register(
+            "shoal_xds_relayed_streams",
+            "Streams this edge relays to the edge that owns their proxy",
+            m.relayed.clone(),
+        );
         registry.register(
             "shoal_xds_rate_limited",
             "New streams refused for exceeding SHOAL_MAX_REQUESTS_PER_SECOND",

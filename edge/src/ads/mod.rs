@@ -18,6 +18,7 @@ mod metrics;
 mod outbound;
 mod protocol;
 mod registry;
+mod relay;
 pub mod scope;
 mod sent;
 mod server;

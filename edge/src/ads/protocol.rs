@@ -19,6 +19,8 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     type Response: Send + 'static;
     /// `sotw` or `delta`, for logs and syncz.
     const NAME: &'static str;
+    /// The gRPC method's path.
+    const PATH: &'static str;
 
     fn new(proxy: Proxy) -> Self;
     fn node(req: &Self::Request) -> Option<&Node>;
@@ -44,6 +46,7 @@ impl Protocol for SotwStream {
     type Request = DiscoveryRequest;
     type Response = DiscoveryResponse;
     const NAME: &'static str = "sotw";
+    const PATH: &'static str = super::transport::SOTW_PATH;
 
     fn new(proxy: Proxy) -> Self {
         SotwStream::new(proxy)
@@ -84,6 +87,7 @@ impl Protocol for DeltaStream {
     type Request = DeltaDiscoveryRequest;
     type Response = DeltaDiscoveryResponse;
     const NAME: &'static str = "delta";
+    const PATH: &'static str = super::transport::DELTA_PATH;
 
     fn new(proxy: Proxy) -> Self {
         DeltaStream::new(proxy)

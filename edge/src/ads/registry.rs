@@ -33,6 +33,8 @@ pub(crate) struct Connection {
     status: watch::Sender<Vec<TypeStatus>>,
     /// Set to hand the proxy off: its stream ends with a retryable status.
     handoff: watch::Sender<bool>,
+    /// Relayed here by another edge: that edge moves it on a ring change, not this one.
+    pub relayed_in: bool,
 }
 
 impl Connection {
@@ -123,6 +125,7 @@ impl Registry {
         protocol: &'static str,
         scope: Arc<SidecarScope>,
         push_tx: mpsc::Sender<PushJob>,
+        relayed_in: bool,
     ) -> Arc<Connection> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let conn = Arc::new(Connection {
@@ -135,6 +138,7 @@ impl Registry {
             scope: Mutex::new(scope),
             status: watch::Sender::new(Vec::new()),
             handoff: watch::Sender::new(false),
+            relayed_in,
         });
         let mut conns = self.write();
         conns.by_id.insert(id, conn.clone());
@@ -163,6 +167,16 @@ impl Registry {
     /// The newest stream of `proxy_id`.
     pub fn proxy(&self, proxy_id: &str) -> Option<Arc<Connection>> {
         self.read().by_proxy.get(proxy_id).cloned()
+    }
+
+    /// Connections this edge itself placed (not relayed in by another edge).
+    pub fn placed_here(&self) -> Vec<Arc<Connection>> {
+        self.read()
+            .by_proxy
+            .values()
+            .filter(|c| !c.relayed_in)
+            .cloned()
+            .collect()
     }
 
     /// The IDs of the proxies connected here.
@@ -212,8 +226,8 @@ mod tests {
         let scope = PushContext::empty().sidecar_scope("ns", &Default::default());
         let id = "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local";
         let (tx, _rx) = mpsc::channel(1);
-        let old = registry.insert(proxy(id), "sotw", scope.clone(), tx.clone());
-        let new = registry.insert(proxy(id), "sotw", scope, tx);
+        let old = registry.insert(proxy(id), "sotw", scope.clone(), tx.clone(), false);
+        let new = registry.insert(proxy(id), "sotw", scope, tx, false);
         assert_eq!(registry.len(), 2);
         assert_eq!(registry.proxy_ids(), [id]);
         registry.remove(old.id);

@@ -3,8 +3,10 @@
 use super::config::XdsConfig;
 use super::metrics::Metrics;
 use super::registry::Registry;
+use super::relay::Placement;
 use super::shared::Shared;
 pub use super::transport::AdsService;
+use crate::membership::Ring;
 use crate::placement::Pacer;
 use crate::push_queue::PushQueue;
 use crate::snapshot::SnapshotUpdate;
@@ -48,6 +50,8 @@ impl XdsServer {
             refusing: Default::default(),
             admission,
             initial: Arc::new(Semaphore::new(initial)),
+            placement: Default::default(),
+            relays: Default::default(),
         };
         XdsServer {
             shared: Arc::new(shared),
@@ -78,6 +82,20 @@ impl XdsServer {
     /// `/debug/syncz`: per connected proxy, its identity and per-type sync state.
     pub fn syncz(&self) -> serde_json::Value {
         self.shared.registry.syncz()
+    }
+
+    /// Owns proxies by `ring` as member `me`: a stream whose proxy another edge owns is
+    /// relayed there. Set once; without it every proxy is served here.
+    pub fn own_by_ring(&self, me: impl Into<String>, ring: watch::Receiver<Arc<Ring>>) {
+        let _ = self.shared.placement.set(Placement {
+            me: me.into(),
+            ring,
+        });
+    }
+
+    /// Streams relayed to their owners now.
+    pub fn relayed(&self) -> usize {
+        self.shared.relays.len()
     }
 
     /// The IDs of the proxies connected here.

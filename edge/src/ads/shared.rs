@@ -4,13 +4,14 @@
 use super::config::XdsConfig;
 use super::metrics::Metrics;
 use super::registry::Registry;
+use super::relay::{Placement, Relays};
 use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};
 use crate::xds::Generator;
 use shoal_proto::push_context::PushContext;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, OnceLock};
 use tokio::sync::{Semaphore, watch};
 
 /// State shared by the service, the dispatcher and every stream task.
@@ -32,6 +33,9 @@ pub(crate) struct Shared {
     pub admission: Option<Mutex<Pacer>>,
     /// First responses generated at once ([`XdsConfig::initial_throttle`]).
     pub initial: Arc<Semaphore>,
+    /// Who owns which proxy; unset: this edge serves every proxy that reaches it.
+    pub placement: OnceLock<Placement>,
+    pub relays: Relays,
 }
 
 impl Shared {

@@ -38,7 +38,8 @@ async fn open(s: &XdsServer, node_id: &str, type_url: &str) -> (Inbound, Result<
     .await
     .unwrap();
     let out =
-        crate::ads::connection::accept::<SotwStream, _>(&s.shared, ReceiverStream::new(rx)).await;
+        crate::ads::connection::accept::<SotwStream, _>(&s.shared, ReceiverStream::new(rx), false)
+            .await;
     (tx, out)
 }
 
@@ -253,7 +254,10 @@ async fn the_resident_stream_task_stays_small() {
         ReceiverStream::new(rx),
         out_tx,
         close_tx,
-        permit,
+        crate::ads::connection::Admitted {
+            _permit: permit,
+            relayed_in: false,
+        },
     );
     let size = std::mem::size_of_val(&task);
     assert!(size < 1536, "the stream task's future is {size} bytes");

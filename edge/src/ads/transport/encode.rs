@@ -13,8 +13,7 @@ use envoy_types::pb::envoy::config::core::v3::ControlPlane;
 use prost::Message;
 use std::sync::Arc;
 
-/// `msg` as one uncompressed gRPC message (tests frame prost messages with it).
-#[cfg(test)]
+/// `msg` as one uncompressed gRPC message (a relayed request; tests).
 pub(crate) fn frame(msg: &impl Message) -> Bytes {
     let len = msg.encoded_len();
     let mut buf = prefixed(len);

@@ -18,7 +18,6 @@ mod encode;
 mod framing;
 mod inbound;
 
-#[cfg(test)]
 pub(crate) use encode::frame;
 pub use encode::{DeltaResource, DeltaResponse, SotwResponse};
 
@@ -117,8 +116,10 @@ where
             .insert("grpc-accept-encoding", HeaderValue::from_static("identity"));
         return refused;
     }
+    // Relayed by another edge: served here, whatever this edge's ring says (no second hop).
+    let relayed_in = req.headers().contains_key(super::relay::RELAYED_BY);
     let inbound = Inbound::<B, M::Request>::new(req.into_body(), shared.config.max_request_bytes);
-    match connection::accept::<M, _>(&shared, inbound).await {
+    match connection::accept::<M, _>(&shared, inbound, relayed_in).await {
         Ok(body) => {
             let mut resp = http::Response::new(body);
             resp.headers_mut().insert(CONTENT_TYPE, GRPC);

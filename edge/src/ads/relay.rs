@@ -1,0 +1,291 @@
+//! Ownership by relay: a stream that reaches an edge that does not own its proxy (the
+//! Service picked an edge at random) is relayed, bytes only, to the owner, which
+//! generates and pushes its config. The relaying edge decodes nothing of the responses;
+//! it re-frames the proxy's requests (they are small) and copies the owner's response
+//! frames and final status back.
+//!
+//! ```text
+//!  proxy ──► edge A (not owner) ──relay, x-shoal-relayed-by: A──► edge B (owner) ─ generates
+//!        ◄──────── response frames, copied ◄────────────────────┘
+//! ```
+//!
+//! A relayed stream is served by whoever receives it (no second hop, whatever that edge's
+//! ring says), and an owner that cannot be reached or refuses the stream (draining) is
+//! not waited for: the edge serves the proxy itself. On a ring change or a drain the
+//! relay ends with a retryable status, and the proxy reconnects, through the Service, to
+//! be relayed to its new owner.
+
+use super::error::AdsError;
+use super::outbound::Outbound;
+use super::protocol::Protocol;
+use super::shared::Shared;
+use super::transport::frame;
+use crate::membership::Ring;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use http::header::{CONTENT_TYPE, HeaderValue, TE};
+use http_body::{Body as _, Frame};
+use shoal_proto::transport::Member;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tonic::Status;
+use tonic::codegen::Service;
+use tonic::transport::{Channel, Endpoint};
+use tracing::{Instrument, debug, info, warn};
+
+/// The header that marks a relayed stream, naming the edge that relays it.
+pub const RELAYED_BY: &str = "x-shoal-relayed-by";
+
+/// This edge's view of ownership.
+pub(crate) struct Placement {
+    pub me: String,
+    pub ring: watch::Receiver<Arc<Ring>>,
+}
+
+impl Placement {
+    /// The member that owns `proxy_id`, when it is another edge.
+    pub fn owner_elsewhere(&self, proxy_id: &str) -> Option<Member> {
+        let ring = self.ring.borrow();
+        ring.owner(proxy_id).filter(|m| m.id != self.me).cloned()
+    }
+}
+
+/// The streams this edge relays, and its connections to the other edges.
+#[derive(Default)]
+pub(crate) struct Relays {
+    channels: Mutex<HashMap<String, Channel>>,
+    active: Mutex<HashMap<u64, Relayed>>,
+    next: AtomicU64,
+}
+
+struct Relayed {
+    proxy: String,
+    owner: String,
+    close: watch::Sender<bool>,
+}
+
+impl Relays {
+    fn channel(&self, addr: &str) -> Result<Channel, String> {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = channels.get(addr) {
+            return Ok(c.clone());
+        }
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| e.to_string())?
+            .connect_timeout(Duration::from_secs(1))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        channels.insert(addr.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    /// Relayed streams now.
+    pub fn len(&self) -> usize {
+        self.active.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// `(proxy, owner)` of every relayed stream.
+    pub fn streams(&self) -> Vec<(String, String)> {
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        active
+            .values()
+            .map(|r| (r.proxy.clone(), r.owner.clone()))
+            .collect()
+    }
+
+    /// Ends the relay of `proxy` with a retryable status; false if none.
+    pub fn hand_off(&self, proxy: &str) -> bool {
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let mut found = false;
+        for r in active.values().filter(|r| r.proxy == proxy) {
+            r.close.send_replace(true);
+            found = true;
+        }
+        found
+    }
+
+    fn insert(&self, proxy: &str, owner: &str) -> (u64, watch::Receiver<bool>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (close, closed) = watch::channel(false);
+        let relayed = Relayed {
+            proxy: proxy.to_string(),
+            owner: owner.to_string(),
+            close,
+        };
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        active.insert(id, relayed);
+        (id, closed)
+    }
+
+    fn remove(&self, id: u64) {
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        active.remove(&id);
+    }
+}
+
+/// A request body fed from a channel of gRPC frames.
+struct Frames(mpsc::Receiver<Bytes>);
+
+impl http_body::Body for Frames {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        self.0.poll_recv(cx).map(|m| m.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// Relays the stream to `owner`. `Err` gives the stream back, untouched but for its
+/// first request, when the owner cannot take it: the caller serves it itself.
+pub(crate) async fn relay<M, S>(
+    shared: &Arc<Shared>,
+    owner: Member,
+    proxy_id: &str,
+    first: M::Request,
+    inbound: S,
+) -> Result<Outbound, (M::Request, S)>
+where
+    M: Protocol,
+    S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
+{
+    let Some(placement) = shared.placement.get() else {
+        return Err((first, inbound));
+    };
+    let mut channel = match shared.relays.channel(&owner.xds_addr) {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
+            return Err((first, inbound));
+        }
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(shared.config.stream_buffer.max(1));
+    let _ = tx.try_send(frame(&first));
+    let mut req = http::Request::new(tonic::body::Body::new(Frames(rx)));
+    *req.method_mut() = http::Method::POST;
+    *req.uri_mut() = http::Uri::from_static(M::PATH);
+    let headers = req.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert(TE, HeaderValue::from_static("trailers"));
+    if let Ok(me) = HeaderValue::from_str(&placement.me) {
+        headers.insert(RELAYED_BY, me);
+    }
+    let opened = async {
+        std::future::poll_fn(|cx| channel.poll_ready(cx))
+            .await
+            .map_err(|e| e.to_string())?;
+        let resp = channel.call(req).await.map_err(|e| e.to_string())?;
+        if resp.status() != http::StatusCode::OK {
+            return Err(format!("HTTP {}", resp.status()));
+        }
+        // A refusal is a trailers-only response: grpc-status in the headers.
+        if let Some(code) = resp.headers().get("grpc-status") {
+            return Err(format!("refused with grpc-status {code:?}"));
+        }
+        Ok(resp.into_body())
+    };
+    let body = match tokio::time::timeout(Duration::from_secs(2), opened).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => {
+            debug!(owner = %owner.id, error = %e, "owner cannot take the stream; serving here");
+            return Err((first, inbound));
+        }
+        Err(_) => {
+            debug!(owner = %owner.id, "owner slow to take the stream; serving here");
+            return Err((first, inbound));
+        }
+    };
+    let (out_tx, out_rx) = mpsc::channel(shared.config.stream_buffer.max(1));
+    let (close_tx, close_rx) = oneshot::channel();
+    let (id, closed) = shared.relays.insert(proxy_id, &owner.id);
+    shared.metrics.relayed.inc();
+    let span =
+        tracing::info_span!("relay", protocol = M::NAME, proxy = %proxy_id, owner = %owner.id);
+    let task = pump::<M, S>(inbound, tx, body, out_tx, close_tx, closed);
+    let shared = shared.clone();
+    tokio::spawn(
+        async move {
+            info!("relaying to the proxy's owner");
+            task.await;
+            shared.relays.remove(id);
+            shared.metrics.relayed.dec();
+        }
+        .instrument(span),
+    );
+    Ok(Outbound::new(out_rx, close_rx))
+}
+
+/// Copies requests up and responses down until either side ends or the relay is closed.
+async fn pump<M, S>(
+    mut inbound: S,
+    up: mpsc::Sender<Bytes>,
+    mut body: tonic::body::Body,
+    down: mpsc::Sender<Bytes>,
+    close: oneshot::Sender<Status>,
+    mut closed: watch::Receiver<bool>,
+) where
+    M: Protocol,
+    S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
+{
+    let status = loop {
+        tokio::select! {
+            _ = async { drop(closed.wait_for(|c| *c).await) } => {
+                break Some(AdsError::HandedOff.to_status());
+            }
+            req = inbound.next() => match req {
+                Some(Ok(req)) => {
+                    if up.send(frame(&req)).await.is_err() {
+                        break Some(Status::unavailable("the owner ended the relayed stream; reconnect"));
+                    }
+                }
+                Some(Err(status)) => break Some(status),
+                None => break None,
+            },
+            frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)) => match frame {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
+                        if down.send(data).await.is_err() {
+                            break None;
+                        }
+                    }
+                    Err(frame) => break Some(trailer_status(frame.trailers_ref())),
+                },
+                Some(Err(status)) => {
+                    break Some(Status::unavailable(format!(
+                        "the proxy's owner went away ({}); reconnect",
+                        status.message()
+                    )));
+                }
+                None => break Some(Status::unavailable("the owner ended the stream; reconnect")),
+            },
+        }
+    };
+    if let Some(status) = status {
+        let _ = close.send(status);
+    }
+}
+
+/// The gRPC status in an upstream's trailers.
+fn trailer_status(trailers: Option<&http::HeaderMap>) -> Status {
+    let Some(trailers) = trailers else {
+        return Status::unavailable("the owner ended the stream; reconnect");
+    };
+    let code = trailers
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<i32>().ok())
+        .unwrap_or(tonic::Code::Unavailable as i32);
+    let message = trailers
+        .get("grpc-message")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    Status::new(tonic::Code::from_i32(code), message)
+}
