@@ -11,9 +11,14 @@
 //! endpoint change writes one small chunk and a manifest, never the mesh. Encoding is
 //! postcard behind a format byte, so a future layout can be told apart.
 
+pub mod page;
+
+pub use page::{PAGE_TARGET, Page, Pages, page_count, page_of};
+
 use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 /// Bumped whenever a chunk or manifest layout changes.
 pub const FORMAT_VERSION: u8 = 1;
@@ -30,7 +35,7 @@ pub enum SnapshotError {
     Corrupt(ChunkHash),
 }
 
-/// The content address of a chunk: 128 bits of BLAKE3, hex.
+/// The content address of a chunk or page: 128 bits of BLAKE3, hex.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ChunkHash(pub String);
 
@@ -75,6 +80,9 @@ impl Chunk {
     }
 }
 
+/// An encoded chunk or page and its content address, as written to the store.
+pub type Encoded = (ChunkHash, Arc<Vec<u8>>);
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkRef {
     pub key: ChunkKey,
@@ -89,6 +97,13 @@ pub struct Manifest {
     pub built_unix_nanos: u64,
     /// Sorted by key.
     pub chunks: Vec<ChunkRef>,
+}
+
+/// One page of a snapshot: its index in the partition and its content address.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageRef {
+    pub index: u32,
+    pub hash: ChunkHash,
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, SnapshotError> {
@@ -108,6 +123,17 @@ fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, SnapshotError> {
     }
 }
 
+/// Decodes content fetched by its address, checking the bytes against it.
+fn decode_addressed<T: for<'a> Deserialize<'a>>(
+    hash: &ChunkHash,
+    bytes: &[u8],
+) -> Result<T, SnapshotError> {
+    if &ChunkHash::of(bytes) != hash {
+        return Err(SnapshotError::Corrupt(hash.clone()));
+    }
+    decode(bytes)
+}
+
 impl Chunk {
     /// Encodes the chunk; returns its bytes and content hash.
     pub fn encode(&self) -> Result<(ChunkHash, Vec<u8>), SnapshotError> {
@@ -117,10 +143,7 @@ impl Chunk {
 
     /// Decodes a chunk, checking it against the hash it was fetched by.
     pub fn decode(hash: &ChunkHash, bytes: &[u8]) -> Result<Chunk, SnapshotError> {
-        if &ChunkHash::of(bytes) != hash {
-            return Err(SnapshotError::Corrupt(hash.clone()));
-        }
-        decode(bytes)
+        decode_addressed(hash, bytes)
     }
 }
 
