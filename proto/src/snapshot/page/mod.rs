@@ -1,6 +1,6 @@
 //! Pages: the second level of a snapshot's index. Each chunk key falls into one page by
 //! a stable hash; a page lists the refs (key, hash) of its keys, sorted by key, and is
-//! stored content-addressed beside the chunks, so a manifest can list pages, not chunks.
+//! stored content-addressed beside the chunks. The root manifest lists the pages.
 //!
 //! ```text
 //!  key ──BLAKE3(tagged fields), low bits──► page index < page_count(chunks)
@@ -14,7 +14,8 @@
 //! two; that build rewrites every page (adding or removing a service, a full push anyway).
 
 use super::{
-    ChunkHash, ChunkKey, ChunkRef, Encoded, PageRef, SnapshotError, decode_addressed, encode,
+    ChunkHash, ChunkKey, ChunkRef, Encoded, Manifest, PageRef, SnapshotError, decode_addressed,
+    encode,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -214,7 +215,7 @@ impl Pages {
         self.slots.iter().filter_map(|s| s.encoded.as_ref())
     }
 
-    /// The page list (index, hash) of the last seal: what a manifest lists.
+    /// The page list (index, hash) of the last seal: what the root manifest lists.
     pub fn refs(&self) -> Vec<PageRef> {
         self.slots
             .iter()
@@ -227,6 +228,16 @@ impl Pages {
                 })
             })
             .collect()
+    }
+
+    /// The root manifest of snapshot `version`, as of the last seal.
+    pub fn manifest(&self, version: u64, built_unix_nanos: u64) -> Manifest {
+        debug_assert!(self.slots.iter().all(|s| !s.dirty), "pages not sealed");
+        Manifest {
+            version,
+            built_unix_nanos,
+            pages: self.refs(),
+        }
     }
 }
 

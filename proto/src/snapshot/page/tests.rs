@@ -187,3 +187,17 @@ fn page_round_trip_and_hash_check() {
         Err(SnapshotError::Corrupt(_))
     ));
 }
+
+#[test]
+fn the_manifest_lists_the_sealed_pages() {
+    let pages = Pages::of(mesh_refs(1_000)).unwrap();
+    let manifest = pages.manifest(9, 1);
+    assert_eq!(manifest.version, 9);
+    assert_eq!(manifest.pages, pages.refs());
+    assert!(manifest.pages.is_sorted_by_key(|p| p.index));
+    let hashes: Vec<&ChunkHash> = pages.encoded().map(|(h, _)| h).collect();
+    assert_eq!(
+        manifest.pages.iter().map(|p| &p.hash).collect::<Vec<_>>(),
+        hashes
+    );
+}
