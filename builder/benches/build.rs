@@ -1,5 +1,5 @@
-//! Builder benchmarks: full build, incremental updates, snapshot encode/decode (chunks and
-//! the root manifest), and the bytes a one-endpoint change writes.
+//! Builder benchmarks: full build, incremental updates, snapshot encode/decode (chunks,
+//! pages and the root manifest), and the bytes a one-endpoint change writes.
 //!
 //! ```sh
 //! cargo bench -p shoal-builder --bench build -- --warm-up-time 1 --measurement-time 3
@@ -21,7 +21,7 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use shoal_builder::replica::Replica;
 use shoal_builder::snapshot::SnapshotBuilder;
 use shoal_proto::push_context::PushContext;
-use shoal_proto::snapshot::{Chunk, ChunkHash, Manifest};
+use shoal_proto::snapshot::{Chunk, ChunkHash, Manifest, Pages};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -182,6 +182,11 @@ fn codec(c: &mut Criterion, f: &mut Fixture) {
                 black_box(Chunk::decode(h, bytes).unwrap());
             }
         })
+    });
+    // Every chunk ref paged, every page encoded: what pages add to a full build.
+    let refs = f.builder.chunk_refs();
+    g.bench_function(format!("{}/all_pages", f.name), |b| {
+        b.iter(|| black_box(Pages::of(refs.iter().cloned()).unwrap()))
     });
     let manifest_bytes = f.manifest.encode().unwrap();
     g.bench_function(format!("{}/encode_manifest", f.name), |b| {

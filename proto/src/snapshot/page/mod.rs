@@ -35,8 +35,11 @@ pub fn page_count(chunks: usize) -> u32 {
 /// BLAKE3 over its tagged fields. Stable across processes, builds and platforms.
 pub fn page_of(key: &ChunkKey, pages: u32) -> u32 {
     debug_assert!(pages.is_power_of_two(), "{pages} pages");
+    if pages <= 1 {
+        return 0;
+    }
     // Truncation keeps the low bits, which is the point.
-    (key_hash(key) & u64::from(pages.max(1) - 1)) as u32
+    (key_hash(key) & u64::from(pages - 1)) as u32
 }
 
 fn key_hash(key: &ChunkKey) -> u64 {
@@ -64,6 +67,20 @@ fn key_hash(key: &ChunkKey) -> u64 {
 pub struct Page {
     /// Sorted by key.
     pub chunks: Vec<ChunkRef>,
+}
+
+/// A [`Page`] encoded from the refs where they are held (the same bytes, no clones).
+#[derive(Serialize)]
+#[serde(rename = "Page")]
+struct PageOf<'a> {
+    chunks: Vec<RefOf<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename = "ChunkRef")]
+struct RefOf<'a> {
+    key: &'a ChunkKey,
+    hash: &'a ChunkHash,
 }
 
 impl Page {
@@ -187,18 +204,15 @@ impl Pages {
             slot.encoded = if slot.refs.is_empty() {
                 None
             } else {
-                let page = Page {
+                let page = PageOf {
                     chunks: slot
                         .refs
                         .iter()
-                        .map(|(key, hash)| ChunkRef {
-                            key: key.clone(),
-                            hash: hash.clone(),
-                        })
+                        .map(|(key, hash)| RefOf { key, hash })
                         .collect(),
                 };
-                let (hash, bytes) = page.encode()?;
-                Some((hash, Arc::new(bytes)))
+                let bytes = encode(&page)?;
+                Some((ChunkHash::of(&bytes), Arc::new(bytes)))
             };
             slot.dirty = false;
             if let Some((hash, bytes)) = &slot.encoded

@@ -182,6 +182,14 @@ fn page_round_trip_and_hash_check() {
     let (hash, bytes) = page.encode().unwrap();
     assert_eq!(bytes[0], crate::snapshot::FORMAT_VERSION);
     assert_eq!(Page::decode(&hash, &bytes).unwrap(), page);
+    // Sealed pages are encoded from the refs in place: the very same bytes.
+    let pages = Pages::of(page.chunks.clone()).unwrap();
+    let sealed: Vec<_> = pages.encoded().collect();
+    assert_eq!(sealed.len(), 1);
+    assert_eq!(
+        (&sealed[0].0, sealed[0].1.as_slice()),
+        (&hash, bytes.as_slice())
+    );
     assert!(matches!(
         Page::decode(&ChunkHash::of(b"other"), &bytes),
         Err(SnapshotError::Corrupt(_))
