@@ -1,5 +1,5 @@
-//! Builder benchmarks: full build, incremental updates, snapshot encode/decode, and the
-//! bytes a one-endpoint change writes.
+//! Builder benchmarks: full build, incremental updates, snapshot encode/decode (chunks,
+//! pages and the root manifest), and the bytes a one-endpoint change writes.
 //!
 //! ```sh
 //! cargo bench -p shoal-builder --bench build -- --warm-up-time 1 --measurement-time 3
@@ -21,7 +21,7 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use shoal_builder::replica::Replica;
 use shoal_builder::snapshot::SnapshotBuilder;
 use shoal_proto::push_context::PushContext;
-use shoal_proto::snapshot::{Chunk, ChunkHash, Manifest};
+use shoal_proto::snapshot::{Chunk, ChunkHash, Manifest, Pages};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +35,7 @@ struct Fixture {
     replica: Replica,
     builder: SnapshotBuilder,
     chunks: Vec<(ChunkHash, Arc<Vec<u8>>)>,
+    pages: Vec<(ChunkHash, Arc<Vec<u8>>)>,
     manifest: Manifest,
 }
 
@@ -48,6 +49,7 @@ fn fixture(services: usize, namespaces: usize, name: &'static str) -> Fixture {
         replica,
         builder,
         chunks: built.new_chunks,
+        pages: built.new_pages,
         manifest: built.manifest,
     }
 }
@@ -70,7 +72,7 @@ fn full(c: &mut Criterion, f: &mut Fixture) {
             BatchSize::LargeInput,
         )
     });
-    // Replica → every chunk encoded and hashed, and the manifest.
+    // Replica → every chunk encoded and hashed, the pages and the manifest.
     g.bench_function(format!("{}/snapshot_build", f.name), |b| {
         b.iter(|| full_build(black_box(&f.replica)))
     });
@@ -136,13 +138,17 @@ fn incremental(c: &mut Criterion, f: &mut Fixture) {
         f.kv.endpoint_change(&ep_svc, "10.250.0.3"),
     )
     .unwrap();
-    let (chunks, manifest) = written_bytes(&built);
+    let written = written_bytes(&built);
     eprintln!(
-        "{}: one endpoint change writes {} chunk(s) of {chunks} B + a manifest of {manifest} B ({} chunk refs) = {} B",
+        "{}: one endpoint change writes {} chunk(s) of {} B + {} page(s) of {} B + a manifest of {} B ({} pages) = {} B",
         f.name,
         built.new_chunks.len(),
-        built.manifest.chunks.len(),
-        chunks + manifest
+        written.chunks,
+        built.new_pages.len(),
+        written.pages,
+        written.manifest,
+        built.manifest.pages.len(),
+        written.total()
     );
 }
 
@@ -155,10 +161,12 @@ fn codec(c: &mut Criterion, f: &mut Fixture) {
         .map(|(h, b)| Chunk::decode(h, b).unwrap())
         .collect();
     let bytes: usize = f.chunks.iter().map(|(_, b)| b.len()).sum();
+    let page_bytes: usize = f.pages.iter().map(|(_, b)| b.len()).sum();
     eprintln!(
-        "{}: {} chunks, {bytes} B; manifest {} B",
+        "{}: {} chunks, {bytes} B; {} pages, {page_bytes} B; manifest {} B",
         f.name,
         f.chunks.len(),
+        f.pages.len(),
         f.manifest.encode().unwrap().len()
     );
     g.bench_function(format!("{}/encode_all_chunks", f.name), |b| {
@@ -174,6 +182,11 @@ fn codec(c: &mut Criterion, f: &mut Fixture) {
                 black_box(Chunk::decode(h, bytes).unwrap());
             }
         })
+    });
+    // Every chunk ref paged, every page encoded: what pages add to a full build.
+    let refs = f.builder.chunk_refs();
+    g.bench_function(format!("{}/all_pages", f.name), |b| {
+        b.iter(|| black_box(Pages::of(refs.iter().cloned()).unwrap()))
     });
     let manifest_bytes = f.manifest.encode().unwrap();
     g.bench_function(format!("{}/encode_manifest", f.name), |b| {

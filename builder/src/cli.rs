@@ -24,7 +24,7 @@ pub struct Args {
     /// How long a non-latest snapshot manifest is kept.
     #[arg(long, env = "SHOAL_MANIFEST_TTL", default_value = "10m", value_parser = duration)]
     pub manifest_ttl: Duration,
-    /// How long a chunk is kept unless a live manifest refreshes it.
+    /// How long a chunk (or manifest page) is kept unless a live manifest refreshes it.
     #[arg(long, env = "SHOAL_CHUNK_TTL", default_value = "1h", value_parser = duration)]
     pub chunk_ttl: Duration,
     /// Queued push requests merged into one build, at most.

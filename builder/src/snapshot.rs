@@ -1,20 +1,27 @@
 //! Incremental snapshot construction (I/O-free): rebuild the dirty namespaces' chunks,
-//! keep every other chunk, and say what changed.
+//! keep every other chunk, re-encode only the pages whose refs changed, and say what
+//! changed.
 
 use crate::mesh::{self, Feeds, NamespaceBuild};
 use crate::replica::{Dirty, Replica};
 use shoal_proto::change::{self, ChangeKey};
 use shoal_proto::model::{NamespaceConfig, Resolution, ServiceKey};
-use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, ChunkRef, Manifest, SnapshotError};
+use shoal_proto::snapshot::{
+    Chunk, ChunkHash, ChunkKey, ChunkRef, Encoded, Manifest, Pages, SnapshotError,
+};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// A snapshot ready to write.
 #[derive(Debug)]
 pub struct Built {
+    /// The root: the snapshot's pages.
     pub manifest: Manifest,
     /// Chunks this build produced that the previous snapshot did not have.
-    pub new_chunks: Vec<(ChunkHash, Arc<Vec<u8>>)>,
+    pub new_chunks: Vec<Encoded>,
+    /// Pages this build produced that the previous snapshot did not have (one per page
+    /// whose refs changed; every page when the page count changed).
+    pub new_pages: Vec<Encoded>,
     /// Namespace chunks changed or removed, or a DNS service's endpoints (inlined in its
     /// cluster): proxies need a full push.
     pub full: bool,
@@ -26,10 +33,12 @@ pub struct Built {
     pub warnings: Vec<String>,
 }
 
-/// The previous snapshot's chunks, from which the next is built.
+/// The previous snapshot's chunks and pages, from which the next is built.
 #[derive(Default)]
 pub struct SnapshotBuilder {
     chunks: BTreeMap<ChunkKey, (ChunkHash, Arc<Vec<u8>>)>,
+    /// The refs of `chunks`, paged.
+    pages: Pages,
     namespace_configs: BTreeMap<String, NamespaceConfig>,
     endpoints_by_namespace: BTreeMap<String, BTreeSet<ServiceKey>>,
 }
@@ -43,14 +52,39 @@ impl SnapshotBuilder {
         self.chunks.len()
     }
 
-    /// Every chunk of the current snapshot, encoded.
+    /// Every chunk and page of the current snapshot, encoded (what restoring it writes).
     pub fn encoded(&self) -> Vec<(ChunkHash, Arc<Vec<u8>>)> {
-        self.chunks.values().cloned().collect()
+        self.chunks
+            .values()
+            .chain(self.pages.encoded())
+            .cloned()
+            .collect()
     }
 
-    /// Every chunk hash of the current snapshot.
+    /// Every chunk and page hash of the current snapshot (what keeping it alive refreshes).
     pub fn hashes(&self) -> Vec<ChunkHash> {
-        self.chunks.values().map(|(h, _)| h.clone()).collect()
+        self.chunks
+            .values()
+            .chain(self.pages.encoded())
+            .map(|(h, _)| h.clone())
+            .collect()
+    }
+
+    /// Every chunk of the current snapshot, by key: what its pages list.
+    pub fn chunk_refs(&self) -> Vec<ChunkRef> {
+        self.chunks
+            .iter()
+            .map(|(key, (hash, _))| ChunkRef {
+                key: key.clone(),
+                hash: hash.clone(),
+            })
+            .collect()
+    }
+
+    /// Drops a chunk (and its ref); whether it was held.
+    fn remove(&mut self, key: &ChunkKey) -> bool {
+        self.pages.remove(key);
+        self.chunks.remove(key).is_some()
     }
 
     /// Rebuilds `dirty` from `replica` into snapshot `version`. Returns `None` when no
@@ -88,6 +122,7 @@ impl SnapshotBuilder {
             }
             let bytes = Arc::new(bytes);
             new_chunks.push((hash.clone(), bytes.clone()));
+            this.pages.insert(key.clone(), hash.clone());
             this.chunks.insert(key, (hash, bytes));
             Ok(true)
         };
@@ -139,7 +174,7 @@ impl SnapshotBuilder {
                     .map(|prev| prev.difference(&current).cloned().collect::<Vec<_>>())
                     .unwrap_or_default()
                 {
-                    self.chunks.remove(&ChunkKey::Endpoints(gone.clone()));
+                    self.remove(&ChunkKey::Endpoints(gone.clone()));
                     changed.insert(ChangeKey::Service(gone));
                 }
                 // A DNS service's endpoints are inlined in its cluster (CDS), so they
@@ -165,10 +200,7 @@ impl SnapshotBuilder {
             }
 
             if empty {
-                full |= self
-                    .chunks
-                    .remove(&ChunkKey::Namespace(ns.clone()))
-                    .is_some();
+                full |= self.remove(&ChunkKey::Namespace(ns.clone()));
             } else {
                 let config = if !config_rebuilt {
                     config
@@ -196,21 +228,11 @@ impl SnapshotBuilder {
         } else {
             Vec::new()
         };
-        let manifest = Manifest {
-            version,
-            built_unix_nanos: now_unix_nanos,
-            chunks: self
-                .chunks
-                .iter()
-                .map(|(key, (hash, _))| ChunkRef {
-                    key: key.clone(),
-                    hash: hash.clone(),
-                })
-                .collect(),
-        };
+        let new_pages = self.pages.seal()?;
         Ok(Some(Built {
-            manifest,
+            manifest: self.pages.manifest(version, now_unix_nanos),
             new_chunks,
+            new_pages,
             full,
             changed,
             namespaces_rebuilt: namespaces.len(),

@@ -1,11 +1,14 @@
-//! Writes a built snapshot: new chunks, the manifest, `latest` (forward only), then the
-//! announcement. Each step is idempotent, so a retried or duplicated write is harmless.
+//! Writes a built snapshot: new chunks and pages, the root manifest, `latest` (forward
+//! only), then the announcement. Each step is idempotent, so a retried or duplicated
+//! write is harmless. Pages are content-addressed like chunks and stored with them
+//! (`shoal:chunk:<hash>`, the chunk TTL, refreshed and restored alike).
 
 use crate::snapshot::Built;
 use bytes::Bytes;
 use shoal_proto::change::ChangeSet;
 use shoal_proto::snapshot::{ChunkHash, SnapshotError};
 use shoal_proto::transport::{Bus, SnapshotEvent, SnapshotStore, TransportError};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +25,7 @@ pub enum WriteError {
 pub struct Retention {
     /// Manifests expire after this; the latest is refreshed while the builder runs.
     pub manifest_ttl: Duration,
-    /// Chunks expire after this unless a live manifest refreshes them.
+    /// Chunks and pages expire after this unless a live manifest refreshes them.
     pub chunk_ttl: Duration,
 }
 
@@ -38,7 +41,10 @@ impl Default for Retention {
 /// What a write did, for metrics and logs.
 #[derive(Debug, Default)]
 pub struct WriteStats {
+    /// Chunks written (a restore, which does not tell them apart, counts pages here).
     pub chunks_written: usize,
+    pub pages_written: usize,
+    /// Chunks, pages and the manifest.
     pub bytes_written: usize,
     pub advanced: bool,
 }
@@ -59,15 +65,25 @@ impl Writer {
         changes: ChangeSet,
     ) -> Result<WriteStats, WriteError> {
         let mut stats = WriteStats::default();
-        let hashes: Vec<ChunkHash> = built.new_chunks.iter().map(|(h, _)| h.clone()).collect();
-        let missing = self.store.missing_chunks(&hashes).await?;
-        let to_write: Vec<(ChunkHash, Bytes)> = built
-            .new_chunks
-            .iter()
+        // Chunks and pages before the manifest that names them.
+        let blobs = || built.new_chunks.iter().chain(&built.new_pages);
+        let hashes: Vec<ChunkHash> = blobs().map(|(h, _)| h.clone()).collect();
+        let missing: HashSet<ChunkHash> = self
+            .store
+            .missing_chunks(&hashes)
+            .await?
+            .into_iter()
+            .collect();
+        let to_write: Vec<(ChunkHash, Bytes)> = blobs()
             .filter(|(h, _)| missing.contains(h))
             .map(|(h, b)| (h.clone(), Bytes::copy_from_slice(b)))
             .collect();
-        stats.chunks_written = to_write.len();
+        stats.chunks_written = built
+            .new_chunks
+            .iter()
+            .filter(|(h, _)| missing.contains(h))
+            .count();
+        stats.pages_written = to_write.len() - stats.chunks_written;
         stats.bytes_written = to_write.iter().map(|(_, b)| b.len()).sum();
         if !to_write.is_empty() {
             self.store
@@ -101,7 +117,7 @@ impl Writer {
         Ok(self.store.latest().await?.is_some_and(|l| l >= version))
     }
 
-    /// Writes whichever of `chunks` the store lacks.
+    /// Writes whichever of `chunks` (chunks and pages alike) the store lacks.
     pub async fn restore_chunks(
         &self,
         chunks: &[(ChunkHash, Arc<Vec<u8>>)],
@@ -127,8 +143,8 @@ impl Writer {
         Ok(stats)
     }
 
-    /// Puts a snapshot the store lost back: every chunk it lacks, the manifest, and
-    /// `latest` (forward only, so a newer snapshot another builder wrote stays).
+    /// Puts a snapshot the store lost back: every chunk and page it lacks, the manifest,
+    /// and `latest` (forward only, so a newer snapshot another builder wrote stays).
     pub async fn restore(
         &self,
         manifest: &[u8],
@@ -148,7 +164,8 @@ impl Writer {
         Ok(stats)
     }
 
-    /// Keeps the latest snapshot alive: its manifest and every chunk it uses.
+    /// Keeps the latest snapshot alive: its manifest and every chunk and page it uses
+    /// (`hashes`, from `SnapshotBuilder::hashes`).
     pub async fn refresh(
         &self,
         built_manifest: &[u8],

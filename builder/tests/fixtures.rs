@@ -1,30 +1,31 @@
 //! `shoal_test_support::fixtures` writes a meshgen mesh's snapshot chunks directly, so
 //! that edge tests and benches need no builder. Here they are proven to be the chunks the
-//! builder builds from the mesh's YAML, byte for byte, and so the same PushContext.
+//! builder builds from the mesh's YAML, byte for byte (with the same pages and root
+//! manifest), and so the same PushContext.
 
 #[path = "../benches/support/mod.rs"]
 mod support;
 
 use shoal_proto::model::ServiceKey;
 use shoal_proto::push_context::PushContext;
-use shoal_proto::snapshot::{Chunk, ChunkRef};
+use shoal_proto::snapshot::{Chunk, ChunkRef, Manifest};
 use shoal_test_support::fixtures;
 use shoal_test_support::meshgen::{Mesh, MeshSpec};
 use std::collections::BTreeMap;
 use support::{MeshKv, full_build};
 
 /// The first snapshot the builder builds of `spec`'s mesh, as the edge reads it: the
-/// manifest's chunk list and the decoded chunks, sorted by key.
-fn built(spec: &MeshSpec) -> (Vec<ChunkRef>, Vec<Chunk>) {
+/// root manifest, its chunk refs and the decoded chunks, sorted by key.
+fn built(spec: &MeshSpec) -> (Manifest, Vec<ChunkRef>, Vec<Chunk>) {
     let replica = MeshKv::generate(spec).replica();
-    let (_, built) = full_build(&replica);
+    let (builder, built) = full_build(&replica);
     let mut chunks: Vec<Chunk> = built
         .new_chunks
         .iter()
         .map(|(hash, bytes)| Chunk::decode(hash, bytes).expect("chunk decodes"))
         .collect();
     chunks.sort_by_key(Chunk::key);
-    (built.manifest.chunks, chunks)
+    (built.manifest, builder.chunk_refs(), chunks)
 }
 
 fn specs() -> Vec<MeshSpec> {
@@ -59,7 +60,7 @@ fn specs() -> Vec<MeshSpec> {
 #[test]
 fn fixture_chunks_are_the_builders_byte_for_byte() {
     for spec in specs() {
-        let (manifest, built) = built(&spec);
+        let (manifest, refs_built, built) = built(&spec);
         let fixture = fixtures::chunks(&Mesh::generate(&spec));
         assert_eq!(
             fixture.iter().map(Chunk::key).collect::<Vec<_>>(),
@@ -76,14 +77,16 @@ fn fixture_chunks_are_the_builders_byte_for_byte() {
                 hash: c.encode().expect("chunk encodes").0,
             })
             .collect();
-        assert_eq!(refs, manifest, "{spec:?}: the same manifest");
+        assert_eq!(refs, refs_built, "{spec:?}: the same chunk refs");
+        let (stored, _) = fixtures::stored(manifest.version, &fixture);
+        assert_eq!(stored.pages, manifest.pages, "{spec:?}: the same pages");
     }
 }
 
 #[test]
 fn fixture_push_context_is_the_edges_view_of_the_build() {
     let spec = MeshSpec::default();
-    let (_, built) = built(&spec);
+    let (_, _, built) = built(&spec);
     let from_build = PushContext::from_chunks(fixtures::VERSION, built);
     let (mesh, fixture) = fixtures::push_context(&spec);
     assert_eq!(fixture.namespaces(), from_build.namespaces());

@@ -1,6 +1,6 @@
 //! The builder against real NATS (config KV, push stream, announcements) and Redis
-//! (snapshots): layout, forward-only `latest`, and an endpoint change writing one small
-//! chunk rather than the mesh.
+//! (snapshots): layout (root manifest → pages → chunks), forward-only `latest`, and an
+//! endpoint change writing one small chunk and one page rather than the mesh.
 
 use futures::StreamExt;
 use prometheus_client::registry::Registry;
@@ -13,7 +13,7 @@ use shoal_proto::change::{ChangeKey, TriggerReason};
 use shoal_proto::config::parse::parse_documents;
 use shoal_proto::config::{ConfigKey, Kind};
 use shoal_proto::push::PushRequest;
-use shoal_proto::snapshot::{ChunkKey, Manifest};
+use shoal_proto::snapshot::{ChunkHash, ChunkKey, ChunkRef, Manifest, Page};
 use shoal_proto::transport::{
     Bus, ConfigKv, SnapshotEvent, SnapshotStore, TransportError, config_kv_key, encode_config,
 };
@@ -55,6 +55,29 @@ async fn put_all(kv: &NatsConfigKv, yaml: &str) -> u64 {
             .unwrap();
     }
     revision
+}
+
+/// Snapshot `version` as an edge reads it: the root manifest and the refs of every chunk
+/// its pages list, by key. `None` while the manifest or one of its pages is missing.
+async fn read_snapshot(
+    store: &RedisSnapshotStore,
+    version: u64,
+) -> Option<(Manifest, Vec<ChunkRef>)> {
+    let manifest = Manifest::decode(&store.get_manifest(version).await.ok()??).unwrap();
+    let hashes: Vec<ChunkHash> = manifest.pages.iter().map(|p| p.hash.clone()).collect();
+    let bodies = store.get_chunks(&hashes).await.ok()?;
+    let mut refs = Vec::new();
+    for (hash, body) in hashes.iter().zip(bodies) {
+        refs.extend(Page::decode(hash, &body?).unwrap().chunks);
+    }
+    refs.sort_by(|a, b| a.key.cmp(&b.key));
+    Some((manifest, refs))
+}
+
+/// Every page and chunk a snapshot needs.
+fn blobs(manifest: &Manifest, refs: &[ChunkRef]) -> Vec<ChunkHash> {
+    let pages = manifest.pages.iter().map(|p| p.hash.clone());
+    pages.chain(refs.iter().map(|c| c.hash.clone())).collect()
 }
 
 async fn next_event(
@@ -118,12 +141,9 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
     assert_eq!(first.version, revision);
     assert!(first.changes.full);
     assert_eq!(store.latest().await.unwrap(), Some(revision));
-    let manifest = Manifest::decode(&store.get_manifest(revision).await.unwrap().unwrap()).unwrap();
-    assert_eq!(
-        manifest.chunks.len(),
-        2 + 10,
-        "2 namespaces + 10 services' endpoints"
-    );
+    let (manifest, refs) = read_snapshot(&store, revision).await.expect("written");
+    assert_eq!(refs.len(), 2 + 10, "2 namespaces + 10 services' endpoints");
+    assert_eq!(manifest.pages.len(), 1, "12 chunks: one page");
 
     // Move one pod: one endpoints chunk changes, and only it is written.
     let moved = put_all(&kv, &mesh("10.9.9.9")).await;
@@ -147,13 +167,10 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
         .filter_map(ChangeKey::hostname)
         .collect();
     assert_eq!(names, ["svc-0.shop.svc.cluster.local"]);
-    let next =
-        Manifest::decode(&store.get_manifest(second.version).await.unwrap().unwrap()).unwrap();
-    let changed: Vec<_> = next
-        .chunks
-        .iter()
-        .filter(|c| !manifest.chunks.contains(c))
-        .collect();
+    let (next, next_refs) = read_snapshot(&store, second.version)
+        .await
+        .expect("written");
+    let changed: Vec<_> = next_refs.iter().filter(|c| !refs.contains(c)).collect();
     assert_eq!(changed.len(), 1);
     assert!(
         matches!(&changed[0].key, ChunkKey::Endpoints(s) if s.hostname == "svc-0.shop.svc.cluster.local")
@@ -161,9 +178,16 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
     let body = store.get_chunks(&[changed[0].hash.clone()]).await.unwrap();
     let size = body[0].as_ref().unwrap().len();
     assert!(size < 2048, "endpoint chunk is {size} bytes");
+    assert_ne!(next.pages, manifest.pages, "the page listing it is new");
+    let page = store
+        .get_chunks(&[next.pages[0].hash.clone()])
+        .await
+        .unwrap();
+    let page = page[0].as_ref().unwrap().len();
+    let root = next.encode().unwrap().len();
     println!(
-        "one-endpoint change: one {size}-byte chunk and a manifest of {} chunks",
-        next.chunks.len()
+        "one-endpoint change: one {size}-byte chunk, one {page}-byte page, a {root}-byte manifest of {} page(s)",
+        next.pages.len()
     );
 
     // `latest` never moves back.
@@ -219,28 +243,25 @@ async fn a_store_that_lost_everything_is_refilled_and_writes_resume_when_it_retu
     let drain = Drain::new();
     let task = tokio::spawn(builder.run(drain.watcher()));
     let first = next_event(&mut events).await;
-    let manifest =
-        Manifest::decode(&store.get_manifest(first.version).await.unwrap().unwrap()).unwrap();
+    let (manifest, refs) = read_snapshot(&store, first.version).await.expect("written");
 
-    // Everything gone: refilled, every chunk the manifest needs included.
+    // Everything gone: refilled, every page and chunk the manifest needs included.
     redis.stop();
     redis.start_again();
     let restored = wait_for(|| async {
-        let Ok(Some(bytes)) = store.get_manifest(first.version).await else {
+        let Some((held, refs)) = read_snapshot(&store, first.version).await else {
             return false;
         };
-        let held = Manifest::decode(&bytes).unwrap();
-        let hashes: Vec<_> = held.chunks.iter().map(|c| c.hash.clone()).collect();
         store.latest().await.ok().flatten() == Some(first.version)
             && store
-                .missing_chunks(&hashes)
+                .missing_chunks(&blobs(&held, &refs))
                 .await
                 .is_ok_and(|m| m.is_empty())
     })
     .await;
     assert_eq!(
-        Manifest::decode(&store.get_manifest(first.version).await.unwrap().unwrap()).unwrap(),
-        manifest
+        read_snapshot(&store, first.version).await,
+        Some((manifest, refs))
     );
     println!("Redis restarted empty: snapshot restored in {restored:?}");
 
@@ -265,11 +286,15 @@ async fn a_store_that_lost_everything_is_refilled_and_writes_resume_when_it_retu
         "written {waited:?} after Redis returned"
     );
     println!("change made while Redis was down: written {waited:?} after it returned");
-    let held =
-        Manifest::decode(&store.get_manifest(second.version).await.unwrap().unwrap()).unwrap();
-    let hashes: Vec<_> = held.chunks.iter().map(|c| c.hash.clone()).collect();
+    let (held, refs) = read_snapshot(&store, second.version)
+        .await
+        .expect("every page of the new snapshot is in the (emptied) store");
     assert!(
-        store.missing_chunks(&hashes).await.unwrap().is_empty(),
+        store
+            .missing_chunks(&blobs(&held, &refs))
+            .await
+            .unwrap()
+            .is_empty(),
         "every chunk of the new snapshot is in the (emptied) store"
     );
 

@@ -17,7 +17,8 @@
 //! - [`push`]: `PushRequest`, a change set and the config revision it covers.
 //! - [`model`]: the mesh model derived from config (services, endpoints).
 //! - [`push_context`]: the indexed, immutable view one push works from, and `SidecarScope`.
-//! - [`snapshot`]: how a PushContext is split into content-addressed chunks and a manifest.
+//! - [`snapshot`]: how a PushContext is split into content-addressed chunks, the pages that
+//!   list them and a small root manifest.
 //! - [`transport`]: the `Bus`, `ConfigKv` and `SnapshotStore` traits and their wire types.
 //! - [`xds`]: the xDS contracts with proxies: type URLs, node ID and node metadata keys.
 

@@ -154,9 +154,25 @@ pub fn apply_and_build(
     builder.build(replica, dirty, version, 0).expect("build")
 }
 
-/// Bytes a build writes to the store: its new chunks and its manifest.
-pub fn written_bytes(built: &Built) -> (usize, usize) {
-    let chunks = built.new_chunks.iter().map(|(_, b)| b.len()).sum();
-    let manifest = built.manifest.encode().expect("manifest encodes").len();
-    (chunks, manifest)
+/// Bytes a build writes to the store.
+#[derive(Clone, Copy, Debug)]
+pub struct Written {
+    pub chunks: usize,
+    pub pages: usize,
+    pub manifest: usize,
+}
+
+impl Written {
+    pub fn total(&self) -> usize {
+        self.chunks + self.pages + self.manifest
+    }
+}
+
+/// Bytes a build writes to the store: its new chunks, its new pages and its manifest.
+pub fn written_bytes(built: &Built) -> Written {
+    Written {
+        chunks: built.new_chunks.iter().map(|(_, b)| b.len()).sum(),
+        pages: built.new_pages.iter().map(|(_, b)| b.len()).sum(),
+        manifest: built.manifest.encode().expect("manifest encodes").len(),
+    }
 }

@@ -1,5 +1,6 @@
 use super::*;
 use shoal_proto::config::parse::parse_documents;
+use shoal_proto::snapshot::{Page, PageRef};
 use shoal_proto::transport::{KvEntry, config_kv_key, encode_config};
 
 fn entries(yaml: &str, first_revision: u64) -> Vec<KvEntry> {
@@ -50,9 +51,11 @@ fn first_build_is_full_then_endpoint_change_is_incremental() {
     .unwrap();
     assert!(first.full);
     assert_eq!(first.manifest.version, 3);
-    // 2 namespace chunks + 2 endpoint chunks.
-    assert_eq!(first.manifest.chunks.len(), 4);
+    // 2 namespace chunks + 2 endpoint chunks, on one page.
+    assert_eq!(builder.chunk_refs().len(), 4);
     assert_eq!(first.new_chunks.len(), 4);
+    assert_eq!(first.manifest.pages.len(), 1);
+    assert_eq!(first.new_pages.len(), 1);
 
     // Move pod a-1: only ns1's endpoints chunk changes.
     let moved = MESH.replace("10.0.0.1", "10.0.0.9");
@@ -66,6 +69,8 @@ fn first_build_is_full_then_endpoint_change_is_incremental() {
         .unwrap();
     assert!(!next.full);
     assert_eq!(next.new_chunks.len(), 1);
+    assert_eq!(next.new_pages.len(), 1, "the page listing it");
+    assert_ne!(next.manifest.pages, first.manifest.pages);
     assert_eq!(service_hosts(&next), ["a.ns1.svc.cluster.local"]);
 
     // Nothing changed: no snapshot.
@@ -97,7 +102,7 @@ fn replays_are_ignored_and_deletes_remove_chunks() {
     let dirty = replica.take_dirty();
     let next = builder.build(&replica, dirty, 4, 0).unwrap().unwrap();
     assert!(next.full);
-    assert_eq!(next.manifest.chunks.len(), 2);
+    assert_eq!(builder.chunk_refs().len(), 2);
     assert!(service_hosts(&next).contains(&"b.ns2.svc.cluster.local"));
 }
 
@@ -195,17 +200,20 @@ spec:
   endpoints: [{address: a.example.com}]
 "#;
 
-/// Builds `replica` from scratch: what every incremental build must equal.
-fn from_scratch(replica: &Replica) -> Vec<ChunkRef> {
+/// Builds `replica` from scratch: the chunk refs and pages every incremental build must
+/// equal.
+fn from_scratch(replica: &Replica) -> (Vec<ChunkRef>, Vec<PageRef>) {
     let dirty = Dirty {
         all: true,
         ..Dirty::default()
     };
-    SnapshotBuilder::new()
+    let mut builder = SnapshotBuilder::new();
+    let pages = builder
         .build(replica, dirty, replica.revision(), 0)
         .unwrap()
-        .map(|b| b.manifest.chunks)
-        .unwrap_or_default()
+        .map(|b| b.manifest.pages)
+        .unwrap_or_default();
+    (builder.chunk_refs(), pages)
 }
 
 #[test]
@@ -225,12 +233,13 @@ fn incremental_builds_equal_a_build_from_scratch() {
     apply(&mut replica, RICH, false);
     let mut builder = SnapshotBuilder::new();
     let dirty = replica.take_dirty();
-    let mut last = builder
+    let pages = builder
         .build(&replica, dirty, replica.revision(), 0)
         .unwrap()
         .unwrap()
         .manifest
-        .chunks;
+        .pages;
+    let mut last = (builder.chunk_refs(), pages);
     assert_eq!(last, from_scratch(&replica));
 
     let doc = |i: usize| RICH.split("\n---\n").nth(i).unwrap().to_string();
@@ -310,15 +319,16 @@ fn incremental_builds_equal_a_build_from_scratch() {
             .build(&replica, dirty, replica.revision(), 0)
             .unwrap()
             .unwrap_or_else(|| panic!("{what}: no snapshot"));
-        assert_eq!(built.manifest.chunks, from_scratch(&replica), "{what}");
-        assert_ne!(built.manifest.chunks, last, "{what}: nothing changed");
+        let now = (builder.chunk_refs(), built.manifest.pages.clone());
+        assert_eq!(now, from_scratch(&replica), "{what}");
+        assert_ne!(now.0, last.0, "{what}: nothing changed");
         assert_eq!(built.full, want_full, "{what}: full");
         assert_eq!(
             service_hosts(&built),
             want_updated,
             "{what}: services changed"
         );
-        last = built.manifest.chunks;
+        last = now;
     }
 }
 
@@ -357,4 +367,66 @@ fn routing_changes_are_named_by_hostname() {
         !hosts.is_empty() && hosts.iter().all(|k| matches!(k, ChangeKey::Host(_))),
         "{hosts:?}"
     );
+}
+
+/// `n` services with one Pod each in namespace `ns`.
+fn services(n: usize, ip_of_first: &str) -> String {
+    (0..n)
+        .map(|i| {
+            let ip = if i == 0 {
+                ip_of_first.to_string()
+            } else {
+                format!("10.1.{}.{}", i / 250, i % 250)
+            };
+            format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: s{i}, namespace: ns}}\nspec: {{selector: {{app: s{i}}}, ports: [{{name: http, port: 80}}]}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: s{i}-0, namespace: ns, labels: {{app: s{i}}}}}\nstatus: {{podIP: {ip}}}\n"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+#[test]
+fn an_endpoint_change_rewrites_one_page_and_pages_are_restored_and_refreshed() {
+    let mut replica = Replica::new();
+    for e in entries(&services(200, "10.0.0.1"), 1) {
+        replica.apply(e).unwrap();
+    }
+    let mut builder = SnapshotBuilder::new();
+    let dirty = replica.take_dirty();
+    let first = builder.build(&replica, dirty, 1_000, 0).unwrap().unwrap();
+    // 201 chunks: 4 pages of ~50 refs.
+    assert_eq!(builder.chunk_count(), 201);
+    assert_eq!(first.manifest.pages.len(), 4);
+    assert_eq!(first.new_pages.len(), 4);
+
+    let pod = entries(&services(200, "10.0.0.9"), 1_001).remove(1);
+    replica.apply(pod).unwrap();
+    let dirty = replica.take_dirty();
+    let next = builder.build(&replica, dirty, 1_001, 0).unwrap().unwrap();
+    assert!(!next.full);
+    assert_eq!(next.new_chunks.len(), 1);
+    assert_eq!(next.new_pages.len(), 1);
+    let changed: Vec<&PageRef> = next
+        .manifest
+        .pages
+        .iter()
+        .filter(|p| !first.manifest.pages.contains(p))
+        .collect();
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].hash, next.new_pages[0].0);
+    let page = Page::decode(&next.new_pages[0].0, &next.new_pages[0].1).unwrap();
+    assert!(page.chunks.iter().any(|r| r.hash == next.new_chunks[0].0));
+
+    // Restoring and refreshing cover every chunk and every page of the snapshot.
+    let hashes: BTreeSet<ChunkHash> = builder.hashes().into_iter().collect();
+    let encoded: BTreeSet<ChunkHash> = builder.encoded().into_iter().map(|(h, _)| h).collect();
+    assert_eq!(hashes, encoded);
+    assert_eq!(hashes.len(), 201 + 4);
+    for p in &next.manifest.pages {
+        assert!(hashes.contains(&p.hash), "page {}", p.index);
+    }
+    for r in builder.chunk_refs() {
+        assert!(hashes.contains(&r.hash), "chunk {:?}", r.key);
+    }
 }

@@ -1,5 +1,6 @@
 //! Snapshot pull: follows `shoal.snapshot` (and `shoal:latest` on start and reconnect),
-//! fetches only the chunks it does not hold, and swaps the PushContext atomically.
+//! fetches the root manifest, only the pages and then the chunks it does not hold, and
+//! swaps the PushContext atomically.
 
 use shoal_proto::change::ChangeSet;
 use shoal_proto::push_context::PushContext;
@@ -14,6 +15,7 @@ pub struct SnapshotUpdate {
     pub changes: ChangeSet,
 }
 
+mod held;
 mod puller;
 
 pub use puller::{PullError, PullerConfig, SnapshotPuller};

@@ -1,11 +1,14 @@
 //! Follows snapshot announcements and keeps the edge's PushContext current.
 //!
-//! Pulls only the chunks whose hash it does not hold, applies them to the previous
-//! PushContext (so an endpoint change keeps every index and scope), and never moves
-//! backwards. With the bus or the store down it keeps serving what it has, and polls
-//! `latest` so it converges once they are back.
+//! Fetches the root manifest, then only the pages whose hash it does not hold, then only
+//! the chunks those pages list with a hash it does not hold (`held.rs`); applies them to
+//! the previous PushContext (so an endpoint change keeps every index and scope), and
+//! never moves backwards. With the bus or the store down it keeps serving what it has,
+//! and polls `latest` so it converges once they are back.
 
 use super::SnapshotUpdate;
+use super::held::Held;
+use bytes::Bytes;
 use futures::StreamExt;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -13,7 +16,7 @@ use prometheus_client::registry::Registry;
 use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason, namespace_changes, unix_nanos};
 use shoal_proto::model::Resolution;
 use shoal_proto::push_context::PushContext;
-use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, Manifest, SnapshotError};
+use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, Manifest, Page, SnapshotError};
 use shoal_proto::transport::{Bus, SnapshotEvent, SnapshotStore, TransportError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -29,8 +32,13 @@ pub enum PullError {
     Transport(#[from] TransportError),
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
-    #[error("snapshot {version}: chunk {hash} is missing from the store")]
-    MissingChunk { version: u64, hash: ChunkHash },
+    /// A page or chunk the manifest names has expired or was never written.
+    #[error("snapshot {version}: {what} {hash} is missing from the store")]
+    Missing {
+        version: u64,
+        what: &'static str,
+        hash: ChunkHash,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -38,7 +46,7 @@ pub struct PullerConfig {
     /// How often `latest` is polled besides announcements (covers a lost announcement
     /// or a bus outage).
     pub poll_interval: Duration,
-    /// Chunks fetched per store round trip.
+    /// Chunks (or pages) fetched per store round trip.
     pub fetch_batch: usize,
 }
 
@@ -55,6 +63,7 @@ impl Default for PullerConfig {
 struct Metrics {
     version: Gauge,
     pulls: Counter,
+    pages_fetched: Counter,
     chunks_fetched: Counter,
     bytes_fetched: Counter,
     errors: Counter,
@@ -65,6 +74,7 @@ impl Metrics {
         let m = Metrics {
             version: Gauge::default(),
             pulls: Counter::default(),
+            pages_fetched: Counter::default(),
             chunks_fetched: Counter::default(),
             bytes_fetched: Counter::default(),
             errors: Counter::default(),
@@ -73,13 +83,18 @@ impl Metrics {
         r.register("version", "Snapshot version served", m.version.clone());
         r.register("pulls", "Snapshots applied", m.pulls.clone());
         r.register(
+            "pages_fetched",
+            "Manifest pages fetched from the store",
+            m.pages_fetched.clone(),
+        );
+        r.register(
             "chunks_fetched",
             "Chunks fetched from the store",
             m.chunks_fetched.clone(),
         );
         r.register(
             "bytes_fetched",
-            "Chunk bytes fetched from the store",
+            "Snapshot bytes fetched from the store: root manifests, pages and chunks",
             m.bytes_fetched.clone(),
         );
         r.register(
@@ -95,7 +110,8 @@ pub struct SnapshotPuller {
     config: PullerConfig,
     store: Arc<dyn SnapshotStore>,
     bus: Arc<dyn Bus>,
-    held: BTreeMap<ChunkKey, ChunkHash>,
+    /// The pages and chunks of the snapshot served.
+    held: Held,
     push: Arc<PushContext>,
     push_tx: watch::Sender<Arc<PushContext>>,
     updates_tx: mpsc::Sender<SnapshotUpdate>,
@@ -124,7 +140,7 @@ impl SnapshotPuller {
             config,
             store,
             bus,
-            held: BTreeMap::new(),
+            held: Held::default(),
             push,
             push_tx,
             updates_tx,
@@ -215,12 +231,12 @@ impl SnapshotPuller {
 
     /// Applies snapshot `version` (or the latest, if that manifest expired).
     async fn pull(&mut self, version: u64, announced: Announced) -> Result<(), PullError> {
-        let manifest = match self.store.get_manifest(version).await? {
-            Some(bytes) => Manifest::decode(&bytes)?,
+        let manifest = match self.manifest(version).await? {
+            Some(manifest) => manifest,
             None => match self.store.latest().await? {
                 Some(latest) if latest > self.push.version() => {
-                    match self.store.get_manifest(latest).await? {
-                        Some(bytes) => Manifest::decode(&bytes)?,
+                    match self.manifest(latest).await? {
+                        Some(manifest) => manifest,
                         None => return Ok(()),
                     }
                 }
@@ -230,35 +246,24 @@ impl SnapshotPuller {
         if manifest.version <= self.push.version() {
             return Ok(());
         }
-        let wanted: BTreeMap<&ChunkKey, &ChunkHash> =
-            manifest.chunks.iter().map(|c| (&c.key, &c.hash)).collect();
-        let removed: Vec<ChunkKey> = self
-            .held
-            .keys()
-            .filter(|k| !wanted.contains_key(k))
-            .cloned()
-            .collect();
-        let to_fetch: Vec<&ChunkHash> = wanted
-            .iter()
-            .filter(|(k, h)| self.held.get(**k) != Some(**h))
-            .map(|(_, h)| *h)
-            .collect();
-        let mut chunks = Vec::with_capacity(to_fetch.len());
-        for batch in to_fetch.chunks(self.config.fetch_batch.max(1)) {
-            let hashes: Vec<ChunkHash> = batch.iter().map(|h| (*h).clone()).collect();
-            let bodies = self.store.get_chunks(&hashes).await?;
-            for (hash, body) in hashes.into_iter().zip(bodies) {
-                let Some(body) = body else {
-                    return Err(PullError::MissingChunk {
-                        version: manifest.version,
-                        hash,
-                    });
-                };
-                self.metrics.bytes_fetched.inc_by(body.len() as u64);
-                chunks.push(Chunk::decode(&hash, &body)?);
-            }
+        // Only the pages this edge does not hold, and from them only the chunks it lacks.
+        let stale = self.held.stale_pages(&manifest);
+        let hashes: Vec<ChunkHash> = stale.iter().map(|p| p.hash.clone()).collect();
+        let bodies = self.fetch(manifest.version, "page", &hashes).await?;
+        let mut pages = BTreeMap::new();
+        for (page, body) in stale.into_iter().zip(bodies) {
+            pages.insert(page.index, Page::decode(&page.hash, &body)?);
+        }
+        self.metrics.pages_fetched.inc_by(pages.len() as u64);
+        let plan = self.held.plan(&manifest, &pages);
+        let removed = plan.removed;
+        let mut chunks = Vec::with_capacity(plan.fetch.len());
+        let bodies = self.fetch(manifest.version, "chunk", &plan.fetch).await?;
+        for (hash, body) in plan.fetch.iter().zip(bodies) {
+            chunks.push(Chunk::decode(hash, &body)?);
         }
         self.metrics.chunks_fetched.inc_by(chunks.len() as u64);
+        let pages_fetched = pages.len();
 
         let held = self.push.version();
         let fetched = chunks.len();
@@ -301,17 +306,14 @@ impl SnapshotPuller {
             changes.full = true;
             changes.keys.clear();
         }
-        self.held = manifest
-            .chunks
-            .iter()
-            .map(|c| (c.key.clone(), c.hash.clone()))
-            .collect();
+        self.held.apply(&manifest, pages);
         self.push = next.clone();
         self.push_tx.send_replace(next.clone());
         self.metrics.version.set(manifest.version as i64);
         self.metrics.pulls.inc();
         info!(
             version = manifest.version,
+            pages = pages_fetched,
             fetched,
             removed = removed.len(),
             full = changes.full,
@@ -327,6 +329,41 @@ impl SnapshotPuller {
         // Bounded: a slow dispatcher slows the puller rather than growing memory.
         let _ = self.updates_tx.send(update).await;
         Ok(())
+    }
+
+    /// The root manifest of `version`, if the store still has it.
+    async fn manifest(&self, version: u64) -> Result<Option<Manifest>, PullError> {
+        let Some(bytes) = self.store.get_manifest(version).await? else {
+            return Ok(None);
+        };
+        self.metrics.bytes_fetched.inc_by(bytes.len() as u64);
+        Ok(Some(Manifest::decode(&bytes)?))
+    }
+
+    /// Fetches pages or chunks by hash, `fetch_batch` per round trip; every one must be
+    /// there.
+    async fn fetch(
+        &self,
+        version: u64,
+        what: &'static str,
+        hashes: &[ChunkHash],
+    ) -> Result<Vec<Bytes>, PullError> {
+        let mut out = Vec::with_capacity(hashes.len());
+        for batch in hashes.chunks(self.config.fetch_batch.max(1)) {
+            let bodies = self.store.get_chunks(batch).await?;
+            for (hash, body) in batch.iter().zip(bodies) {
+                let Some(body) = body else {
+                    return Err(PullError::Missing {
+                        version,
+                        what,
+                        hash: hash.clone(),
+                    });
+                };
+                self.metrics.bytes_fetched.inc_by(body.len() as u64);
+                out.push(body);
+            }
+        }
+        Ok(out)
     }
 
     /// What changed between the snapshot held and `next`, from the chunks that differ:

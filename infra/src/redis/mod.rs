@@ -2,8 +2,9 @@
 //! `ConnectionManager`.
 //!
 //! ```text
-//! <prefix>:chunk:<hash>    chunk bytes, SET .. PX ttl, PEXPIRE'd while a live manifest uses it
-//! <prefix>:snap:<version>  manifest bytes, SET .. PX ttl
+//! <prefix>:chunk:<hash>    chunk or manifest page bytes, SET .. PX ttl, PEXPIRE'd while a
+//!                          live manifest uses it
+//! <prefix>:snap:<version>  root manifest bytes (the pages), SET .. PX ttl
 //! <prefix>:latest          decimal version, advanced only forward by a Lua compare-and-set
 //! ```
 //! Batch calls are pipelined in bounded batches, so one call is a few round trips however

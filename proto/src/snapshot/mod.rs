@@ -1,22 +1,34 @@
-//! Snapshots: a PushContext split into content-addressed chunks plus a manifest.
+//! Snapshots: a PushContext split into content-addressed chunks, indexed by pages, under
+//! a small root manifest.
 //!
 //! ```text
-//! shoal:snap:<version> ──► Manifest { version, chunks: [ (ChunkKey, ChunkHash) ... ] }
-//!                                                        │
-//! shoal:chunk:<hash>   ◄─────────────────────────────────┘  one NamespaceConfig, or one
-//!                                                           service's ServiceEndpoints
+//! shoal:snap:<version>  Manifest { version, built, pages: [(index, hash) ...] }   the root
+//!                           │ per page
+//!                           ▼
+//! shoal:chunk:<hash>    Page { chunks: [(ChunkKey, ChunkHash) ...] }   the keys that hash
+//!                           │ per key                                  to this page
+//!                           ▼
+//! shoal:chunk:<hash>    Chunk: one NamespaceConfig, or one service's ServiceEndpoints
 //! ```
 //!
-//! A chunk's hash is the BLAKE3 of its encoding, so equal content has one key: an
-//! endpoint change writes one small chunk and a manifest, never the mesh. Encoding is
-//! postcard behind a format byte, so a future layout can be told apart.
+//! A chunk's hash is the BLAKE3 of its encoding, so equal content has one key. Pages are
+//! content-addressed the same way and live beside the chunks ([`page`]: ~64 refs each,
+//! partitioned by a stable hash of the key), so an endpoint change writes (and an edge
+//! fetches) one small chunk, one page and the root, never the mesh. Every encoding is
+//! postcard behind a format byte, so a layout change is told apart, never misread.
+
+pub mod page;
+
+pub use page::{PAGE_TARGET, Page, Pages, page_count, page_of};
 
 use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
-/// Bumped whenever a chunk or manifest layout changes.
-pub const FORMAT_VERSION: u8 = 1;
+/// The first byte of every encoded chunk, page and manifest; bumped whenever a layout
+/// changes. 1: one flat manifest listing every chunk. 2: a root manifest listing pages.
+pub const FORMAT_VERSION: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -24,13 +36,16 @@ pub enum SnapshotError {
     Encode(String),
     #[error("decode: {0}")]
     Decode(String),
-    #[error("unsupported snapshot format {0} (this build reads {FORMAT_VERSION})")]
+    #[error(
+        "snapshot format {0} is not the format this build reads ({FORMAT_VERSION}; 1 was \
+         the flat manifest listing every chunk): builders and edges must share a snapshot format"
+    )]
     Format(u8),
     #[error("chunk {0} does not match its hash")]
     Corrupt(ChunkHash),
 }
 
-/// The content address of a chunk: 128 bits of BLAKE3, hex.
+/// The content address of a chunk or page: 128 bits of BLAKE3, hex.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ChunkHash(pub String);
 
@@ -75,20 +90,30 @@ impl Chunk {
     }
 }
 
+/// An encoded chunk or page and its content address, as written to the store.
+pub type Encoded = (ChunkHash, Arc<Vec<u8>>);
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkRef {
     pub key: ChunkKey,
     pub hash: ChunkHash,
 }
 
-/// The list of chunks that make one snapshot version.
+/// The root of one snapshot version: the pages that list its chunks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     pub version: u64,
     /// Unix nanoseconds of the build.
     pub built_unix_nanos: u64,
-    /// Sorted by key.
-    pub chunks: Vec<ChunkRef>,
+    /// Sorted by index; a page that would hold no chunk is left out.
+    pub pages: Vec<PageRef>,
+}
+
+/// One page of a manifest: its index in the partition and its content address.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageRef {
+    pub index: u32,
+    pub hash: ChunkHash,
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, SnapshotError> {
@@ -108,6 +133,17 @@ fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, SnapshotError> {
     }
 }
 
+/// Decodes content fetched by its address, checking the bytes against it.
+fn decode_addressed<T: for<'a> Deserialize<'a>>(
+    hash: &ChunkHash,
+    bytes: &[u8],
+) -> Result<T, SnapshotError> {
+    if &ChunkHash::of(bytes) != hash {
+        return Err(SnapshotError::Corrupt(hash.clone()));
+    }
+    decode(bytes)
+}
+
 impl Chunk {
     /// Encodes the chunk; returns its bytes and content hash.
     pub fn encode(&self) -> Result<(ChunkHash, Vec<u8>), SnapshotError> {
@@ -117,10 +153,7 @@ impl Chunk {
 
     /// Decodes a chunk, checking it against the hash it was fetched by.
     pub fn decode(hash: &ChunkHash, bytes: &[u8]) -> Result<Chunk, SnapshotError> {
-        if &ChunkHash::of(bytes) != hash {
-            return Err(SnapshotError::Corrupt(hash.clone()));
-        }
-        decode(bytes)
+        decode_addressed(hash, bytes)
     }
 }
 
@@ -135,68 +168,4 @@ impl Manifest {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::Endpoint;
-    use std::collections::BTreeMap;
-
-    fn endpoints(addr: &str) -> Chunk {
-        Chunk::Endpoints(ServiceEndpoints {
-            service: ServiceKey {
-                hostname: "a.ns.svc.cluster.local".into(),
-                namespace: "ns".into(),
-            },
-            endpoints: vec![Endpoint {
-                address: addr.into(),
-                port: 8080,
-                service_port: 80,
-                labels: BTreeMap::from([("version".into(), "v1".into())]),
-                cluster: "c1".into(),
-                network: String::new(),
-                locality: String::new(),
-                weight: 1,
-                healthy: true,
-                service_account: String::new(),
-            }],
-        })
-    }
-
-    #[test]
-    fn chunk_round_trip_and_content_addressing() {
-        let (h1, b1) = endpoints("10.0.0.1").encode().unwrap();
-        let (h2, _) = endpoints("10.0.0.1").encode().unwrap();
-        let (h3, _) = endpoints("10.0.0.2").encode().unwrap();
-        assert_eq!(h1, h2);
-        assert_ne!(h1, h3);
-        assert_eq!(Chunk::decode(&h1, &b1).unwrap(), endpoints("10.0.0.1"));
-        assert!(matches!(
-            Chunk::decode(&h3, &b1),
-            Err(SnapshotError::Corrupt(_))
-        ));
-    }
-
-    #[test]
-    fn chunk_hash_is_lowercase_hex_of_the_first_128_bits_of_blake3() {
-        // BLAKE3("") = af1349b9f5f9a1a6a0404dea36dcc949 9bcb25c9adc112b7cc9a93cae41f3262
-        assert_eq!(ChunkHash::of(b"").0, "af1349b9f5f9a1a6a0404dea36dcc949");
-    }
-
-    #[test]
-    fn manifest_round_trip_and_format_check() {
-        let m = Manifest {
-            version: 7,
-            built_unix_nanos: 1,
-            chunks: vec![ChunkRef {
-                key: ChunkKey::Namespace("ns".into()),
-                hash: ChunkHash::of(b"x"),
-            }],
-        };
-        let mut bytes = m.encode().unwrap();
-        assert_eq!(Manifest::decode(&bytes).unwrap(), m);
-        bytes[0] = 99;
-        assert!(matches!(
-            Manifest::decode(&bytes),
-            Err(SnapshotError::Format(99))
-        ));
-    }
-}
+mod tests;
