@@ -41,6 +41,9 @@ use tracing::{Instrument, debug, info, warn};
 /// The header that marks a relayed stream, naming the edge that relays it.
 pub const RELAYED_BY: &str = "x-shoal-relayed-by";
 
+const RELAY_STREAM_WINDOW: u32 = 256 * 1024;
+const RELAY_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
+
 /// This edge's view of ownership.
 pub(crate) struct Placement {
     pub me: String,
@@ -79,6 +82,11 @@ impl Relays {
             .map_err(|e| e.to_string())?
             .connect_timeout(Duration::from_secs(1))
             .tcp_nodelay(true)
+            // Relayed responses are copied down as they arrive: a small per-stream window
+            // keeps what waits in a relay small, a large connection window keeps many
+            // relayed streams from waiting on each other.
+            .initial_stream_window_size(RELAY_STREAM_WINDOW)
+            .initial_connection_window_size(RELAY_CONNECTION_WINDOW)
             .connect_lazy();
         channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
