@@ -196,3 +196,35 @@ fn explicit_wildcard_subscription_and_unsubscription() {
     s.on_request(&src, &req(CLUSTER, &[], &["*"], "")).unwrap();
     assert_eq!(status(&s, CLUSTER).resources, 1);
 }
+
+/// Every type's versions as a first stream sent them, keyed by name.
+fn versions(r: &DeltaDiscoveryResponse) -> std::collections::HashMap<String, String> {
+    r.resources
+        .iter()
+        .map(|x| (x.resource.name.clone(), x.version.clone()))
+        .collect()
+}
+
+#[test]
+fn reconnect_with_everything_current_receives_nothing() {
+    let src = mesh(1);
+    let mut first = DeltaStream::new(proxy());
+    let cds = one(first.on_request(&src, &req(CLUSTER, &[], &[], "")).unwrap());
+    let eds = one(first
+        .on_request(&src, &req(ENDPOINT, &[A, B], &[], ""))
+        .unwrap());
+
+    let mut s = DeltaStream::new(proxy());
+    let mut request = req(CLUSTER, &[], &[], "");
+    request.initial_resource_versions = versions(&cds);
+    let r = s.on_request(&src, &request).unwrap();
+    let sent: usize = r.responses.iter().map(|r| r.resources.len()).sum();
+    assert_eq!(sent, 0, "{:?}", r.responses);
+    let mut request = req(ENDPOINT, &[A, B], &[], "");
+    request.initial_resource_versions = versions(&eds);
+    let r = s.on_request(&src, &request).unwrap();
+    let sent: usize = r.responses.iter().map(|r| r.resources.len()).sum();
+    assert_eq!(sent, 0, "{:?}", r.responses);
+    assert_eq!(status(&s, CLUSTER).resources, 2);
+    assert_eq!(status(&s, ENDPOINT).resources, 2);
+}
