@@ -11,6 +11,12 @@
 //! request's subscriptions would otherwise be lost); the nonce only decides ACK/NACK
 //! bookkeeping. Explicitly subscribed names that do not exist are reported in
 //! `removed_resources`, so the proxy stops waiting for them.
+//!
+//! The first request of a type is always answered, empty if need be: Envoy completes a
+//! wildcard subscription's initial fetch on an empty response (its `WatchMap` notifies
+//! wildcard watches of an empty update). Not so a reconnect, whose request names the
+//! versions the proxy holds: it had a response of the type before, so it is answered only
+//! if something differs, and one holding every current version is sent nothing.
 
 use super::error::{AdsError, Result};
 use super::scope::{PushScope, host_selected};
@@ -158,10 +164,12 @@ impl DeltaStream {
         };
 
         let (added, wildcard_added) = w.subscribe(req);
+        // A reconnect (versions named) is answered only if something differs.
+        let force = first && req.initial_resource_versions.is_empty();
 
         let mut reply = Reply::new(kind);
         let response = if first || wildcard_added {
-            self.respond(src, type_url, Consider::Subscribed(None), &added, first)
+            self.respond(src, type_url, Consider::Subscribed(None), &added, force)
         } else if !added.is_empty() {
             self.respond(src, type_url, Consider::Names(&added), &added, false)
         } else {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::ads::testing::{FakeSource, proxy};
+use crate::xds::types::LISTENER;
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 
 const A: &str = "outbound|80||a.shop.svc.cluster.local";
@@ -214,17 +215,36 @@ fn reconnect_with_everything_current_receives_nothing() {
         .on_request(&src, &req(ENDPOINT, &[A, B], &[], ""))
         .unwrap());
 
+    // Envoy re-subscribes `*` explicitly on a reconnect, and names what it holds.
     let mut s = DeltaStream::new(proxy());
-    let mut request = req(CLUSTER, &[], &[], "");
+    let mut request = req(CLUSTER, &["*"], &[], "");
     request.initial_resource_versions = versions(&cds);
     let r = s.on_request(&src, &request).unwrap();
-    let sent: usize = r.responses.iter().map(|r| r.resources.len()).sum();
-    assert_eq!(sent, 0, "{:?}", r.responses);
+    assert_eq!(r.kind, RequestKind::Initial);
+    assert!(r.responses.is_empty(), "{:?}", r.responses);
     let mut request = req(ENDPOINT, &[A, B], &[], "");
     request.initial_resource_versions = versions(&eds);
-    let r = s.on_request(&src, &request).unwrap();
-    let sent: usize = r.responses.iter().map(|r| r.resources.len()).sum();
-    assert_eq!(sent, 0, "{:?}", r.responses);
-    assert_eq!(status(&s, CLUSTER).resources, 2);
-    assert_eq!(status(&s, ENDPOINT).resources, 2);
+    assert!(s.on_request(&src, &request).unwrap().responses.is_empty());
+    for type_url in [CLUSTER, ENDPOINT] {
+        let st = status(&s, type_url);
+        assert_eq!((st.resources, st.state()), (2, "SYNCED"));
+    }
+    // What it holds is now what this stream sent: a change goes out, nothing else.
+    let mut src = src;
+    src.version = 2;
+    src.set(ENDPOINT, B, "endpoints b v2");
+    let pushed = s.on_push(&src, &PushScope::Full).unwrap();
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(names(&pushed[0]), [B]);
+}
+
+#[test]
+fn first_request_without_versions_is_answered_even_empty() {
+    // No listeners: Envoy's initial fetch of the wildcard still needs a response.
+    let mut src = FakeSource::new(1).with(LISTENER, "0.0.0.0_80", "listener 80");
+    src.remove(LISTENER, "0.0.0.0_80");
+    let mut s = DeltaStream::new(proxy());
+    let r = one(s.on_request(&src, &req(LISTENER, &[], &[], "")).unwrap());
+    assert!(r.resources.is_empty() && r.removed_resources.is_empty());
+    assert_eq!(status(&s, LISTENER).state(), "STALE");
 }
