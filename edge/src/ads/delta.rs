@@ -28,8 +28,8 @@ use crate::proxy::Proxy;
 use crate::xds::GenerateError;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
-use known::{Holds, Known, version_of};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use known::{Known, version_of};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 mod known;
@@ -106,6 +106,9 @@ impl Watch {
 
 /// Which resources a response considers.
 enum Consider<'a> {
+    /// The first response of the type: everything subscribed, against the versions the
+    /// proxy claims to hold (`initial_resource_versions`; none: always answered).
+    First(&'a HashMap<String, String>),
     /// Everything subscribed (of these hosts' clusters, when given).
     Subscribed(Option<&'a BTreeSet<String>>),
     /// Just these names (newly subscribed).
@@ -143,7 +146,7 @@ impl DeltaStream {
                 // Legacy wildcard: CDS/LDS whose first request names nothing.
                 wildcard: is_wildcard(type_url) && req.resource_names_subscribe.is_empty(),
                 names: Names::default(),
-                known: Known::claimed(&req.initial_resource_versions),
+                known: Known::default(),
                 status: TypeStatus::new(type_url),
             });
 
@@ -164,14 +167,22 @@ impl DeltaStream {
         };
 
         let (added, wildcard_added) = w.subscribe(req);
-        // A reconnect (versions named) is answered only if something differs.
-        let force = first && req.initial_resource_versions.is_empty();
 
         let mut reply = Reply::new(kind);
-        let response = if first || wildcard_added {
-            self.respond(src, type_url, Consider::Subscribed(None), &added, force)
+        let claimed = &req.initial_resource_versions;
+        let response = if first {
+            let response = self.respond(src, type_url, Consider::First(claimed), &added);
+            if response.is_err()
+                && let Some(w) = self.watches.get_mut(type_url)
+            {
+                // Until a response settles them.
+                w.known.keep_claims(claimed);
+            }
+            response
+        } else if wildcard_added {
+            self.respond(src, type_url, Consider::Subscribed(None), &added)
         } else if !added.is_empty() {
-            self.respond(src, type_url, Consider::Names(&added), &added, false)
+            self.respond(src, type_url, Consider::Names(&added), &added)
         } else {
             Ok(None)
         };
@@ -190,13 +201,7 @@ impl DeltaStream {
         if !scope.types().any(|t| t == type_url) {
             return Ok(None);
         }
-        self.respond(
-            src,
-            type_url,
-            Consider::Subscribed(scope.hosts()),
-            &[],
-            false,
-        )
+        self.respond(src, type_url, Consider::Subscribed(scope.hosts()), &[])
     }
 
     /// Every response of a push, in push order (stops at the first generation error).
@@ -231,13 +236,22 @@ impl DeltaStream {
         type_url: &str,
         consider: Consider<'_>,
         report_missing: &[String],
-        force: bool,
     ) -> Result<Option<DeltaDiscoveryResponse>, GenerateError> {
         let Some(w) = self.watches.get_mut(type_url) else {
             return Ok(None);
         };
+        let (claimed, force) = match consider {
+            // A reconnect (versions named) is answered only if something differs.
+            Consider::First(claimed) => (Some(claimed), claimed.is_empty()),
+            _ => (None, false),
+        };
         let (resources, hosts) = match consider {
-            Consider::Subscribed(hosts) => {
+            Consider::Names(names) => (src.resources(type_url, &self.proxy, names)?, None),
+            Consider::First(_) | Consider::Subscribed(_) => {
+                let hosts = match consider {
+                    Consider::Subscribed(hosts) => hosts,
+                    _ => None,
+                };
                 let all = subscribed(
                     src,
                     &self.proxy,
@@ -248,40 +262,33 @@ impl DeltaStream {
                 )?;
                 (all, Some(hosts))
             }
-            Consider::Names(names) => (src.resources(type_url, &self.proxy, names)?, None),
         };
-        let present: HashSet<&str> = resources.iter().map(|r| r.name.as_str()).collect();
-        let (mut upserts, mut current) = (Vec::new(), Vec::new());
-        for r in &resources {
-            match w.known.holds(r) {
-                Holds::No => upserts.push(r),
-                Holds::Claimed => current.push(r),
-                Holds::Sent => {}
-            }
-        }
-        // What the proxy claimed and is current is held from now on, sent or not.
-        w.known.settle(&current);
+        // From here on the proxy holds every one of `resources`: those it lacked are sent.
+        let upserts = w.known.update(&resources, claimed);
         // Gone: what the proxy holds (in scope) that no longer exists, and names it just
-        // asked for that do not.
-        let mut removed: BTreeSet<String> = match hosts {
-            Some(hosts) => w
-                .known
-                .names()
-                .filter(|n| host_selected(hosts, n) && !present.contains(n))
-                .map(String::from)
-                .collect(),
-            None => BTreeSet::new(),
-        };
-        removed.extend(
-            report_missing
-                .iter()
-                .filter(|n| !present.contains(n.as_str()))
-                .cloned(),
-        );
+        // asked for that do not. (Holding no more than what exists, nothing is gone.)
+        let mut removed = BTreeSet::new();
+        let scan = hosts.is_some() && w.known.len() > resources.len();
+        if scan || !report_missing.is_empty() {
+            let present: HashSet<&str> = resources.iter().map(|r| r.name.as_str()).collect();
+            if let Some(hosts) = hosts.filter(|_| scan) {
+                removed.extend(
+                    w.known
+                        .names()
+                        .filter(|n| host_selected(hosts, n) && !present.contains(n))
+                        .map(String::from),
+                );
+            }
+            removed.extend(
+                report_missing
+                    .iter()
+                    .filter(|n| !present.contains(n.as_str()))
+                    .cloned(),
+            );
+        }
         if !force && upserts.is_empty() && removed.is_empty() {
             return Ok(None);
         }
-        w.known.settle(&upserts);
         for n in &removed {
             w.known.remove(n);
         }

@@ -29,6 +29,11 @@ impl SentSet {
         self.0.binary_search_by(|r| r.name.as_str().cmp(name))
     }
 
+    /// Whether a resource of this name was sent.
+    pub fn contains(&self, name: &str) -> bool {
+        self.position(name).is_ok()
+    }
+
     /// Whether `resource` (same name and content) was sent.
     pub fn has(&self, resource: &XdsResource) -> bool {
         self.position(&resource.name)

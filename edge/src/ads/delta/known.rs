@@ -1,8 +1,9 @@
 //! What a Delta proxy holds of one type, as compactly as SotW's [`SentSet`]: the resources
-//! this stream sent (the generator's shared `Arc`s, 8 bytes each; their version is their
-//! hash) and, after a reconnect, the versions the proxy claimed in
-//! `initial_resource_versions` that no response has settled yet (the first response of
-//! the type settles them all: matched, resent or removed).
+//! this stream sent or found current (the generator's shared `Arc`s, 8 bytes each; their
+//! version is their hash) and the versions a reconnecting proxy claimed in
+//! `initial_resource_versions` that no response has settled yet. The first response of
+//! the type settles its request's claims as it goes (looked up in the request itself):
+//! matched, resent or removed; they are kept, compactly, only where it could not.
 
 use crate::ads::sent::SentSet;
 use crate::xds::XdsResource;
@@ -30,17 +31,6 @@ struct Claim {
     hash: Option<u64>,
 }
 
-/// Whether the proxy holds a resource's current version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Holds {
-    /// No (never sent, or another version).
-    No,
-    /// Yes: this stream sent it.
-    Sent,
-    /// Yes, by the proxy's own claim: [`Known::settle`] records it as sent.
-    Claimed,
-}
-
 /// Names (and versions) a Delta proxy holds of one type. A name is in at most one of
 /// `sent` and `claims`.
 #[derive(Debug, Default)]
@@ -51,20 +41,16 @@ pub(crate) struct Known {
 }
 
 impl Known {
-    /// What a reconnecting proxy says it holds.
-    pub(crate) fn claimed(initial: &HashMap<String, String>) -> Known {
-        let mut claims: Vec<Claim> = initial
-            .iter()
-            .map(|(name, version)| Claim {
+    /// Keeps what a reconnecting proxy claims, for the responses to come (the first one
+    /// could not be generated).
+    pub(crate) fn keep_claims(&mut self, initial: &HashMap<String, String>) {
+        self.claims
+            .extend(initial.iter().map(|(name, version)| Claim {
                 name: name.as_str().into(),
                 hash: parse_version(version),
-            })
-            .collect();
-        claims.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        Known {
-            sent: SentSet::default(),
-            claims,
-        }
+            }));
+        self.claims.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        self.claims.dedup_by(|a, b| a.name == b.name);
     }
 
     fn claim(&self, name: &str) -> Result<usize, usize> {
@@ -75,19 +61,6 @@ impl Known {
         self.sent.len() + self.claims.len()
     }
 
-    pub(crate) fn holds(&self, r: &XdsResource) -> Holds {
-        if self.sent.has(r) {
-            Holds::Sent
-        } else if self
-            .claim(&r.name)
-            .is_ok_and(|i| self.claims[i].hash == Some(r.hash))
-        {
-            Holds::Claimed
-        } else {
-            Holds::No
-        }
-    }
-
     /// Every name held, sent or claimed.
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.sent
@@ -95,23 +68,58 @@ impl Known {
             .chain(self.claims.iter().map(|c| &*c.name))
     }
 
-    /// Records `resources` as held (sent now, or found current), replacing any claim.
-    pub(crate) fn settle(&mut self, resources: &[&Arc<XdsResource>]) {
-        if !self.claims.is_empty() {
-            let mut settled = vec![false; self.claims.len()];
-            for r in resources {
-                if let Ok(i) = self.claim(&r.name) {
-                    settled[i] = true;
-                }
-            }
-            let mut i = 0;
-            self.claims.retain(|_| {
-                i += 1;
-                !settled[i - 1]
-            });
-            self.free_settled_claims();
+    /// Records every one of `resources` (names unique) as held, and returns those the
+    /// proxy did not hold at that version: the ones to send. A claim, kept or in
+    /// `claimed` (a reconnect's first request), is settled by the resource of its name;
+    /// the claims in `claimed` that no resource settles are kept.
+    pub(crate) fn update<'a>(
+        &mut self,
+        resources: &'a [Arc<XdsResource>],
+        claimed: Option<&HashMap<String, String>>,
+    ) -> Vec<&'a Arc<XdsResource>> {
+        let claimed = claimed.filter(|c| !c.is_empty());
+        if claimed.is_none() && self.claims.is_empty() {
+            let changed: Vec<&Arc<XdsResource>> =
+                resources.iter().filter(|r| !self.sent.has(r)).collect();
+            self.sent.insert_all(&changed);
+            return changed;
         }
-        self.sent.insert_all(resources);
+        let mut settled = vec![false; self.claims.len()];
+        let mut matched = 0;
+        let (mut changed, mut current) = (Vec::new(), Vec::new());
+        for r in resources.iter().filter(|r| !self.sent.has(r)) {
+            let hash = if let Some(version) = claimed.and_then(|c| c.get(&r.name)) {
+                matched += 1;
+                parse_version(version)
+            } else if let Ok(i) = self.claim(&r.name) {
+                settled[i] = true;
+                self.claims[i].hash
+            } else {
+                None
+            };
+            if hash == Some(r.hash) {
+                current.push(r);
+            } else {
+                changed.push(r);
+            }
+        }
+        let mut i = 0;
+        self.claims.retain(|_| {
+            i += 1;
+            !settled[i - 1]
+        });
+        current.extend_from_slice(&changed);
+        self.sent.insert_all(&current);
+        if let Some(claimed) = claimed.filter(|c| c.len() > matched) {
+            let left: HashMap<String, String> = claimed
+                .iter()
+                .filter(|(name, _)| !self.sent.contains(name))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect();
+            self.keep_claims(&left);
+        }
+        self.free_settled_claims();
+        changed
     }
 
     pub(crate) fn remove(&mut self, name: &str) {
@@ -162,25 +170,40 @@ mod tests {
     #[test]
     fn claims_are_settled_by_what_is_current_sent_or_removed() {
         let (a, b, c) = (r("a", b"1"), r("b", b"1"), r("c", b"1"));
-        let initial = HashMap::from([
+        let claimed = HashMap::from([
             ("a".to_string(), version_of(&a)),
             ("b".to_string(), "0000000000000000".to_string()),
             ("c".to_string(), "not a version".to_string()),
             ("gone".to_string(), version_of(&a)),
         ]);
-        let mut k = Known::claimed(&initial);
-        assert_eq!(k.len(), 4);
-        assert_eq!(k.holds(&a), Holds::Claimed);
-        assert_eq!(k.holds(&b), Holds::No);
-        assert_eq!(k.holds(&c), Holds::No);
-        k.settle(&[&a]);
-        k.settle(&[&b, &c]);
+        let resources = [a.clone(), b.clone(), c.clone()];
+        for kept in [false, true] {
+            let mut k = Known::default();
+            let changed = if kept {
+                k.keep_claims(&claimed);
+                assert_eq!(k.len(), 4);
+                k.update(&resources, None)
+            } else {
+                k.update(&resources, Some(&claimed))
+            };
+            assert_eq!(
+                changed.iter().map(|r| &*r.name).collect::<Vec<_>>(),
+                ["b", "c"]
+            );
+            // Unsettled: kept until removed.
+            assert_eq!(k.names().collect::<Vec<_>>(), ["a", "b", "c", "gone"]);
+            k.remove("gone");
+            assert!(k.claims.is_empty() && k.claims.capacity() == 0);
+        }
+        let mut k = Known::default();
+        assert_eq!(k.update(&resources, Some(&claimed)).len(), 2);
         k.remove("gone");
-        assert!(k.claims.is_empty() && k.claims.capacity() == 0);
-        assert_eq!(k.names().collect::<Vec<_>>(), ["a", "b", "c"]);
-        assert_eq!(k.holds(&a), Holds::Sent);
-        assert_eq!(k.holds(&r("a", b"2")), Holds::No);
+        // Now all held: only a new version is to be sent again.
+        assert!(k.update(&resources, None).is_empty());
+        let a2 = r("a", b"2");
+        assert_eq!(k.update(std::slice::from_ref(&a2), None).len(), 1);
         k.retain(|n| n != "b");
         assert_eq!(k.names().collect::<Vec<_>>(), ["a", "c"]);
+        assert_eq!(k.len(), 2);
     }
 }

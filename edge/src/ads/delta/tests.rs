@@ -1,5 +1,6 @@
 use super::*;
 use crate::ads::testing::{FakeSource, proxy};
+use crate::xds::XdsResource;
 use crate::xds::types::LISTENER;
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 
@@ -236,6 +237,32 @@ fn reconnect_with_everything_current_receives_nothing() {
     let pushed = s.on_push(&src, &PushScope::Full).unwrap();
     assert_eq!(pushed.len(), 1);
     assert_eq!(names(&pushed[0]), [B]);
+}
+
+#[test]
+fn claims_outlive_a_first_response_that_could_not_be_generated() {
+    let mut src = mesh(1);
+    let held = XdsResource::new("0.0.0.0_80".into(), LISTENER, b"listener 80".to_vec());
+
+    // The listeners cannot be generated when the proxy reconnects...
+    let mut s = DeltaStream::new(proxy());
+    let mut request = req(LISTENER, &["*"], &[], "");
+    request.initial_resource_versions = [
+        ("0.0.0.0_80".to_string(), version_of(&held)),
+        ("0.0.0.0_81".to_string(), "old".to_string()),
+    ]
+    .into();
+    let r = s.on_request(&src, &request).unwrap();
+    assert!(r.responses.is_empty() && r.errors.len() == 1);
+    assert_eq!(status(&s, LISTENER).resources, 2);
+    // ...then can: the claims are settled as if it had been the first response.
+    src.version = 2;
+    src.set(LISTENER, "0.0.0.0_80", "listener 80");
+    let pushed = s.on_push(&src, &PushScope::Full).unwrap();
+    assert_eq!(pushed.len(), 1);
+    assert!(pushed[0].resources.is_empty(), "same content, same version");
+    assert_eq!(pushed[0].removed_resources, ["0.0.0.0_81"]);
+    assert_eq!(status(&s, LISTENER).resources, 1);
 }
 
 #[test]
