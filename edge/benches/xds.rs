@@ -1,9 +1,11 @@
-//! Edge benchmarks: xDS generation for one proxy (first and cached), and the fan-out of
-//! one change to 10k in-process SotW streams.
+//! Edge benchmarks: xDS generation for one proxy (first and cached), a Delta proxy
+//! reconnecting with everything current, and the fan-out of one change to 10k in-process
+//! SotW streams.
 //!
 //! ```sh
 //! cargo bench -p shoal-edge --bench xds -- --warm-up-time 1 --measurement-time 3
 //! cargo bench -p shoal-edge --bench xds -- generate/    # one proxy only
+//! cargo bench -p shoal-edge --bench xds -- reconnect/   # one Delta stream
 //! cargo bench -p shoal-edge --bench xds -- fanout/      # 10k streams
 //! ```
 //!
@@ -30,8 +32,8 @@ mod support;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use shoal_edge::ads::{GeneratorSource, PushScope, SotwStream, proxy_needs_push};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use shoal_edge::ads::{DeltaStream, GeneratorSource, PushScope, SotwStream, proxy_needs_push};
 use shoal_edge::proxy::Proxy;
 use shoal_edge::push_queue::{PushEvent, PushQueue};
 use shoal_edge::xds::Generator;
@@ -126,6 +128,77 @@ fn generate(c: &mut Criterion) {
                 })
             });
         }
+        g.finish();
+    }
+}
+
+/// A Delta proxy reconnecting: its first request of every type names what it holds in
+/// `initial_resource_versions`. `all_current`: it holds exactly what the edge would send
+/// (nothing is to be sent); `fresh`: it holds nothing (its initial sync, for comparison).
+/// The generator is warm, as on an edge that serves other proxies of the scope.
+fn reconnect(c: &mut Criterion) {
+    for sidecars in [true, false] {
+        let variant = if sidecars { "sidecar" } else { "no_sidecar" };
+        let (mesh, push) = support::push_context(&support::spec(SERVICES, sidecars));
+        let proxy = support::proxy(&mesh, 0);
+        let generator = Generator::new();
+        let src = GeneratorSource {
+            generator: &generator,
+            push: &push,
+        };
+        let mut held = 0;
+        let current: Vec<DeltaDiscoveryRequest> = TYPES
+            .iter()
+            .map(|(_, type_url)| {
+                let names = subscription(&generator, type_url, &proxy, &push);
+                let resources = generator.generate(type_url, &proxy, &push, &names).unwrap();
+                held += resources.len();
+                DeltaDiscoveryRequest {
+                    type_url: type_url.to_string(),
+                    resource_names_subscribe: names,
+                    initial_resource_versions: resources
+                        .iter()
+                        .map(|r| (r.name.clone(), format!("{:016x}", r.hash)))
+                        .collect(),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let fresh: Vec<DeltaDiscoveryRequest> = current
+            .iter()
+            .map(|r| DeltaDiscoveryRequest {
+                initial_resource_versions: Default::default(),
+                ..r.clone()
+            })
+            .collect();
+        let handle = |requests: &[DeltaDiscoveryRequest]| {
+            let mut stream = DeltaStream::new(proxy.clone());
+            let (mut responses, mut resources) = (0, 0);
+            for req in requests {
+                let reply = stream.on_request(&src, req).expect("request");
+                responses += reply.responses.len();
+                resources += reply
+                    .responses
+                    .iter()
+                    .map(|r| r.resources.len())
+                    .sum::<usize>();
+            }
+            (stream, responses, resources)
+        };
+        let (_, responses, resources) = handle(&current);
+        assert_eq!(
+            resources, 0,
+            "a reconnect with everything current gets nothing"
+        );
+        eprintln!(
+            "reconnect/{variant}: {held} resources held (4 types), all current: \
+             {responses} responses, {resources} resources"
+        );
+
+        let mut g = c.benchmark_group(format!("reconnect/{variant}"));
+        g.sample_size(20);
+        g.bench_function("all_current", |b| b.iter(|| handle(black_box(&current))));
+        g.bench_function("fresh", |b| b.iter(|| handle(black_box(&fresh))));
         g.finish();
     }
 }
@@ -427,5 +500,5 @@ fn fanout(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, generate, fanout);
+criterion_group!(benches, generate, reconnect, fanout);
 criterion_main!(benches);

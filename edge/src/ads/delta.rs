@@ -1,26 +1,38 @@
 //! One incremental (Delta) ADS stream, without I/O.
 //!
-//! Per type URL it keeps the subscription (wildcard and/or names) and the version of every
-//! resource the proxy holds (seeded from `initial_resource_versions`, so a reconnect to any
-//! edge resends only what changed: versions are content hashes). A response carries the
-//! resources whose version differs and the names that went away (`removed_resources`).
+//! Per type URL it keeps the subscription (wildcard and/or names, interned like SotW's)
+//! and what the proxy holds ([`known::Known`]: the shared resources this stream sent, whose
+//! version is their content hash, and after a reconnect the versions the proxy claimed in
+//! `initial_resource_versions`). So a reconnect to any edge resends only what changed. A
+//! response carries the resources whose version differs and the names that went away
+//! (`removed_resources`).
 //!
 //! Subscription changes are deltas, so they are applied whatever the nonce (a stale
 //! request's subscriptions would otherwise be lost); the nonce only decides ACK/NACK
 //! bookkeeping. Explicitly subscribed names that do not exist are reported in
 //! `removed_resources`, so the proxy stops waiting for them.
+//!
+//! The first request of a type is always answered, empty if need be: Envoy completes a
+//! wildcard subscription's initial fetch on an empty response (its `WatchMap` notifies
+//! wildcard watches of an empty update). Not so a reconnect, whose request names the
+//! versions the proxy holds: it had a response of the type before, so it is answered only
+//! if something differs, and one holding every current version is sent nothing.
 
 use super::error::{AdsError, Result};
 use super::scope::{PushScope, host_selected};
+use super::sent::Names;
 use super::source::{ResourceSource, subscribed};
 use super::status::{Nonces, Reply, RequestKind, TypeStatus};
 use super::transport::{DeltaResource, DeltaResponse as DeltaDiscoveryResponse};
 use crate::proxy::Proxy;
+use crate::xds::GenerateError;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
-use crate::xds::{GenerateError, XdsResource};
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+use known::{Known, version_of};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+
+mod known;
 
 /// The Delta state of one ADS stream.
 #[derive(Debug)]
@@ -33,23 +45,74 @@ pub struct DeltaStream {
 #[derive(Debug)]
 struct Watch {
     wildcard: bool,
-    names: BTreeSet<String>,
-    /// Resource name → version the proxy holds.
-    known: HashMap<String, String>,
+    /// Explicitly subscribed names.
+    names: Names,
+    /// What the proxy holds.
+    known: Known,
     status: TypeStatus,
+}
+
+impl Watch {
+    /// Applies a request's subscription deltas; returns the names newly subscribed
+    /// (sorted) and whether `*` was.
+    fn subscribe(&mut self, req: &DeltaDiscoveryRequest) -> (Vec<String>, bool) {
+        let mut wildcard_added = false;
+        for name in &req.resource_names_subscribe {
+            if name == "*" {
+                wildcard_added |= !self.wildcard;
+                self.wildcard = true;
+            }
+        }
+        let mut wildcard_dropped = false;
+        let mut gone: Vec<&str> = Vec::new();
+        for name in &req.resource_names_unsubscribe {
+            if name == "*" {
+                wildcard_dropped |= self.wildcard;
+                self.wildcard = false;
+            } else {
+                gone.push(name);
+            }
+        }
+        gone.sort_unstable();
+        let unsubscribed = |n: &str| gone.binary_search(&n).is_ok();
+        let mut added: Vec<String> = req
+            .resource_names_subscribe
+            .iter()
+            .filter(|n| *n != "*" && !self.names.contains(n) && !unsubscribed(n))
+            .cloned()
+            .collect();
+        added.sort_unstable();
+        added.dedup();
+        let dropped = gone.iter().any(|n| self.names.contains(n));
+        if !added.is_empty() || dropped {
+            // Interned again only when the subscription changes.
+            let names: Vec<String> = self
+                .names
+                .iter()
+                .filter(|n| !unsubscribed(n))
+                .chain(&added)
+                .cloned()
+                .collect();
+            self.names = Names::new(&names);
+        }
+        // Without `*`, the proxy holds only what it names: forget the rest.
+        if !self.wildcard && (wildcard_dropped || !gone.is_empty()) {
+            let names = &self.names;
+            self.known.retain(|n| names.contains(n));
+        }
+        (added, wildcard_added)
+    }
 }
 
 /// Which resources a response considers.
 enum Consider<'a> {
+    /// The first response of the type: everything subscribed, against the versions the
+    /// proxy claims to hold (`initial_resource_versions`; none: always answered).
+    First(&'a HashMap<String, String>),
     /// Everything subscribed (of these hosts' clusters, when given).
     Subscribed(Option<&'a BTreeSet<String>>),
     /// Just these names (newly subscribed).
     Names(&'a [String]),
-}
-
-/// A resource's Delta version: its content hash.
-fn version_of(r: &XdsResource) -> String {
-    format!("{:016x}", r.hash)
 }
 
 impl DeltaStream {
@@ -82,12 +145,8 @@ impl DeltaStream {
             .or_insert_with(|| Watch {
                 // Legacy wildcard: CDS/LDS whose first request names nothing.
                 wildcard: is_wildcard(type_url) && req.resource_names_subscribe.is_empty(),
-                names: BTreeSet::new(),
-                known: req
-                    .initial_resource_versions
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
+                names: Names::default(),
+                known: Known::default(),
                 status: TypeStatus::new(type_url),
             });
 
@@ -107,34 +166,23 @@ impl DeltaStream {
             RequestKind::Ack
         };
 
-        let mut added = Vec::new();
-        let mut wildcard_added = false;
-        for name in &req.resource_names_subscribe {
-            if name == "*" {
-                wildcard_added |= !w.wildcard;
-                w.wildcard = true;
-            } else if w.names.insert(name.clone()) {
-                added.push(name.clone());
-            }
-        }
-        for name in &req.resource_names_unsubscribe {
-            if name == "*" {
-                w.wildcard = false;
-                let names = &w.names;
-                w.known.retain(|k, _| names.contains(k));
-            } else {
-                w.names.remove(name);
-                if !w.wildcard {
-                    w.known.remove(name);
-                }
-            }
-        }
+        let (added, wildcard_added) = w.subscribe(req);
 
         let mut reply = Reply::new(kind);
-        let response = if first || wildcard_added {
-            self.respond(src, type_url, Consider::Subscribed(None), &added, first)
+        let claimed = &req.initial_resource_versions;
+        let response = if first {
+            let response = self.respond(src, type_url, Consider::First(claimed), &added);
+            if response.is_err()
+                && let Some(w) = self.watches.get_mut(type_url)
+            {
+                // Until a response settles them.
+                w.known.keep_claims(claimed);
+            }
+            response
+        } else if wildcard_added {
+            self.respond(src, type_url, Consider::Subscribed(None), &added)
         } else if !added.is_empty() {
-            self.respond(src, type_url, Consider::Names(&added), &added, false)
+            self.respond(src, type_url, Consider::Names(&added), &added)
         } else {
             Ok(None)
         };
@@ -153,13 +201,7 @@ impl DeltaStream {
         if !scope.types().any(|t| t == type_url) {
             return Ok(None);
         }
-        self.respond(
-            src,
-            type_url,
-            Consider::Subscribed(scope.hosts()),
-            &[],
-            false,
-        )
+        self.respond(src, type_url, Consider::Subscribed(scope.hosts()), &[])
     }
 
     /// Every response of a push, in push order (stops at the first generation error).
@@ -194,46 +236,58 @@ impl DeltaStream {
         type_url: &str,
         consider: Consider<'_>,
         report_missing: &[String],
-        force: bool,
     ) -> Result<Option<DeltaDiscoveryResponse>, GenerateError> {
         let Some(w) = self.watches.get_mut(type_url) else {
             return Ok(None);
         };
+        let (claimed, force) = match consider {
+            // A reconnect (versions named) is answered only if something differs.
+            Consider::First(claimed) => (Some(claimed), claimed.is_empty()),
+            _ => (None, false),
+        };
         let (resources, hosts) = match consider {
-            Consider::Subscribed(hosts) => {
-                let all = subscribed(src, &self.proxy, type_url, w.wildcard, &w.names, hosts)?;
+            Consider::Names(names) => (src.resources(type_url, &self.proxy, names)?, None),
+            Consider::First(_) | Consider::Subscribed(_) => {
+                let hosts = match consider {
+                    Consider::Subscribed(hosts) => hosts,
+                    _ => None,
+                };
+                let all = subscribed(
+                    src,
+                    &self.proxy,
+                    type_url,
+                    w.wildcard,
+                    w.names.iter(),
+                    hosts,
+                )?;
                 (all, Some(hosts))
             }
-            Consider::Names(names) => (src.resources(type_url, &self.proxy, names)?, None),
         };
-        let present: HashSet<&str> = resources.iter().map(|r| r.name.as_str()).collect();
-        let upserts: Vec<(&Arc<XdsResource>, String)> = resources
-            .iter()
-            .map(|r| (r, version_of(r)))
-            .filter(|(r, v)| w.known.get(&r.name) != Some(v))
-            .collect();
+        // From here on the proxy holds every one of `resources`: those it lacked are sent.
+        let upserts = w.known.update(&resources, claimed);
         // Gone: what the proxy holds (in scope) that no longer exists, and names it just
-        // asked for that do not.
-        let mut removed: BTreeSet<String> = match hosts {
-            Some(hosts) => w
-                .known
-                .keys()
-                .filter(|n| host_selected(hosts, n) && !present.contains(n.as_str()))
-                .cloned()
-                .collect(),
-            None => BTreeSet::new(),
-        };
-        removed.extend(
-            report_missing
-                .iter()
-                .filter(|n| !present.contains(n.as_str()))
-                .cloned(),
-        );
+        // asked for that do not. (Holding no more than what exists, nothing is gone.)
+        let mut removed = BTreeSet::new();
+        let scan = hosts.is_some() && w.known.len() > resources.len();
+        if scan || !report_missing.is_empty() {
+            let present: HashSet<&str> = resources.iter().map(|r| r.name.as_str()).collect();
+            if let Some(hosts) = hosts.filter(|_| scan) {
+                removed.extend(
+                    w.known
+                        .names()
+                        .filter(|n| host_selected(hosts, n) && !present.contains(n))
+                        .map(String::from),
+                );
+            }
+            removed.extend(
+                report_missing
+                    .iter()
+                    .filter(|n| !present.contains(n.as_str()))
+                    .cloned(),
+            );
+        }
         if !force && upserts.is_empty() && removed.is_empty() {
             return Ok(None);
-        }
-        for (r, v) in &upserts {
-            w.known.insert(r.name.clone(), v.clone());
         }
         for n in &removed {
             w.known.remove(n);
@@ -241,14 +295,13 @@ impl DeltaStream {
 
         let (version, nonce) = self.nonces.next(src.version());
         w.status.sent(&version, &nonce);
-        let changed: Vec<String> = upserts.iter().map(|(r, _)| r.name.clone()).collect();
         let response = DeltaDiscoveryResponse {
             system_version_info: version,
             resources: upserts
-                .into_iter()
-                .map(|(r, v)| DeltaResource {
-                    resource: r.clone(),
-                    version: v,
+                .iter()
+                .map(|r| DeltaResource {
+                    resource: Arc::clone(r),
+                    version: version_of(r),
                 })
                 .collect(),
             type_url: type_url.to_string(),
@@ -260,8 +313,8 @@ impl DeltaStream {
         if type_url == CLUSTER
             && let Some(eds) = self.watches.get_mut(ENDPOINT)
         {
-            for name in &changed {
-                eds.known.remove(name);
+            for r in &upserts {
+                eds.known.remove(&r.name);
             }
         }
         Ok(Some(response))

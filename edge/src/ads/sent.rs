@@ -2,7 +2,8 @@
 //!
 //! - [`SentSet`]: what a stream last sent of one type, as the shared resources themselves
 //!   (8 bytes per resource per stream; the resources live once, in the generator's cache),
-//!   sorted by name for lookups.
+//!   sorted by name for lookups. SotW keeps its last responses in it, Delta what the proxy
+//!   holds (`delta::known`).
 //! - [`Names`]: a subscription's resource names, interned: proxies of one scope request
 //!   the same EDS/RDS names, so they share one list.
 
@@ -28,6 +29,11 @@ impl SentSet {
         self.0.binary_search_by(|r| r.name.as_str().cmp(name))
     }
 
+    /// Whether a resource of this name was sent.
+    pub fn contains(&self, name: &str) -> bool {
+        self.position(name).is_ok()
+    }
+
     /// Whether `resource` (same name and content) was sent.
     pub fn has(&self, resource: &XdsResource) -> bool {
         self.position(&resource.name)
@@ -40,6 +46,43 @@ impl SentSet {
         self.0.extend(resources.iter().cloned());
         self.0.sort_by(|a, b| a.name.cmp(&b.name));
         self.0.shrink_to_fit();
+    }
+
+    /// The names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|r| r.name.as_str())
+    }
+
+    /// Inserts or replaces every one of `resources` (names unique among them), keeping the
+    /// list at its exact size: a Delta stream's first response inserts them all at once.
+    pub fn insert_all(&mut self, resources: &[&Arc<XdsResource>]) {
+        match resources {
+            [] => return,
+            [one] => {
+                if let Err(i) = self.position(&one.name) {
+                    self.0.reserve_exact(1);
+                    self.0.insert(i, Arc::clone(one));
+                } else {
+                    self.insert(one);
+                }
+                return;
+            }
+            _ => {}
+        }
+        self.0.reserve_exact(resources.len());
+        self.0.extend(resources.iter().map(|r| Arc::clone(r)));
+        // Stable: of two equal names, the one just inserted comes second and stays.
+        self.0.sort_by(|a, b| a.name.cmp(&b.name));
+        self.0.dedup_by(|later, earlier| {
+            let same = later.name == earlier.name;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
+        if self.0.capacity() > self.0.len() + self.0.len() / 8 {
+            self.0.shrink_to_fit();
+        }
     }
 
     pub fn insert(&mut self, resource: &Arc<XdsResource>) {
@@ -157,5 +200,18 @@ mod tests {
         assert!(s.has(&r("a", b"2")));
         s.remove("a");
         assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn insert_all_replaces_by_name_and_keeps_order() {
+        let r = |n: &str, v: &[u8]| Arc::new(XdsResource::new(n.into(), "t", v.to_vec()));
+        let mut s = SentSet::default();
+        s.insert_all(&[&r("c", b"1"), &r("a", b"1")]);
+        s.insert_all(&[&r("b", b"1"), &r("a", b"2"), &r("d", b"1")]);
+        s.insert_all(&[&r("c", b"2")]);
+        s.insert_all(&[&r("0", b"1")]);
+        assert_eq!(s.names().collect::<Vec<_>>(), ["0", "a", "b", "c", "d"]);
+        assert!(s.has(&r("a", b"2")) && s.has(&r("c", b"2")) && s.has(&r("d", b"1")));
+        assert_eq!(s.0.capacity(), s.len());
     }
 }

@@ -59,10 +59,15 @@ impl TypeStatus {
     }
 
     /// `SYNCED` (latest acknowledged), `NACKED` (latest rejected), `STALE` (awaiting an
-    /// answer) or `NOT_SENT`, as Istio's `proxy-status` reports it.
+    /// answer) or `NOT_SENT`, as Istio's `proxy-status` reports it. A Delta proxy that
+    /// reconnected holding every current version was sent nothing, and is `SYNCED`.
     pub fn state(&self) -> &'static str {
         if self.nonce_sent.is_empty() {
-            "NOT_SENT"
+            if self.resources > 0 {
+                "SYNCED"
+            } else {
+                "NOT_SENT"
+            }
         } else if self.nonce_acked == self.nonce_sent {
             "SYNCED"
         } else if self

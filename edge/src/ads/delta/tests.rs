@@ -1,5 +1,7 @@
 use super::*;
 use crate::ads::testing::{FakeSource, proxy};
+use crate::xds::XdsResource;
+use crate::xds::types::LISTENER;
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 
 const A: &str = "outbound|80||a.shop.svc.cluster.local";
@@ -195,4 +197,81 @@ fn explicit_wildcard_subscription_and_unsubscription() {
     // Dropping `*` forgets what came only through it.
     s.on_request(&src, &req(CLUSTER, &[], &["*"], "")).unwrap();
     assert_eq!(status(&s, CLUSTER).resources, 1);
+}
+
+/// Every type's versions as a first stream sent them, keyed by name.
+fn versions(r: &DeltaDiscoveryResponse) -> std::collections::HashMap<String, String> {
+    r.resources
+        .iter()
+        .map(|x| (x.resource.name.clone(), x.version.clone()))
+        .collect()
+}
+
+#[test]
+fn reconnect_with_everything_current_receives_nothing() {
+    let src = mesh(1);
+    let mut first = DeltaStream::new(proxy());
+    let cds = one(first.on_request(&src, &req(CLUSTER, &[], &[], "")).unwrap());
+    let eds = one(first
+        .on_request(&src, &req(ENDPOINT, &[A, B], &[], ""))
+        .unwrap());
+
+    // Envoy re-subscribes `*` explicitly on a reconnect, and names what it holds.
+    let mut s = DeltaStream::new(proxy());
+    let mut request = req(CLUSTER, &["*"], &[], "");
+    request.initial_resource_versions = versions(&cds);
+    let r = s.on_request(&src, &request).unwrap();
+    assert_eq!(r.kind, RequestKind::Initial);
+    assert!(r.responses.is_empty(), "{:?}", r.responses);
+    let mut request = req(ENDPOINT, &[A, B], &[], "");
+    request.initial_resource_versions = versions(&eds);
+    assert!(s.on_request(&src, &request).unwrap().responses.is_empty());
+    for type_url in [CLUSTER, ENDPOINT] {
+        let st = status(&s, type_url);
+        assert_eq!((st.resources, st.state()), (2, "SYNCED"));
+    }
+    // What it holds is now what this stream sent: a change goes out, nothing else.
+    let mut src = src;
+    src.version = 2;
+    src.set(ENDPOINT, B, "endpoints b v2");
+    let pushed = s.on_push(&src, &PushScope::Full).unwrap();
+    assert_eq!(pushed.len(), 1);
+    assert_eq!(names(&pushed[0]), [B]);
+}
+
+#[test]
+fn claims_outlive_a_first_response_that_could_not_be_generated() {
+    let mut src = mesh(1);
+    let held = XdsResource::new("0.0.0.0_80".into(), LISTENER, b"listener 80".to_vec());
+
+    // The listeners cannot be generated when the proxy reconnects...
+    let mut s = DeltaStream::new(proxy());
+    let mut request = req(LISTENER, &["*"], &[], "");
+    request.initial_resource_versions = [
+        ("0.0.0.0_80".to_string(), version_of(&held)),
+        ("0.0.0.0_81".to_string(), "old".to_string()),
+    ]
+    .into();
+    let r = s.on_request(&src, &request).unwrap();
+    assert!(r.responses.is_empty() && r.errors.len() == 1);
+    assert_eq!(status(&s, LISTENER).resources, 2);
+    // ...then can: the claims are settled as if it had been the first response.
+    src.version = 2;
+    src.set(LISTENER, "0.0.0.0_80", "listener 80");
+    let pushed = s.on_push(&src, &PushScope::Full).unwrap();
+    assert_eq!(pushed.len(), 1);
+    assert!(pushed[0].resources.is_empty(), "same content, same version");
+    assert_eq!(pushed[0].removed_resources, ["0.0.0.0_81"]);
+    assert_eq!(status(&s, LISTENER).resources, 1);
+}
+
+#[test]
+fn first_request_without_versions_is_answered_even_empty() {
+    // No listeners: Envoy's initial fetch of the wildcard still needs a response.
+    let mut src = FakeSource::new(1).with(LISTENER, "0.0.0.0_80", "listener 80");
+    src.remove(LISTENER, "0.0.0.0_80");
+    let mut s = DeltaStream::new(proxy());
+    let r = one(s.on_request(&src, &req(LISTENER, &[], &[], "")).unwrap());
+    assert!(r.resources.is_empty() && r.removed_resources.is_empty());
+    assert_eq!(status(&s, LISTENER).state(), "STALE");
 }

@@ -1,0 +1,209 @@
+//! What a Delta proxy holds of one type, as compactly as SotW's [`SentSet`]: the resources
+//! this stream sent or found current (the generator's shared `Arc`s, 8 bytes each; their
+//! version is their hash) and the versions a reconnecting proxy claimed in
+//! `initial_resource_versions` that no response has settled yet. The first response of
+//! the type settles its request's claims as it goes (looked up in the request itself):
+//! matched, resent or removed; they are kept, compactly, only where it could not.
+
+use crate::ads::sent::SentSet;
+use crate::xds::XdsResource;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A resource's Delta version: its content hash, as 16 hex digits.
+pub(crate) fn version_of(r: &XdsResource) -> String {
+    format!("{:016x}", r.hash)
+}
+
+/// The hash a Delta version stands for; `None` for anything this edge would not have sent
+/// (so it never equals a resource, and the resource is resent).
+fn parse_version(v: &str) -> Option<u64> {
+    if v.len() != 16 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(v, 16).ok()
+}
+
+/// A version the proxy claims to hold, not yet matched against what the edge has.
+#[derive(Debug)]
+struct Claim {
+    name: Box<str>,
+    hash: Option<u64>,
+}
+
+/// Names (and versions) a Delta proxy holds of one type. A name is in at most one of
+/// `sent` and `claims`.
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    sent: SentSet,
+    /// Sorted by name; empty (no allocation) but right after a reconnect.
+    claims: Vec<Claim>,
+}
+
+impl Known {
+    /// Keeps what a reconnecting proxy claims, for the responses to come (the first one
+    /// could not be generated).
+    pub(crate) fn keep_claims(&mut self, initial: &HashMap<String, String>) {
+        self.claims
+            .extend(initial.iter().map(|(name, version)| Claim {
+                name: name.as_str().into(),
+                hash: parse_version(version),
+            }));
+        self.claims.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        self.claims.dedup_by(|a, b| a.name == b.name);
+    }
+
+    fn claim(&self, name: &str) -> Result<usize, usize> {
+        self.claims.binary_search_by(|c| (*c.name).cmp(name))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.sent.len() + self.claims.len()
+    }
+
+    /// Every name held, sent or claimed.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.sent
+            .names()
+            .chain(self.claims.iter().map(|c| &*c.name))
+    }
+
+    /// Records every one of `resources` (names unique) as held, and returns those the
+    /// proxy did not hold at that version: the ones to send. A claim, kept or in
+    /// `claimed` (a reconnect's first request), is settled by the resource of its name;
+    /// the claims in `claimed` that no resource settles are kept.
+    pub(crate) fn update<'a>(
+        &mut self,
+        resources: &'a [Arc<XdsResource>],
+        claimed: Option<&HashMap<String, String>>,
+    ) -> Vec<&'a Arc<XdsResource>> {
+        let claimed = claimed.filter(|c| !c.is_empty());
+        if claimed.is_none() && self.claims.is_empty() {
+            let changed: Vec<&Arc<XdsResource>> =
+                resources.iter().filter(|r| !self.sent.has(r)).collect();
+            self.sent.insert_all(&changed);
+            return changed;
+        }
+        let mut settled = vec![false; self.claims.len()];
+        let mut matched = 0;
+        let (mut changed, mut current) = (Vec::new(), Vec::new());
+        for r in resources.iter().filter(|r| !self.sent.has(r)) {
+            let hash = if let Some(version) = claimed.and_then(|c| c.get(&r.name)) {
+                matched += 1;
+                parse_version(version)
+            } else if let Ok(i) = self.claim(&r.name) {
+                settled[i] = true;
+                self.claims[i].hash
+            } else {
+                None
+            };
+            if hash == Some(r.hash) {
+                current.push(r);
+            } else {
+                changed.push(r);
+            }
+        }
+        let mut i = 0;
+        self.claims.retain(|_| {
+            i += 1;
+            !settled[i - 1]
+        });
+        current.extend_from_slice(&changed);
+        self.sent.insert_all(&current);
+        if let Some(claimed) = claimed.filter(|c| c.len() > matched) {
+            let left: HashMap<String, String> = claimed
+                .iter()
+                .filter(|(name, _)| !self.sent.contains(name))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect();
+            self.keep_claims(&left);
+        }
+        self.free_settled_claims();
+        changed
+    }
+
+    pub(crate) fn remove(&mut self, name: &str) {
+        self.sent.remove(name);
+        if let Ok(i) = self.claim(name) {
+            self.claims.remove(i);
+            self.free_settled_claims();
+        }
+    }
+
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.sent.retain(&mut keep);
+        self.claims.retain(|c| keep(&c.name));
+        self.free_settled_claims();
+    }
+
+    /// Once every claim is settled, their list goes (it served one reconnect).
+    fn free_settled_claims(&mut self) {
+        if self.claims.is_empty() {
+            self.claims = Vec::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(name: &str, content: &[u8]) -> Arc<XdsResource> {
+        Arc::new(XdsResource::new(name.into(), "t", content.to_vec()))
+    }
+
+    #[test]
+    fn versions_parse_only_as_this_edge_writes_them() {
+        let a = r("a", b"1");
+        assert_eq!(parse_version(&version_of(&a)), Some(a.hash));
+        for bad in [
+            "",
+            "old",
+            "+123456789abcdef",
+            "0123456789abcdef0",
+            "0123456789abcdeg",
+        ] {
+            assert_eq!(parse_version(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn claims_are_settled_by_what_is_current_sent_or_removed() {
+        let (a, b, c) = (r("a", b"1"), r("b", b"1"), r("c", b"1"));
+        let claimed = HashMap::from([
+            ("a".to_string(), version_of(&a)),
+            ("b".to_string(), "0000000000000000".to_string()),
+            ("c".to_string(), "not a version".to_string()),
+            ("gone".to_string(), version_of(&a)),
+        ]);
+        let resources = [a.clone(), b.clone(), c.clone()];
+        for kept in [false, true] {
+            let mut k = Known::default();
+            let changed = if kept {
+                k.keep_claims(&claimed);
+                assert_eq!(k.len(), 4);
+                k.update(&resources, None)
+            } else {
+                k.update(&resources, Some(&claimed))
+            };
+            assert_eq!(
+                changed.iter().map(|r| &*r.name).collect::<Vec<_>>(),
+                ["b", "c"]
+            );
+            // Unsettled: kept until removed.
+            assert_eq!(k.names().collect::<Vec<_>>(), ["a", "b", "c", "gone"]);
+            k.remove("gone");
+            assert!(k.claims.is_empty() && k.claims.capacity() == 0);
+        }
+        let mut k = Known::default();
+        assert_eq!(k.update(&resources, Some(&claimed)).len(), 2);
+        k.remove("gone");
+        // Now all held: only a new version is to be sent again.
+        assert!(k.update(&resources, None).is_empty());
+        let a2 = r("a", b"2");
+        assert_eq!(k.update(std::slice::from_ref(&a2), None).len(), 1);
+        k.retain(|n| n != "b");
+        assert_eq!(k.names().collect::<Vec<_>>(), ["a", "c"]);
+        assert_eq!(k.len(), 2);
+    }
+}
