@@ -23,8 +23,8 @@ use shoal_edge::ads::{DeltaStream, GeneratorSource, SotwStream};
 use shoal_edge::proxy::Proxy;
 use shoal_edge::xds::Generator;
 use shoal_edge::xds::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, is_wildcard};
-use shoal_meshgen::Mesh;
 use shoal_proto::push_context::PushContext;
+use shoal_test_support::meshgen::Mesh;
 use std::collections::HashMap;
 
 const TYPES: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
