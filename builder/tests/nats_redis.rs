@@ -80,6 +80,24 @@ fn blobs(manifest: &Manifest, refs: &[ChunkRef]) -> Vec<ChunkHash> {
     pages.chain(refs.iter().map(|c| c.hash.clone())).collect()
 }
 
+/// The config KV, the bus and the snapshot store on real NATS and Redis.
+async fn connect_all(
+    nats: &NatsServer,
+    redis: &RedisServer,
+) -> (Arc<NatsConfigKv>, Arc<NatsBus>, Arc<RedisSnapshotStore>) {
+    let client = connect(&nats.url()).await.unwrap();
+    let kv = NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
+        .await
+        .unwrap();
+    let bus = NatsBus::open(client, NatsBusConfig::default())
+        .await
+        .unwrap();
+    let store = RedisSnapshotStore::connect(RedisConfig::new(redis.url()))
+        .await
+        .unwrap();
+    (Arc::new(kv), Arc::new(bus), Arc::new(store))
+}
+
 async fn next_event(
     events: &mut (impl futures::Stream<Item = Result<SnapshotEvent, TransportError>> + Unpin),
 ) -> SnapshotEvent {
@@ -98,22 +116,7 @@ async fn next_event(
 async fn builds_full_then_writes_only_the_changed_endpoints() {
     let nats = NatsServer::start();
     let redis = RedisServer::start();
-    let client = connect(&nats.url()).await.unwrap();
-    let kv = Arc::new(
-        NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
-            .await
-            .unwrap(),
-    );
-    let bus = Arc::new(
-        NatsBus::open(client, NatsBusConfig::default())
-            .await
-            .unwrap(),
-    );
-    let store = Arc::new(
-        RedisSnapshotStore::connect(RedisConfig::new(redis.url()))
-            .await
-            .unwrap(),
-    );
+    let (kv, bus, store) = connect_all(&nats, &redis).await;
     let mut events = bus.snapshot_events().await.unwrap();
 
     // Config and a push request exist before the builder starts: nothing is lost.
@@ -204,22 +207,7 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
 async fn a_store_that_lost_everything_is_refilled_and_writes_resume_when_it_returns() {
     let nats = NatsServer::start();
     let mut redis = RedisServer::start();
-    let client = connect(&nats.url()).await.unwrap();
-    let kv = Arc::new(
-        NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
-            .await
-            .unwrap(),
-    );
-    let bus = Arc::new(
-        NatsBus::open(client, NatsBusConfig::default())
-            .await
-            .unwrap(),
-    );
-    let store = Arc::new(
-        RedisSnapshotStore::connect(RedisConfig::new(redis.url()))
-            .await
-            .unwrap(),
-    );
+    let (kv, bus, store) = connect_all(&nats, &redis).await;
     let mut events = bus.snapshot_events().await.unwrap();
     let revision = put_all(&kv, &mesh("10.1.0.0")).await;
     bus.publish_push(&PushRequest::full_everything(
