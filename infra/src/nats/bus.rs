@@ -48,7 +48,9 @@ impl Default for NatsBusConfig {
             max_msgs: 100_000,
             max_bytes: 256 * 1024 * 1024,
             storage: StorageType::File,
-            ack_wait: Duration::from_secs(30),
+            // A builder that dies holding a request: another takes it within 5 s (a build
+            // takes well under a second; a redelivered request is rebuilt harmlessly).
+            ack_wait: Duration::from_secs(5),
             max_ack_pending: 256,
             max_deliver: -1,
             pull_batch: 1,
