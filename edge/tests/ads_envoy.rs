@@ -1,6 +1,8 @@
 //! The ADS server driving a real Envoy, over SotW and over Delta: Envoy subscribes CDS →
 //! EDS → LDS → RDS on its own, ACKs everything, and routes real traffic to local backends;
 //! an endpoint push moves the traffic, a cluster change re-warms without getting stuck.
+//! Over Delta, an Envoy that reconnects holding every current version is sent nothing and
+//! keeps serving.
 //!
 //! Skipped, with a notice, where no Envoy binary is installed (`SHOAL_ENVOY` or
 //! `.venv/bin/envoy`).
@@ -297,4 +299,73 @@ async fn sotw_drives_real_envoy() {
 #[tokio::test]
 async fn delta_drives_real_envoy() {
     drives_real_envoy("DELTA_GRPC").await;
+}
+
+/// A Delta Envoy whose edge goes away reconnects to another one serving the same config:
+/// it names every version it holds, is sent nothing, keeps serving and takes the next push.
+#[tokio::test]
+async fn delta_reconnect_holding_every_current_version_is_sent_nothing() {
+    let Some(bin) = envoy_binary() else {
+        eprintln!("notice: no Envoy binary (SHOAL_ENVOY or .venv/bin/envoy); skipping");
+        return;
+    };
+    let (b1, b2) = (backend("b1").await, backend("b2").await);
+    let port = u32::from(free_port().await);
+    let host = format!("reviews.shop.svc.cluster.local:{port}");
+    let listener: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let v1 = || {
+        PushContext::from_chunks(
+            1,
+            [
+                endpoint_chunk(port, b1),
+                namespace(vec![service("reviews", port)]),
+            ],
+        )
+    };
+    let h = Harness::start(v1()).await;
+    let envoy = Envoy::start(&bin, h.addr, "DELTA_GRPC").await;
+    eventually("every type synced", async || {
+        types_synced(&h.server.syncz(), "1")
+    })
+    .await;
+    let addr = h.addr;
+    h.shutdown().await;
+
+    let h = Harness::start_at(v1(), addr).await;
+    eventually(
+        "reconnected, every type in sync, nothing sent",
+        async || {
+            let syncz = h.server.syncz();
+            syncz[0]["types"].as_object().is_some_and(|types| {
+                types.len() == 4
+                    && types.values().all(|t| {
+                        t["state"] == "SYNCED" && t["nonce_sent"] == "" && t["resources"] != 0
+                    })
+            })
+        },
+    )
+    .await;
+    assert!(
+        !h.metrics().contains("pilot_xds_pushes_total{"),
+        "{}",
+        h.metrics()
+    );
+    assert_eq!(get(listener, &host, "/").await, Some((200, "b1".into())));
+
+    let v2 = h.latest().with_changes(2, [endpoint_chunk(port, b2)], []);
+    h.update(v2, false, &[service_key(REVIEWS)]).await;
+    eventually("traffic to b2", async || {
+        get(listener, &host, "/").await == Some((200, "b2".into()))
+    })
+    .await;
+    for stat in [
+        "cluster_manager.cds.update_rejected",
+        "listener_manager.lds.update_rejected",
+    ] {
+        assert_eq!(envoy.stat(stat).await, Some(0), "{stat}\n{}", envoy.log());
+    }
+    assert_eq!(envoy.stat("control_plane.connected_state").await, Some(1));
+
+    drop(envoy.child);
+    h.shutdown().await;
 }

@@ -86,14 +86,8 @@ impl Watch {
         let dropped = gone.iter().any(|n| self.names.contains(n));
         if !added.is_empty() || dropped {
             // Interned again only when the subscription changes.
-            let names: Vec<String> = self
-                .names
-                .iter()
-                .filter(|n| !unsubscribed(n))
-                .chain(&added)
-                .cloned()
-                .collect();
-            self.names = Names::new(&names);
+            let kept = self.names.iter().filter(|n| !unsubscribed(n));
+            self.names = Names::new(kept.chain(&added).map(String::as_str));
         }
         // Without `*`, the proxy holds only what it names: forget the rest.
         if !self.wildcard && (wildcard_dropped || !gone.is_empty()) {

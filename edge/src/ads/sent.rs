@@ -126,13 +126,14 @@ fn pool() -> &'static Pool {
 }
 
 impl Names {
-    /// Interns `names` (any order, duplicates allowed; `*` dropped).
-    pub fn new(names: &[String]) -> Names {
-        let mut list: Vec<String> = names.iter().filter(|n| *n != "*").cloned().collect();
+    /// Interns `names` (any order, duplicates allowed; `*` dropped). Nothing is copied
+    /// when an equal list is interned already (every stream of a scope asks for it).
+    pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Names {
+        let mut list: Vec<&str> = names.into_iter().filter(|n| *n != "*").collect();
         if list.is_empty() {
             return Names(None);
         }
-        list.sort();
+        list.sort_unstable();
         list.dedup();
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         list.hash(&mut hasher);
@@ -143,11 +144,11 @@ impl Names {
         if let Some(shared) = bucket
             .iter()
             .filter_map(Weak::upgrade)
-            .find(|s| **s == *list)
+            .find(|s| s.iter().map(String::as_str).eq(list.iter().copied()))
         {
             return Names(Some(shared));
         }
-        let shared: Arc<[String]> = list.into();
+        let shared: Arc<[String]> = list.iter().map(|n| n.to_string()).collect();
         bucket.push(Arc::downgrade(&shared));
         // Keep the pool from holding buckets of dead lists forever.
         if pool.len() > 1024 && pool.len().is_power_of_two() {
@@ -175,18 +176,14 @@ impl Names {
 mod tests {
     use super::*;
 
-    fn names(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
     #[test]
     fn equal_lists_share_one_allocation() {
-        let a = Names::new(&names(&["b", "a", "a"]));
-        let b = Names::new(&names(&["a", "b"]));
+        let a = Names::new(["b", "a", "a"]);
+        let b = Names::new(["a", "b"]);
         assert_eq!(a, b);
         assert!(Arc::ptr_eq(a.0.as_ref().unwrap(), b.0.as_ref().unwrap()));
         assert!(a.contains("a") && !a.contains("c"));
-        assert_eq!(Names::new(&names(&["*"])), Names::default());
+        assert_eq!(Names::new(["*"]), Names::default());
     }
 
     #[test]

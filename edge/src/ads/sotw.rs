@@ -76,7 +76,7 @@ impl Watch {
 /// `(wildcard, names)` of a SotW request: `*`, or no names for CDS/LDS, is wildcard.
 fn subscription(type_url: &str, names: &[String]) -> (bool, Names) {
     let wildcard = names.iter().any(|n| n == "*") || (names.is_empty() && is_wildcard(type_url));
-    (wildcard, Names::new(names))
+    (wildcard, Names::new(names.iter().map(String::as_str)))
 }
 
 impl SotwStream {

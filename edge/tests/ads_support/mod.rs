@@ -103,6 +103,11 @@ pub struct Harness {
 
 impl Harness {
     pub async fn start(push: PushContext) -> Harness {
+        Harness::start_at(push, "127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// Listens on `addr` (an edge's address taken over by another edge).
+    pub async fn start_at(push: PushContext, addr: SocketAddr) -> Harness {
         let (snapshots, snapshots_rx) = watch::channel(Arc::new(push));
         let mut registry = Registry::default();
         let server = XdsServer::new(
@@ -111,7 +116,7 @@ impl Harness {
             snapshots_rx,
             &mut registry,
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (drain, _) = watch::channel(false);
         let drained = |mut rx: watch::Receiver<bool>| async move {
