@@ -245,10 +245,14 @@ async fn the_fleet_survives_any_single_failure() {
         report.final_connected, PROXIES,
         "every proxy connected again"
     );
-    assert_eq!(
+    // `proxies_expected` is read at the end, when a proxy still reconnecting after the
+    // last fault is not counted: every proxy that should have the change has it.
+    assert!(
+        report.proxies_pushed - report.proxies_pushed_unexpected >= report.proxies_expected
+            && report.proxies_expected > 0,
+        "every proxy that should have the change has it: {} of {}",
         report.proxies_pushed - report.proxies_pushed_unexpected,
-        report.proxies_expected,
-        "every proxy that should have the change has it"
+        report.proxies_expected
     );
     assert_eq!(
         report.version_regressions, 0,
