@@ -4,6 +4,7 @@
 #
 #   deploy/scale-run.sh [PROXIES=100000] [EDGES=4] [CHANGE=vs] [SERVICES=1000] [NAMESPACES=10]
 #
+# LOADTEST_ARGS is appended to `loadtest run` (e.g. "--changes 600 --rate 10" with CHANGE=storm).
 # Needs `make setup` (nats-server, redis-server) and release binaries
 # (`cargo build --release --bins`).
 set -euo pipefail
@@ -44,4 +45,4 @@ done
 echo "all tiers ready; edges: ${edge_pids[*]}"
 "$BIN/loadtest" run --xds-addr "$(IFS=,; echo "${addrs[*]}")" --proxies "$PROXIES" \
   --config-dir "$OUT/mesh" --change "$CHANGE" --timeout 900 \
-  --edge-pid "$(IFS=,; echo "${edge_pids[*]}")" --json "$OUT/report-$CHANGE.json"
+  --edge-pid "$(IFS=,; echo "${edge_pids[*]}")" --json "$OUT/report-$CHANGE.json" ${LOADTEST_ARGS:-}

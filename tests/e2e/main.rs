@@ -8,12 +8,129 @@ mod support;
 mod scenario;
 
 use shoal_infra::testing::{NatsServer, RedisServer};
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::envoy::XdsApi;
 use support::process::{Proc, wait_http_ok};
 use support::{free_port, workspace_binary};
 
 /// The end-to-end tests measure timings: run them one at a time on a 2-core machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// An edge process and its ports.
+struct Edge {
+    proc: Proc,
+    xds: u16,
+    http: u16,
+}
+
+/// Ingest, a builder and `edges` edges as separate processes on real NATS and Redis.
+struct Tiers {
+    ingest: Proc,
+    ingest_http: u16,
+    builder: Proc,
+    edges: Vec<Edge>,
+}
+
+impl Tiers {
+    async fn start(
+        config_dir: &Path,
+        nats: &NatsServer,
+        redis: &RedisServer,
+        edges: usize,
+        dir: &Path,
+    ) -> Tiers {
+        let (ingest_http, builder_http) = (free_port(), free_port());
+        let env = [("RUST_LOG", "info".to_string())];
+        let ingest = Proc::spawn(
+            "ingest",
+            &workspace_binary("ingest"),
+            &[
+                "--config-dir".into(),
+                config_dir.display().to_string(),
+                "--cluster-id".into(),
+                "cluster-1".into(),
+                "--nats-url".into(),
+                nats.url(),
+                "--http-addr".into(),
+                format!("127.0.0.1:{ingest_http}"),
+            ],
+            &env,
+            dir,
+        );
+        let builder = Proc::spawn(
+            "builder",
+            &workspace_binary("builder"),
+            &[
+                "--nats-url".into(),
+                nats.url(),
+                "--redis-url".into(),
+                redis.url(),
+                "--http-addr".into(),
+                format!("127.0.0.1:{builder_http}"),
+            ],
+            &env,
+            dir,
+        );
+        let edges: Vec<Edge> = (1..=edges)
+            .map(|n| {
+                let (xds, http) = (free_port(), free_port());
+                let proc = Proc::spawn(
+                    &format!("edge-{n}"),
+                    &workspace_binary("edge"),
+                    &[
+                        "--nats-url".into(),
+                        nats.url(),
+                        "--redis-url".into(),
+                        redis.url(),
+                        "--edge-id".into(),
+                        format!("edge-{n}"),
+                        "--xds-addr".into(),
+                        format!("127.0.0.1:{xds}"),
+                        "--http-addr".into(),
+                        format!("127.0.0.1:{http}"),
+                    ],
+                    &env,
+                    dir,
+                );
+                Edge { proc, xds, http }
+            })
+            .collect();
+        let admin_ports = [ingest_http, builder_http]
+            .into_iter()
+            .chain(edges.iter().map(|e| e.http));
+        for port in admin_ports {
+            assert!(
+                wait_http_ok(
+                    &format!("http://127.0.0.1:{port}/healthz/ready"),
+                    Duration::from_secs(30)
+                )
+                .await,
+                "the tier with admin port {port} is not ready"
+            );
+        }
+        Tiers {
+            ingest,
+            ingest_http,
+            builder,
+            edges,
+        }
+    }
+
+    fn procs(&mut self) -> Vec<&mut Proc> {
+        [&mut self.ingest, &mut self.builder]
+            .into_iter()
+            .chain(self.edges.iter_mut().map(|e| &mut e.proc))
+            .collect()
+    }
+
+    fn stop(mut self) {
+        for p in self.procs() {
+            p.assert_running();
+            p.stop(Duration::from_secs(5));
+        }
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_tiers_with_nats_and_redis_route_envoy() {
@@ -21,86 +138,142 @@ async fn three_tiers_with_nats_and_redis_route_envoy() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config_dir = dir.path().join("config");
     let fixture = scenario::Fixture::new(&config_dir).await;
-
-    let nats = NatsServer::start();
-    let redis = RedisServer::start();
-    let (ingest_http, builder_http, edge_http, xds_port) =
-        (free_port(), free_port(), free_port(), free_port());
-    let env = [("RUST_LOG", "info".to_string())];
-    let mut ingest = Proc::spawn(
-        "ingest",
-        &workspace_binary("ingest"),
-        &[
-            "--config-dir".into(),
-            config_dir.display().to_string(),
-            "--cluster-id".into(),
-            "cluster-1".into(),
-            "--nats-url".into(),
-            nats.url(),
-            "--http-addr".into(),
-            format!("127.0.0.1:{ingest_http}"),
-        ],
-        &env,
-        dir.path(),
-    );
-    let mut builder = Proc::spawn(
-        "builder",
-        &workspace_binary("builder"),
-        &[
-            "--nats-url".into(),
-            nats.url(),
-            "--redis-url".into(),
-            redis.url(),
-            "--http-addr".into(),
-            format!("127.0.0.1:{builder_http}"),
-        ],
-        &env,
-        dir.path(),
-    );
-    let mut edge = Proc::spawn(
-        "edge",
-        &workspace_binary("edge"),
-        &[
-            "--nats-url".into(),
-            nats.url(),
-            "--redis-url".into(),
-            redis.url(),
-            "--xds-addr".into(),
-            format!("127.0.0.1:{xds_port}"),
-            "--http-addr".into(),
-            format!("127.0.0.1:{edge_http}"),
-        ],
-        &env,
-        dir.path(),
-    );
-    for (name, port) in [
-        ("ingest", ingest_http),
-        ("builder", builder_http),
-        ("edge", edge_http),
-    ] {
-        assert!(
-            wait_http_ok(
-                &format!("http://127.0.0.1:{port}/healthz/ready"),
-                Duration::from_secs(30)
-            )
-            .await,
-            "{name} not ready"
-        );
-    }
+    let (nats, redis) = (NatsServer::start(), RedisServer::start());
+    let mut tiers = Tiers::start(&config_dir, &nats, &redis, 1, dir.path()).await;
+    let edge = (tiers.edges[0].xds, tiers.edges[0].http);
+    let envoy = fixture.start_envoy(XdsApi::Sotw, &[edge.0], dir.path());
     let report = fixture
-        .run(
-            xds_port,
-            edge_http,
-            ingest_http,
-            dir.path(),
-            &mut [&mut ingest, &mut builder, &mut edge],
-        )
+        .run(&envoy, &[edge.1], tiers.ingest_http, &mut tiers.procs())
         .await;
     println!("e2e three-tier: {report}");
-    for p in [&mut ingest, &mut builder, &mut edge] {
-        p.assert_running();
-        p.stop(Duration::from_secs(5));
+    tiers.stop();
+}
+
+/// A Delta Envoy behind two edges (its ADS cluster lists both, as behind a Service):
+/// the whole scenario, then its edge drains (SIGTERM) while requests flow. Envoy moves
+/// to the other edge, keeps its listeners and routes, no request fails, and the next
+/// edit reaches it through the new edge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_envoy_survives_a_drain_of_its_edge() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_dir = dir.path().join("config");
+    let fixture = scenario::Fixture::new(&config_dir).await;
+    let (nats, redis) = (NatsServer::start(), RedisServer::start());
+    let mut tiers = Tiers::start(&config_dir, &nats, &redis, 2, dir.path()).await;
+    let xds_ports: Vec<u16> = tiers.edges.iter().map(|e| e.xds).collect();
+    let edge_https: Vec<u16> = tiers.edges.iter().map(|e| e.http).collect();
+    let envoy = fixture.start_envoy(XdsApi::Delta, &xds_ports, dir.path());
+    let report = fixture
+        .run(&envoy, &edge_https, tiers.ingest_http, &mut tiers.procs())
+        .await;
+    println!("e2e Delta Envoy, two edges: {report}");
+
+    // Drain the edge Envoy's stream is on while requests flow.
+    let first = envoy.xds_port().await.expect("Envoy holds an ADS stream");
+    let drained = tiers
+        .edges
+        .iter()
+        .position(|e| e.xds == first)
+        .expect("Envoy's ADS server is one of the edges");
+    // Requests run until a second after Envoy is on the other edge.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let requests = async {
+        let client = scenario::Fixture::client();
+        let (mut ok, mut failed) = (0usize, Vec::new());
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            match fixture.get(&client, None).await {
+                Ok(_) => ok += 1,
+                Err(e) => failed.push(e),
+            }
+        }
+        (ok, failed)
+    };
+    let edge = &mut tiers.edges[drained].proc;
+    let drain = async {
+        let sigterm = Instant::now();
+        edge.terminate();
+        while !edge.exited() {
+            assert!(
+                sigterm.elapsed() < Duration::from_secs(15),
+                "the edge did not exit within its drain grace"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let exited = sigterm.elapsed();
+        let moved = loop {
+            match envoy.xds_port().await {
+                Some(port) if port != first => break sigterm.elapsed(),
+                _ => {}
+            }
+            assert!(
+                sigterm.elapsed() < Duration::from_secs(15),
+                "Envoy did not reconnect to the other edge:\n{}",
+                envoy.proc.tail(40)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        (exited, moved)
+    };
+    let ((ok, failed), (exited, moved)) = tokio::join!(requests, drain);
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed during the drain: {:?}",
+        failed.len(),
+        ok + failed.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert!(ok > 0, "requests flowed during the drain");
+    let log = std::fs::read_to_string(&tiers.edges[drained].proc.log).unwrap_or_default();
+    assert!(
+        log.contains("hand-off done"),
+        "the edge handed Envoy off before exiting:\n{}",
+        tiers.edges[drained].proc.tail(30)
+    );
+
+    // The next edit reaches Envoy through the edge it moved to: everything to v1.
+    std::fs::write(
+        config_dir.join("routing/virtual-service.yaml"),
+        support::mesh::virtual_service(100),
+    )
+    .expect("edit");
+    let client = scenario::Fixture::client();
+    let written = Instant::now();
+    let mut streak = 0;
+    while streak < 20 {
+        match fixture.get(&client, None).await.as_deref() {
+            Ok("v1") => streak += 1,
+            Ok(_) => streak = 0,
+            Err(e) => panic!("request failed after the drain: {e}"),
+        }
+        assert!(
+            written.elapsed() < Duration::from_secs(10),
+            "the edit after the drain did not reach Envoy"
+        );
     }
+    assert!(
+        envoy.stat("listener_manager.total_listeners_active").await > 0,
+        "Envoy kept its listeners"
+    );
+    for stat in [
+        "cluster_manager.cds.update_rejected",
+        "listener_manager.lds.update_rejected",
+    ] {
+        assert_eq!(envoy.stat(stat).await, 0, "{stat}");
+    }
+    println!(
+        "drain: the edge exited {} ms after SIGTERM, Envoy on the other edge after {} ms; \
+         {ok} requests during the drain, none failed; the next edit applied after {} ms",
+        exited.as_millis(),
+        moved.as_millis(),
+        written.elapsed().as_millis()
+    );
+    let survivor = &mut tiers.edges[1 - drained].proc;
+    survivor.assert_running();
+    tiers.edges.remove(drained);
+    tiers.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,9 +305,8 @@ async fn embedded_shoal_routes_envoy() {
         .await,
         "shoal not ready"
     );
-    let report = fixture
-        .run(xds_port, http, http, dir.path(), &mut [&mut shoal])
-        .await;
+    let envoy = fixture.start_envoy(XdsApi::Sotw, &[xds_port], dir.path());
+    let report = fixture.run(&envoy, &[http], http, &mut [&mut shoal]).await;
     println!("e2e embedded: {report}");
     shoal.assert_running();
     shoal.stop(Duration::from_secs(5));

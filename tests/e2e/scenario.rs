@@ -1,5 +1,5 @@
 use crate::support::backend::{self, Backend};
-use crate::support::envoy::{Envoy, bootstrap};
+use crate::support::envoy::{Envoy, XdsApi, bootstrap};
 use crate::support::free_port;
 use crate::support::mesh;
 use crate::support::process::Proc;
@@ -51,7 +51,37 @@ impl Fixture {
         }
     }
 
-    async fn get(&self, client: &reqwest::Client, user: Option<&str>) -> Result<String, String> {
+    /// A sidecar Envoy of `productpage` speaking `api` to the edges on `xds_ports`.
+    pub fn start_envoy(&self, api: XdsApi, xds_ports: &[u16], dir: &Path) -> Envoy {
+        let admin_port = free_port();
+        Envoy::start(
+            "envoy",
+            &bootstrap(
+                api,
+                "127.0.0.1",
+                mesh::NAMESPACE,
+                "productpage",
+                xds_ports,
+                admin_port,
+            ),
+            admin_port,
+            dir,
+        )
+    }
+
+    pub fn client() -> reqwest::Client {
+        reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("client")
+    }
+
+    /// `GET /reviews` through Envoy's outbound listener: the backend's name, or why not.
+    pub async fn get(
+        &self,
+        client: &reqwest::Client,
+        user: Option<&str>,
+    ) -> Result<String, String> {
         let mut req = client
             .get(format!("http://127.0.0.1:{}/reviews", self.service_port))
             .header("host", mesh::HOST);
@@ -68,35 +98,18 @@ impl Fixture {
         }
     }
 
-    /// Runs the scenario against an edge serving ADS on `xds_port` with its admin server
-    /// on `edge_http`; `tiers` are checked to still be running at the end.
-    /// `ingest_http` serves `/debug/rejections` and `/metrics` of the ingest (the same
-    /// port as `edge_http` for the all-in-one).
+    /// Runs the scenario through `envoy` ([`Fixture::start_envoy`]) against edges whose
+    /// admin servers are `edge_https` (the proxy's owner shows it in `/debug/syncz`);
+    /// `tiers` are checked to still be running at the end. `ingest_http` serves
+    /// `/debug/rejections` and `/metrics` of the ingest (an edge's port for the all-in-one).
     pub async fn run(
         &self,
-        xds_port: u16,
-        edge_http: u16,
+        envoy: &Envoy,
+        edge_https: &[u16],
         ingest_http: u16,
-        dir: &Path,
         tiers: &mut [&mut Proc],
     ) -> Report {
-        let admin_port = free_port();
-        let envoy = Envoy::start(
-            "envoy",
-            &bootstrap(
-                "127.0.0.1",
-                mesh::NAMESPACE,
-                "productpage",
-                xds_port,
-                admin_port,
-            ),
-            admin_port,
-            dir,
-        );
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .expect("client");
+        let client = Fixture::client();
 
         // First config: Envoy routes once the whole path has run.
         let started = Instant::now();
@@ -231,22 +244,25 @@ impl Fixture {
                 .unwrap_or(0);
             assert_eq!(value, 0, "Envoy rejected config: {line}");
         }
-        let syncz: serde_json::Value =
-            reqwest::get(format!("http://127.0.0.1:{edge_http}/debug/syncz"))
-                .await
-                .expect("syncz")
-                .json()
-                .await
-                .expect("syncz json");
-        let proxies = syncz.as_array().expect("syncz is a list of connections");
-        let ours = proxies
+        let mut syncz = Vec::new();
+        for http in edge_https {
+            let edge: serde_json::Value =
+                reqwest::get(format!("http://127.0.0.1:{http}/debug/syncz"))
+                    .await
+                    .expect("syncz")
+                    .json()
+                    .await
+                    .expect("syncz json");
+            syncz.extend(edge.as_array().expect("syncz is a list").iter().cloned());
+        }
+        let ours = syncz
             .iter()
             .find(|p| {
                 p["proxy"]
                     .as_str()
                     .is_some_and(|id| id.contains("productpage.bookinfo"))
             })
-            .unwrap_or_else(|| panic!("syncz lacks the proxy: {syncz}"));
+            .unwrap_or_else(|| panic!("no edge's syncz has the proxy: {syncz:?}"));
         let types = ours["types"].as_object().expect("types");
         for (type_name, status) in types {
             assert!(

@@ -11,13 +11,43 @@ pub struct Envoy {
     pub admin_port: u16,
 }
 
+/// How Envoy speaks ADS: `api_type` in its bootstrap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdsApi {
+    /// State of the world (`GRPC`).
+    Sotw,
+    /// Incremental (`DELTA_GRPC`).
+    Delta,
+}
+
+impl XdsApi {
+    fn api_type(self) -> &'static str {
+        match self {
+            XdsApi::Sotw => "GRPC",
+            XdsApi::Delta => "DELTA_GRPC",
+        }
+    }
+}
+
+/// The bootstrap of a sidecar in `namespace` whose ADS cluster lists every port of
+/// `xds_ports` (edges behind a Service: Envoy picks one, and another when it fails).
 pub fn bootstrap(
+    api: XdsApi,
     node_ip: &str,
     namespace: &str,
     pod: &str,
-    xds_port: u16,
+    xds_ports: &[u16],
     admin_port: u16,
 ) -> String {
+    let api_type = api.api_type();
+    let endpoints: String = xds_ports
+        .iter()
+        .map(|port| {
+            format!(
+                "        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}}}\n"
+            )
+        })
+        .collect();
     format!(
         r#"node:
   id: sidecar~{node_ip}~{pod}.{namespace}~{namespace}.svc.cluster.local
@@ -30,7 +60,7 @@ admin:
   address: {{socket_address: {{address: 127.0.0.1, port_value: {admin_port}}}}}
 dynamic_resources:
   ads_config:
-    api_type: GRPC
+    api_type: {api_type}
     transport_api_version: V3
     set_node_on_first_message_only: true
     grpc_services: [{{envoy_grpc: {{cluster_name: xds-grpc}}}}]
@@ -49,8 +79,7 @@ static_resources:
       cluster_name: xds-grpc
       endpoints:
       - lb_endpoints:
-        - endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {xds_port}}}}}}}
-"#
+{endpoints}"#
     )
 }
 
@@ -95,6 +124,23 @@ impl Envoy {
             .find_map(|l| l.strip_prefix(&format!("{name}: ")))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
+    }
+
+    /// The port of the ADS server Envoy's stream is on: the `xds-grpc` host with an
+    /// active connection (`/clusters`).
+    pub async fn xds_port(&self) -> Option<u16> {
+        let body = reqwest::get(self.admin("/clusters"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        body.lines().find_map(|line| {
+            let rest = line.strip_prefix("xds-grpc::127.0.0.1:")?;
+            let (port, stat) = rest.split_once("::")?;
+            let active: u64 = stat.strip_prefix("cx_active::")?.trim().parse().ok()?;
+            (active > 0).then(|| port.parse().ok()).flatten()
+        })
     }
 
     pub async fn wait_ready(&self, timeout: Duration) -> bool {

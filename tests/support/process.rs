@@ -60,15 +60,25 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// Asks the process to stop (SIGTERM) and returns at once.
+    pub fn terminate(&self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+    }
+
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     /// Asks the process to stop (SIGTERM), then kills it after `grace`.
     #[expect(
         clippy::disallowed_methods,
         reason = "the test blocks until its child exits: nothing else on its runtime needs to run meanwhile"
     )]
     pub fn stop(&mut self, grace: Duration) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        self.terminate();
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {

@@ -64,9 +64,19 @@ impl NatsServer {
     /// Kills the server and starts it again on the same port and store: clients see a
     /// disconnect and reconnect; JetStream data survives.
     pub fn restart(&mut self) {
+        self.stop();
+        self.start_again();
+    }
+
+    /// Kills the server (SIGKILL); [`NatsServer::start_again`] brings it back.
+    pub fn stop(&mut self) {
+        self.process.kill();
+    }
+
+    /// Starts the server again on the same port and store.
+    pub fn start_again(&mut self) {
         let log = self.dir.path().join("log");
         let port = self.process.port;
-        self.process.kill();
         self.process = process::respawn(&self.binary, INSTALL_HINT, &log, &self.args, port);
     }
 }

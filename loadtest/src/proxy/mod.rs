@@ -227,9 +227,9 @@ async fn reconnecting<C: AdsClient>(
             }
             backoff = (backoff * 2).min(ctx.limits.max_backoff);
         }
-        let channel = balancer.pick(index, attempt);
+        let pick = balancer.pick(index, attempt);
         let answered = reported.responses;
-        match stream(ctx, identity, channel, &mut client, shutdown, reported).await {
+        match stream(ctx, identity, pick.channel, &mut client, shutdown, reported).await {
             Ok(()) => return,
             Err(e) => {
                 if *shutdown.borrow() {
@@ -238,6 +238,8 @@ async fn reconnecting<C: AdsClient>(
                 if reported.responses > answered {
                     // The stream served: the next failure starts the backoff again.
                     backoff = ctx.limits.backoff;
+                } else {
+                    balancer.unready(pick.edge);
                 }
                 tracing::debug!(error = %e, attempt, "stream failed");
                 ctx.stats.error(|| format!("{}: {e}", identity.node_id()));

@@ -13,6 +13,7 @@ pub mod procfs;
 mod report;
 
 pub use change::{ChangeError, ChangeKind, Plan};
+pub use probe::{ProbeError, wait_for_cluster};
 pub use report::{ChangeReport, Percentiles, ProcReport, Report};
 
 use crate::client::{Shared, Target};
@@ -249,6 +250,7 @@ pub async fn run(config: RunConfig) -> Result<Report> {
     let initial_sync_s = synced_all
         .then(|| (stats.last_sync_ns.load(Relaxed) as f64 / 1e9 * 1000.0).round() / 1000.0);
     let at_sync = sample_all();
+    let synced_at = Instant::now();
     let mut timed_out = !synced_all && stats.gave_up.load(Relaxed) + synced < n;
     phase("synced");
 
@@ -299,6 +301,7 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         tasks.abort_all();
     }
     let after = sample_all();
+    let after_sync_s = (synced_at.elapsed().as_secs_f64() * 100.0).round() / 100.0;
 
     let ms: Vec<f64> = stats
         .converged_at()
@@ -321,6 +324,7 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         protocol: if config.delta { "delta" } else { "sotw" },
         xds_addrs: config.xds_addrs.clone(),
         initial_sync_s,
+        after_sync_s,
         change: plan.as_ref().map(|p| ChangeReport {
             kind: p.kind,
             service: p.service.clone(),

@@ -63,6 +63,9 @@ pub struct ProcReport {
     pub cpu_s: f64,
     /// CPU seconds during this run.
     pub cpu_s_run: f64,
+    /// CPU seconds from the end of the initial sync to the end of the run (the changes,
+    /// settle and hold): over `Report::after_sync_s`, the CPUs used under the changes.
+    pub cpu_s_after_sync: f64,
 }
 
 impl ProcReport {
@@ -74,6 +77,7 @@ impl ProcReport {
             rss_kib_at_sync: at_sync.rss_kib,
             cpu_s: round2(after.cpu_s),
             cpu_s_run: round2(after.cpu_s - before.cpu_s),
+            cpu_s_after_sync: round2(after.cpu_s - at_sync.cpu_s),
         }
     }
 }
@@ -94,6 +98,8 @@ pub struct Report {
     /// From the start of connecting until the last proxy had its initial config; `null`
     /// when not every proxy got there within the timeout.
     pub initial_sync_s: Option<f64>,
+    /// Wall seconds from the end of the initial sync to the end of the run.
+    pub after_sync_s: f64,
     pub change: Option<ChangeReport>,
     /// Proxies whose scope includes the change (at the end of the run).
     pub proxies_expected: usize,
@@ -240,12 +246,15 @@ impl fmt::Display for Report {
                 f,
                 &name,
                 format!(
-                    "peak RSS {}, RSS {} ({} at sync), CPU {:.2} s ({:.2} s this run)",
+                    "peak RSS {}, RSS {} ({} at sync), CPU {:.2} s ({:.2} s this run, \
+                     {:.2} s in the {:.1} s after the sync)",
                     mib(p.peak_rss_kib),
                     mib(p.rss_kib),
                     mib(p.rss_kib_at_sync),
                     p.cpu_s,
-                    p.cpu_s_run
+                    p.cpu_s_run,
+                    p.cpu_s_after_sync,
+                    self.after_sync_s
                 ),
             )?;
         }
