@@ -218,6 +218,11 @@ impl BoundEdge {
                 edge.ring_tx.subscribe(),
                 edge.config.handoff.rate,
             );
+            // Every edge reads the members once per heartbeat: waiting that long after a
+            // change lets every edge see the new ring before a proxy moves, so a proxy
+            // handed off is not relayed to its old owner by an edge that has not caught
+            // up, and handed off again from there.
+            let settle = edge.config.membership.heartbeat_every;
             let drained = shutdown();
             tokio::spawn(
                 async move {
@@ -227,6 +232,10 @@ impl BoundEdge {
                         tokio::select! {
                             _ = &mut drained => return,
                             changed = ring.changed() => if changed.is_err() { return },
+                        }
+                        tokio::select! {
+                            _ = &mut drained => return,
+                            _ = tokio::time::sleep(settle) => {}
                         }
                         let current = ring.borrow_and_update().clone();
                         let moving = xds.to_rebalance(&current);

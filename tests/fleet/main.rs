@@ -86,6 +86,22 @@ async fn handoffs(edges: &[Edge]) -> usize {
     total
 }
 
+/// Proxies served by an edge that does not own them (`foreign` in `/debug/ring`): they
+/// landed there while their owner could not be reached, and move home at the next ring
+/// change.
+async fn away_from_owner(edges: &[Edge]) -> usize {
+    let mut total = 0;
+    for e in edges {
+        let url = format!("http://127.0.0.1:{}/debug/ring", e.http);
+        let ring: Option<serde_json::Value> = match reqwest::get(url).await {
+            Ok(resp) => resp.json().await.ok(),
+            Err(_) => None,
+        };
+        total += ring.and_then(|r| r["foreign"].as_u64()).unwrap_or(0) as usize;
+    }
+    total
+}
+
 /// Time until the edges not in `gone` generate config for all `proxies` together.
 async fn all_served(edges: &[Edge], gone: &[usize], proxies: usize) -> Duration {
     let since = Instant::now();
@@ -289,6 +305,7 @@ async fn the_fleet_survives_any_single_failure() {
         // A 4th edge joins: the ring gives it a quarter of the proxies, which the others
         // hand off at a pace and relay to it.
         let handoffs_before = handoffs(&edges).await;
+        let away_before = away_from_owner(&edges).await;
         log.at("edge-4 started");
         let joined = Instant::now();
         edges.push(edge(4, &nats_url, &redis_url, dir.path()));
@@ -306,7 +323,8 @@ async fn the_fleet_survives_any_single_failure() {
         let moved = handoffs(&edges).await - handoffs_before;
         log.at(&format!(
             "pilot_xds per edge {shares:?} after {:.1} s; {moved} proxies handed off \
-             ({:.1}% of all, {} to edge-4)",
+             ({:.1}% of all, {} to edge-4; {away_before} were served away from their owner \
+             before the join)",
             balanced.as_secs_f64(),
             100.0 * moved as f64 / proxies as f64,
             shares[3]
