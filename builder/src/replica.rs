@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaError {
-    #[error("config KV key {0:?} is not <cluster>.<kind>.<namespace>.<name>")]
+    #[error("config KV key {0:?} is not <cluster>.<source>.<kind>.<namespace>.<name>")]
     BadKey(String),
     #[error("config KV key {key:?}: undecodable value: {reason}")]
     BadValue { key: String, reason: String },

@@ -11,7 +11,7 @@ use shoal_infra::runtime::Drain;
 use shoal_infra::testing::{NatsServer, RedisServer};
 use shoal_proto::change::{ChangeKey, TriggerReason};
 use shoal_proto::config::parse::parse_documents;
-use shoal_proto::config::{ConfigKey, Kind};
+use shoal_proto::config::{ConfigKey, Kind, Origin};
 use shoal_proto::push::PushRequest;
 use shoal_proto::snapshot::{ChunkHash, ChunkKey, ChunkRef, Manifest, Page};
 use shoal_proto::transport::{
@@ -47,8 +47,8 @@ async fn put_all(kv: &NatsConfigKv, yaml: &str) -> u64 {
     let mut revision = 0;
     for parsed in parse_documents("mesh.yaml", yaml) {
         let mut config = parsed.expect("valid").config;
-        config.meta.cluster = "c1".into();
-        let key = config_kv_key("c1", &config.key());
+        config.meta.origin = Origin::new("c1", "dir", "");
+        let key = config_kv_key(&config.meta.origin, &config.key());
         revision = kv
             .put(&key, encode_config(&config).unwrap().into())
             .await

@@ -7,7 +7,9 @@
 //!                          reject)                       debounce ──► Bus (shoal.push)
 //! ```
 //!
-//! - [`registry`]: the directory registry — files to objects, rejections kept out.
+//! - [`source`]: the [`source::Source`] trait and the sink every source feeds: objects
+//!   stamped with their origin, KV keys owned by cluster and source, HasSynced.
+//! - [`registry`]: the directory source — files to objects, rejections kept out.
 //! - `sync`: store events to KV writes (each push sent only after its write) and the
 //!   start-up reconciliation.
 //! - [`debounce`]: Istio's debounce, exactly.
@@ -23,6 +25,7 @@ mod publish;
 pub mod registry;
 mod retry;
 mod service;
+pub mod source;
 mod sync;
 #[cfg(test)]
 mod testing;

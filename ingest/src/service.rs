@@ -12,11 +12,13 @@ use crate::config::IngestConfig;
 use crate::debounce::debounce;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
-use crate::registry::{DirectoryRegistry, Outputs, RegistryConfig, RegistryError, Rejections};
+use crate::registry::{self, DirectoryRegistry, RegistryConfig, RegistryError, Rejections};
+use crate::source::{Outputs, Source, SourceSink};
 use crate::sync::{KvWriter, SyncError, WriterHandle};
 use prometheus_client::registry::Registry;
 use shoal_infra::admin::Readiness;
 use shoal_infra::runtime::DrainWatch;
+use shoal_proto::config::Origin;
 use shoal_proto::transport::{Bus, ConfigKv};
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,9 +127,10 @@ impl Ingest {
         });
         let mut debouncer = tokio::spawn(debouncer.instrument(tracing::info_span!("debounce")));
 
+        let origin = Origin::new(&config.cluster_id, registry::SOURCE, &config.network);
         let writer = KvWriter {
             kv: kv.clone(),
-            cluster: config.cluster_id.clone(),
+            origin: origin.clone(),
             pushes: push_tx.clone(),
             metrics: metrics.clone(),
             retry: config.retry,
@@ -135,17 +138,8 @@ impl Ingest {
         let span = tracing::info_span!("kv_writer", cluster = %config.cluster_id);
         let mut writer = tokio::spawn(writer.run(change_rx).instrument(span));
 
-        let registry = DirectoryRegistry::new(
-            RegistryConfig {
-                root: config.config_dir.clone(),
-                cluster: config.cluster_id.clone(),
-                network: config.network.clone(),
-                coalesce: config.file_coalesce,
-                coalesce_max: (config.file_coalesce * 20).max(Duration::from_secs(1)),
-                resync: config.resync_interval,
-                watch_queue: config.watch_queue,
-                retry: config.retry,
-            },
+        let sink = SourceSink::new(
+            origin,
             Outputs {
                 writer: WriterHandle::new(change_tx),
                 pushes: push_tx,
@@ -153,10 +147,18 @@ impl Ingest {
                 metrics,
                 rejections: handle.rejections.clone(),
                 ready: handle.readiness.clone(),
+                retry: config.retry,
             },
         );
+        let registry = DirectoryRegistry::new(RegistryConfig {
+            root: config.config_dir.clone(),
+            coalesce: config.file_coalesce,
+            coalesce_max: (config.file_coalesce * 20).max(Duration::from_secs(1)),
+            resync: config.resync_interval,
+            watch_queue: config.watch_queue,
+        });
         let span = tracing::info_span!("registry", dir = %config.config_dir.display());
-        let registry = registry.run(drain.wait()).instrument(span);
+        let registry = Source::run(registry, sink, drain.wait()).instrument(span);
 
         let result = tokio::select! {
             r = registry => r.map_err(IngestError::from),

@@ -8,7 +8,7 @@ use shoal_infra::nats::{NatsBus, NatsConfigKv, connect};
 use shoal_infra::runtime::Drain;
 use shoal_infra::testing::{NatsServer, free_port};
 use shoal_ingest::{Ingest, IngestConfig};
-use shoal_proto::config::{ConfigKey, Kind, Spec};
+use shoal_proto::config::{ConfigKey, Kind, Origin, Spec};
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{Bus, ConfigKv, Delivery, config_kv_key, decode_config};
 use std::future::Future;
@@ -44,7 +44,7 @@ async fn next_push(
 }
 
 async fn kv_host(kv: &dyn ConfigKv, cluster: &str, name: &str) -> Option<(String, u64)> {
-    let wanted = config_kv_key(cluster, &key(name));
+    let wanted = config_kv_key(&Origin::new(cluster, "dir", ""), &key(name));
     let entry = kv
         .entries()
         .await

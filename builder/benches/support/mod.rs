@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use shoal_builder::replica::{Dirty, Replica};
 use shoal_builder::snapshot::{Built, SnapshotBuilder};
+use shoal_proto::config::Origin;
 use shoal_proto::config::parse::parse_documents;
 use shoal_proto::transport::{KvEntry, config_kv_key, encode_config};
 use shoal_test_support::meshgen::{Mesh, MeshSpec, ServiceInfo};
@@ -41,9 +42,9 @@ fn file_entries(path: &str, text: &str) -> Vec<(String, Bytes)> {
         .into_iter()
         .map(|r| {
             let mut c = r.expect("meshgen YAML parses").config;
-            c.meta.cluster = CLUSTER.into();
+            c.meta.origin = Origin::new(CLUSTER, "dir", "");
             let value = encode_config(&c).expect("config encodes");
-            (config_kv_key(CLUSTER, &c.key()), Bytes::from(value))
+            (config_kv_key(&c.meta.origin, &c.key()), Bytes::from(value))
         })
         .collect()
 }

@@ -26,7 +26,7 @@ impl<'a> EndpointIndex<'a> {
         let mut pods: HashMap<&'a str, PodsByName<'a>> = HashMap::new();
         for c in objects.of(Kind::Pod) {
             if let Spec::Pod(p) = &c.spec {
-                pods.entry(c.meta.cluster.as_str())
+                pods.entry(c.meta.origin.cluster.as_str())
                     .or_default()
                     .insert(c.meta.name.as_str(), (*c, p));
             }
@@ -35,7 +35,7 @@ impl<'a> EndpointIndex<'a> {
         for c in objects.of(Kind::EndpointSlice) {
             if let Spec::EndpointSlice(s) = &c.spec {
                 slices
-                    .entry((c.meta.cluster.as_str(), s.service_name.as_str()))
+                    .entry((c.meta.origin.cluster.as_str(), s.service_name.as_str()))
                     .or_default()
                     .push(s);
             }
@@ -44,7 +44,7 @@ impl<'a> EndpointIndex<'a> {
         for c in objects.of(Kind::Endpoints) {
             if let Spec::Endpoints(e) = &c.spec {
                 legacy
-                    .entry((c.meta.cluster.as_str(), c.meta.name.as_str()))
+                    .entry((c.meta.origin.cluster.as_str(), c.meta.name.as_str()))
                     .or_insert(e);
             }
         }
@@ -145,7 +145,7 @@ fn kube_endpoints(
     index: &EndpointIndex<'_>,
     out: &mut Vec<Endpoint>,
 ) {
-    let cluster = config.meta.cluster.as_str();
+    let cluster = config.meta.origin.cluster.as_str();
     let name = config.meta.name.as_str();
     let pods = index.pods.get(cluster);
     let pod_of = |r: &Option<k8s::ObjectRef>| {
@@ -309,7 +309,7 @@ fn workload_endpoint(
             we.network.clone()
         },
         labels,
-        cluster: config.meta.cluster.clone(),
+        cluster: config.meta.origin.cluster.clone(),
         weight: we.weight.max(1),
         healthy: true,
         service_account: we.service_account.clone(),
@@ -363,7 +363,7 @@ fn entry_endpoints(
                 port,
                 service_port: p.number,
                 labels: pod_config.meta.labels.clone(),
-                cluster: pod_config.meta.cluster.clone(),
+                cluster: pod_config.meta.origin.cluster.clone(),
                 network: network(&pod_config.meta.labels),
                 locality: locality(&pod_config.meta.labels, None),
                 weight: 1,

@@ -13,7 +13,7 @@ fn dedup<'a>(configs: &[&'a Config]) -> Vec<&'a Config> {
         by_name
             .entry(c.meta.name.as_str())
             .and_modify(|cur| {
-                if c.meta.cluster < cur.meta.cluster {
+                if c.meta.origin.cluster < cur.meta.origin.cluster {
                     *cur = c;
                 }
             })

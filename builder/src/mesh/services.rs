@@ -122,7 +122,7 @@ fn from_kube(namespace: &str, config: &Config, spec: &k8s::ServiceSpec) -> Servi
         mesh_external: false,
         export_to: export_to_annotation(config),
         labels: config.meta.labels.clone(),
-        clusters: vec![config.meta.cluster.clone()],
+        clusters: vec![config.meta.origin.cluster.clone()],
     }
 }
 
@@ -152,7 +152,7 @@ fn from_entry(namespace: &str, config: &Config, spec: &istio::ServiceEntry) -> V
             mesh_external: spec.location.as_deref() != Some("MESH_INTERNAL"),
             export_to: ExportTo(spec.export_to.clone()),
             labels: config.meta.labels.clone(),
-            clusters: vec![config.meta.cluster.clone()],
+            clusters: vec![config.meta.origin.cluster.clone()],
         })
         .collect()
 }

@@ -8,7 +8,7 @@ fn configs(cluster: &str, yaml: &str) -> Vec<Config> {
         .into_iter()
         .map(|r| {
             let mut c = r.expect("valid test yaml").config;
-            c.meta.cluster = cluster.into();
+            c.meta.origin.cluster = cluster.into();
             c
         })
         .collect()

@@ -1,4 +1,5 @@
 use super::*;
+use shoal_proto::config::Origin;
 use shoal_proto::config::parse::parse_documents;
 use shoal_proto::snapshot::{Page, PageRef};
 use shoal_proto::transport::{KvEntry, config_kv_key, encode_config};
@@ -9,9 +10,9 @@ fn entries(yaml: &str, first_revision: u64) -> Vec<KvEntry> {
         .enumerate()
         .map(|(i, r)| {
             let mut c = r.unwrap().config;
-            c.meta.cluster = "c1".into();
+            c.meta.origin = Origin::new("c1", "dir", "");
             KvEntry {
-                key: config_kv_key("c1", &c.key()),
+                key: config_kv_key(&c.meta.origin, &c.key()),
                 value: Some(encode_config(&c).unwrap().into()),
                 revision: first_revision + i as u64,
             }

@@ -1,14 +1,14 @@
-//! The directory registry: YAML files under a directory, kept in a [`ConfigStore`].
+//! The directory registry: YAML files under a directory, the first [`Source`].
 //!
 //! ```text
 //!  notify ──► watch (coalesced batches) ──► scan::resolve ──► scan::read + parse
 //!      ──► Index (per-file objects, last write wins, rejected objects keep their
-//!          earlier version) ──► ConfigStore::apply / delete ──► handler ──► KV sync
+//!          earlier version) ──► SourceSink::apply / delete ──► commit ──► KV sync
 //! ```
 //!
 //! Start-up: the watch starts first (so no change is missed), the directory is loaded,
-//! the store is marked synced, then this cluster's KV keys that no file defines are
-//! deleted and one full push is sent at the KV's latest revision.
+//! then the sink is told it is synced: the KV keys of this cluster's `dir` source that
+//! no file defines are deleted and one full push is sent at the KV's latest revision.
 
 mod index;
 mod rejections;
@@ -17,26 +17,18 @@ mod watch;
 
 pub use rejections::{Rejection, Rejections};
 
-use crate::metrics::{KindLabel, Metrics};
-use crate::retry::{RetryConfig, retry};
-use crate::sync::{self, Change, EventBuffer, SyncError, WriterHandle};
+use crate::source::{Source, SourceSink};
+use crate::sync::SyncError;
 use index::{FileRead, Index};
-use shoal_infra::admin::Readiness;
-use shoal_proto::change::TriggerReason;
-use shoal_proto::config::{Config, ConfigKey, Kind};
-use shoal_proto::push::PushRequest;
-use shoal_proto::store::ConfigStore;
-use shoal_proto::transport::ConfigKv;
+use shoal_proto::config::ConfigKey;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
-use tokio::sync::mpsc;
+use std::time::Duration;
 use watch::DirWatcher;
 
-/// The label Istio reads an endpoint's network from.
-pub const NETWORK_LABEL: &str = "topology.istio.io/network";
+/// The directory's source name: its objects' `Origin::source` and KV key segment.
+pub const SOURCE: &str = "dir";
 
 /// Errors that stop the registry.
 #[derive(Debug, thiserror::Error)]
@@ -65,8 +57,6 @@ pub enum RegistryError {
 #[derive(Clone, Debug)]
 pub(crate) struct RegistryConfig {
     pub root: PathBuf,
-    pub cluster: String,
-    pub network: String,
     /// A burst of file events ends after this long without one.
     pub coalesce: Duration,
     /// ... or this long after it began.
@@ -74,50 +64,42 @@ pub(crate) struct RegistryConfig {
     /// Full rescan period, in case an event was missed; zero disables it.
     pub resync: Duration,
     pub watch_queue: usize,
-    pub retry: RetryConfig,
-}
-
-/// Where the registry's changes go.
-pub(crate) struct Outputs {
-    pub writer: WriterHandle,
-    pub pushes: mpsc::Sender<PushRequest>,
-    pub kv: Arc<dyn ConfigKv>,
-    pub metrics: Metrics,
-    pub rejections: Rejections,
-    pub ready: Readiness,
 }
 
 pub(crate) struct DirectoryRegistry {
     config: RegistryConfig,
-    out: Outputs,
     index: Index,
-    store: ConfigStore,
-    events: EventBuffer,
-    /// Keys this cluster has in the KV that the store lacks, kept because a file that
-    /// may define them fails to parse. Deleted once that is no longer so.
-    kv_only: BTreeSet<ConfigKey>,
     /// The root vanished: watch it again once it is back.
     root_lost: bool,
 }
 
+impl Source for DirectoryRegistry {
+    type Error = RegistryError;
+
+    async fn run(
+        self,
+        sink: SourceSink,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), RegistryError> {
+        DirectoryRegistry::run(self, sink, shutdown).await
+    }
+}
+
 impl DirectoryRegistry {
-    pub fn new(config: RegistryConfig, out: Outputs) -> Self {
-        let events = EventBuffer::default();
-        let mut store = ConfigStore::new();
-        store.register_event_handler(None, events.handler(out.metrics.clone()));
+    pub fn new(config: RegistryConfig) -> Self {
         Self {
             config,
-            out,
             index: Index::default(),
-            store,
-            events,
-            kv_only: BTreeSet::new(),
             root_lost: false,
         }
     }
 
     /// Loads the directory, reconciles the KV, then follows changes until `shutdown`.
-    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), RegistryError> {
+    async fn run(
+        mut self,
+        mut sink: SourceSink,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), RegistryError> {
         let root = self.config.root.clone();
         let dir_error = |source| RegistryError::ConfigDir {
             path: root.clone(),
@@ -138,7 +120,7 @@ impl DirectoryRegistry {
         })?;
         tokio::pin!(shutdown);
         tokio::select! {
-            started = self.start() => started?,
+            started = self.start(&mut sink) => started?,
             // Shutdown while the KV is still unreachable: nothing is lost, the next start
             // loads and reconciles again.
             () = &mut shutdown => return Ok(()),
@@ -159,12 +141,12 @@ impl DirectoryRegistry {
                     // watch went with the old one.
                     self.root_lost |= batch.paths.contains(&root);
                     let paths = if batch.rescan { BTreeSet::from([root.clone()]) } else { batch.paths };
-                    self.sync_paths(paths, true).await?;
+                    self.sync_paths(&mut sink, paths, true).await?;
                     self.rewatch_if_back(&mut watcher);
                 }
                 _ = resync_timer.tick(), if !resync.is_zero() => {
                     self.rewatch_if_back(&mut watcher);
-                    self.sync_paths(BTreeSet::from([root.clone()]), true).await?;
+                    self.sync_paths(&mut sink, BTreeSet::from([root.clone()]), true).await?;
                 }
             }
         }
@@ -187,28 +169,44 @@ impl DirectoryRegistry {
         }
     }
 
-    /// Loads the directory, marks the store synced, reconciles the KV and sends the
-    /// first full push; then the ingest is ready.
-    async fn start(&mut self) -> Result<(), RegistryError> {
+    /// Loads the directory and tells the sink it is synced: it reconciles the KV and
+    /// sends the first full push; then the ingest is ready.
+    async fn start(&mut self, sink: &mut SourceSink) -> Result<(), RegistryError> {
         let root = self.config.root.clone();
-        self.sync_paths(BTreeSet::from([root.clone()]), false)
+        self.sync_paths(sink, BTreeSet::from([root.clone()]), false)
             .await?;
-        self.store.mark_synced();
-        self.reconcile().await?;
-        self.out.ready.set_ready(true);
+        let unidentified = self.index.unidentified_files();
+        if !unidentified.is_empty() {
+            tracing::warn!(
+                files = ?unidentified,
+                "files fail to parse without naming their objects: keeping every KV key of \
+                 this source that no file defines until they parse"
+            );
+        }
+        let protected = self.protected();
+        sink.synced(protected).await?;
         tracing::info!(
             dir = %root.display(),
-            objects = self.store.len(),
+            objects = sink.len(),
             rejected = self.index.rejections().len(),
             "config directory loaded"
         );
         Ok(())
     }
 
+    /// KV keys no file defines that must stay: those of objects a file rejects (their
+    /// earlier version is served), and every key while a file fails to parse without
+    /// naming its objects.
+    fn protected(&self) -> impl Fn(&ConfigKey) -> bool + '_ {
+        let keep_all = !self.index.unidentified_files().is_empty();
+        move |k| keep_all || self.index.is_rejected(k)
+    }
+
     /// Re-reads what changed at `dirty` and applies it; `publish` sends a push for each
     /// change (off during the initial load, which ends in one full push).
     async fn sync_paths(
         &mut self,
+        sink: &mut SourceSink,
         dirty: BTreeSet<PathBuf>,
         publish: bool,
     ) -> Result<(), RegistryError> {
@@ -238,7 +236,7 @@ impl DirectoryRegistry {
         for (path, mut read) in reads {
             if let FileRead::Parsed(docs) = &mut read {
                 for parsed in docs.iter_mut().flatten() {
-                    self.decorate(&mut parsed.config);
+                    sink.stamp(&mut parsed.config);
                 }
             }
             let outcome = self.index.update(&path, read);
@@ -246,139 +244,19 @@ impl DirectoryRegistry {
                 tracing::warn!("{warning}");
             }
             for rejection in &outcome.rejections {
-                tracing::warn!("{rejection}");
-                self.out
-                    .metrics
-                    .rejected
-                    .get_or_create(&KindLabel {
-                        kind: rejection.kind,
-                    })
-                    .inc();
+                sink.count_rejection(rejection);
             }
             touched.extend(outcome.touched);
         }
         for key in &touched {
-            self.apply(key);
-        }
-        let rejections = self.index.rejections();
-        self.out
-            .metrics
-            .rejected_current
-            .set(i64::try_from(rejections.len()).unwrap_or(i64::MAX));
-        self.out.rejections.set(rejections);
-
-        for change in self.events.drain() {
-            self.out.writer.send(change, publish).await?;
-        }
-        self.release_kv_only().await
-    }
-
-    /// Brings the store in line with the index for one key.
-    fn apply(&mut self, key: &ConfigKey) {
-        match self.index.effective(key) {
-            Some(config) => {
-                self.store.apply(config.clone());
-            }
-            None => {
-                if self
-                    .store
-                    .get(key.kind, &key.namespace, &key.name)
-                    .is_some()
-                {
-                    let _ = self.store.delete(key.kind, &key.namespace, &key.name);
-                }
+            match self.index.effective(key) {
+                Some(config) => sink.apply(config.clone()),
+                None => sink.delete(key),
             }
         }
-    }
-
-    /// Stamps the ingest's cluster (and network, for workloads that do not name one).
-    fn decorate(&self, config: &mut Config) {
-        config.meta.cluster.clone_from(&self.config.cluster);
-        if !self.config.network.is_empty()
-            && matches!(config.kind(), Kind::Pod | Kind::WorkloadEntry)
-        {
-            config
-                .meta
-                .labels
-                .entry(NETWORK_LABEL.to_string())
-                .or_insert_with(|| self.config.network.clone());
-        }
-    }
-
-    /// Start-up: deletes this cluster's KV keys no file defines, then sends one full push
-    /// at the KV's latest revision.
-    async fn reconcile(&mut self) -> Result<(), RegistryError> {
-        let written = self.out.writer.flush().await?;
-        let kv = self.out.kv.clone();
-        let entries = retry("kv_entries", self.config.retry, &self.out.metrics, || {
-            kv.entries()
-        })
-        .await
-        .map_err(SyncError::Kv)?;
-        let unidentified = self.index.unidentified_files();
-        let keep_all = !unidentified.is_empty();
-        if keep_all {
-            tracing::warn!(
-                files = ?unidentified,
-                "files fail to parse without naming their objects: keeping every KV key of \
-                 this cluster that no file defines until they parse"
-            );
-        }
-        let store = &self.store;
-        let index = &self.index;
-        let plan = sync::plan(
-            &entries,
-            &self.config.cluster,
-            |k| store.get(k.kind, &k.namespace, &k.name).is_some(),
-            |k| keep_all || index.is_rejected(k),
-        );
-        let now = SystemTime::now();
-        for key in plan.delete {
-            tracing::info!(%key, "deleting config no file defines");
-            let change = Change {
-                key,
-                config: None,
-                at: now,
-            };
-            self.out.writer.send(change, false).await?;
-        }
-        self.kv_only.extend(plan.keep);
-        let latest = plan.latest.max(written).max(self.out.writer.flush().await?);
-        let push = PushRequest::full_everything(TriggerReason::GlobalUpdate, latest, now);
-        self.out
-            .pushes
-            .send(push)
-            .await
-            .map_err(|_| SyncError::DebouncerGone)?;
-        Ok(())
-    }
-
-    /// Deletes the KV keys kept at start-up once no failing file can define them.
-    async fn release_kv_only(&mut self) -> Result<(), RegistryError> {
-        let store = &self.store;
-        self.kv_only
-            .retain(|k| store.get(k.kind, &k.namespace, &k.name).is_none());
-        if self.kv_only.is_empty() || !self.index.unidentified_files().is_empty() {
-            return Ok(());
-        }
-        let index = &self.index;
-        let released: Vec<ConfigKey> = self
-            .kv_only
-            .iter()
-            .filter(|k| !index.is_rejected(k))
-            .cloned()
-            .collect();
-        let now = SystemTime::now();
-        for key in released {
-            self.kv_only.remove(&key);
-            tracing::info!(%key, "deleting config no file defines any more");
-            let change = Change {
-                key,
-                config: None,
-                at: now,
-            };
-            self.out.writer.send(change, true).await?;
-        }
+        sink.set_rejections(self.index.rejections());
+        let protected = self.protected();
+        sink.commit(publish, protected).await?;
         Ok(())
     }
 }

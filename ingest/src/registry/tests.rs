@@ -6,7 +6,7 @@ use futures::StreamExt;
 use prometheus_client::registry::Registry;
 use shoal_infra::memory::{MemoryBus, MemoryConfigKv};
 use shoal_infra::runtime::Drain;
-use shoal_proto::config::{Config, ConfigKey, Kind, Spec};
+use shoal_proto::config::{Config, ConfigKey, Kind, Origin, Spec};
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{Bus, ConfigKv, config_kv_key, decode_config, parse_config_kv_key};
 use std::collections::BTreeMap;
@@ -53,14 +53,14 @@ struct Env {
 }
 
 impl Env {
-    /// A temp dir holding `files`, and a KV holding `kv` (`(cluster, key, yaml)`).
-    async fn start(files: &[(&str, &str)], kv_entries: &[(&str, ConfigKey, &str)]) -> Env {
+    /// A temp dir holding `files`, and a KV holding `kv` (`(origin, key, host)`).
+    async fn start(files: &[(&str, &str)], kv_entries: &[(Origin, ConfigKey, &str)]) -> Env {
         Env::start_with(files, kv_entries, |_| {}).await
     }
 
     async fn start_with(
         files: &[(&str, &str)],
-        kv_entries: &[(&str, ConfigKey, &str)],
+        kv_entries: &[(Origin, ConfigKey, &str)],
         tune: impl FnOnce(&mut IngestConfig),
     ) -> Env {
         shoal_infra::runtime::init_tracing();
@@ -69,10 +69,10 @@ impl Env {
             write(&dir.path().join(path), text);
         }
         let kv = Arc::new(MemoryConfigKv::default());
-        for (cluster, key, host) in kv_entries {
-            let config = parsed(&vs(&key.name, host), cluster);
+        for (origin, key, host) in kv_entries {
+            let config = parsed(&vs(&key.name, host), origin.clone());
             let value = shoal_proto::transport::encode_config(&config).unwrap();
-            kv.put(&config_kv_key(cluster, key), value.into())
+            kv.put(&config_kv_key(origin, key), value.into())
                 .await
                 .unwrap();
         }
@@ -117,7 +117,7 @@ impl Env {
         write(&self.path(rel), text);
     }
 
-    /// This cluster's objects in the KV.
+    /// This cluster's directory objects in the KV.
     async fn objects(&self) -> BTreeMap<ConfigKey, Config> {
         self.kv
             .entries()
@@ -125,9 +125,11 @@ impl Env {
             .unwrap()
             .into_iter()
             .filter_map(|e| {
-                let (cluster, key) = parse_config_kv_key(&e.key)?;
+                let (owner, key) = parse_config_kv_key(&e.key)?;
                 let value = e.value?;
-                (cluster == CLUSTER).then(|| (key, decode_config(&value).unwrap()))
+                owner
+                    .is(&dir(CLUSTER))
+                    .then(|| (key, decode_config(&value).unwrap()))
             })
             .collect()
     }
@@ -182,13 +184,18 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
-fn parsed(yaml: &str, cluster: &str) -> Config {
+fn parsed(yaml: &str, origin: Origin) -> Config {
     let mut config = shoal_proto::config::parse::parse_documents("t", yaml)
         .remove(0)
         .unwrap()
         .config;
-    config.meta.cluster = cluster.into();
+    config.meta.origin = origin;
     config
+}
+
+/// The origin of `cluster`'s directory objects.
+fn dir(cluster: &str) -> Origin {
+    Origin::new(cluster, super::SOURCE, "")
 }
 
 async fn wait_for<F, Fut>(what: &str, mut check: F)
@@ -216,9 +223,14 @@ async fn startup_loads_reconciles_and_pushes_once() {
         ),
     ];
     let kv = [
-        (CLUSTER, key("gone"), "stale"),
-        (CLUSTER, key("broken"), "earlier"),
-        ("c2", key("gone"), "other-cluster"),
+        (dir(CLUSTER), key("gone"), "stale"),
+        (dir(CLUSTER), key("broken"), "earlier"),
+        (dir("c2"), key("gone"), "other-cluster"),
+        (
+            Origin::new(CLUSTER, "kubernetes", ""),
+            key("gone"),
+            "other-source",
+        ),
     ];
     let env = Env::start(&files, &kv).await;
     wait_for("the start-up push", || async { !env.pushes().is_empty() }).await;
@@ -238,12 +250,27 @@ async fn startup_loads_reconciles_and_pushes_once() {
         "earlier",
         "kept while rejected"
     );
-    assert!(objects.values().all(|c| c.meta.cluster == CLUSTER));
-    let other = config_kv_key("c2", &key("gone"));
+    for c in objects.values() {
+        let origin = &c.meta.origin;
+        assert_eq!(
+            (origin.cluster.as_str(), origin.source.as_str()),
+            (CLUSTER, super::SOURCE),
+            "{}",
+            c.key()
+        );
+    }
+    let other = config_kv_key(&dir("c2"), &key("gone"));
     let entries = env.kv.entries().await.unwrap();
     assert!(
         entries.iter().any(|e| e.key == other),
         "other clusters untouched"
+    );
+    let other_source = config_kv_key(&Origin::new(CLUSTER, "kubernetes", ""), &key("gone"));
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.key == other_source && e.value.is_some()),
+        "another source of this cluster untouched"
     );
 
     let latest = entries.iter().map(|e| e.revision).max().unwrap();
@@ -299,7 +326,7 @@ async fn add_edit_and_remove_a_file() {
     let revision = |env: &Env| {
         let kv = env.kv.clone();
         async move {
-            let k = config_kv_key(CLUSTER, &key("r"));
+            let k = config_kv_key(&dir(CLUSTER), &key("r"));
             kv.entries()
                 .await
                 .unwrap()
@@ -462,7 +489,11 @@ async fn editor_write_rename_replace() {
 #[tokio::test]
 async fn unnamed_failure_at_start_keeps_kv_keys_until_it_parses() {
     let broken = format!("{}---\nkind: [\n", vs("r", "one"));
-    let env = Env::start(&[("a.yaml", &broken)], &[(CLUSTER, key("old"), "earlier")]).await;
+    let env = Env::start(
+        &[("a.yaml", &broken)],
+        &[(dir(CLUSTER), key("old"), "earlier")],
+    )
+    .await;
     wait_for("the start-up push", || async { !env.pushes().is_empty() }).await;
     assert_eq!(
         env.host("old").await.as_deref(),
@@ -484,7 +515,7 @@ async fn workloads_get_the_cluster_network() {
     let network = |name: &str| {
         objects[&ConfigKey::new(Kind::Pod, "shop", name)]
             .meta
-            .labels[super::NETWORK_LABEL]
+            .labels[crate::source::NETWORK_LABEL]
             .clone()
     };
     assert_eq!(network("p1"), "net-1");

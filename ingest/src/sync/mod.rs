@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  ConfigStore ──handler──► EventBuffer ──(registry, after each batch)──► bounded mpsc
-//!       ──► KvWriter: put/delete `<cluster>.<kind>.<ns>.<name>` (retried while unavailable)
+//!       ──► KvWriter: put/delete `<cluster>.<source>.<kind>.<ns>.<name>` (retried while unavailable)
 //!       ──► PushRequest::for_change(key, revision) ──► debouncer
 //! ```
 //!

@@ -1,10 +1,10 @@
-//! Start-up reconciliation: which of this cluster's KV keys the loaded config no longer
+//! Start-up reconciliation: which of a source's KV keys the loaded config no longer
 //! holds, and the KV's latest revision for the first full push.
 
-use shoal_proto::config::ConfigKey;
+use shoal_proto::config::{ConfigKey, Origin};
 use shoal_proto::transport::{KvEntry, parse_config_kv_key};
 
-/// What to do with this cluster's KV keys after the initial load.
+/// What to do with a source's KV keys after the initial load.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// Keys no file defines any more: delete.
@@ -16,10 +16,11 @@ pub(crate) struct Plan {
     pub latest: u64,
 }
 
-/// Plans the reconciliation of `entries` (the whole bucket) for `cluster`.
+/// Plans the reconciliation of `entries` (the whole bucket) for the source of `origin`:
+/// keys of other clusters and other sources are never touched.
 pub(crate) fn plan(
     entries: &[KvEntry],
-    cluster: &str,
+    origin: &Origin,
     in_store: impl Fn(&ConfigKey) -> bool,
     protected: impl Fn(&ConfigKey) -> bool,
 ) -> Plan {
@@ -32,7 +33,7 @@ pub(crate) fn plan(
         let Some((owner, key)) = parse_config_kv_key(&entry.key) else {
             continue;
         };
-        if owner != cluster || in_store(&key) {
+        if !owner.is(origin) || in_store(&key) {
             continue;
         }
         if protected(&key) {

@@ -4,19 +4,24 @@ use crate::retry::RetryConfig;
 use crate::testing::Flaky;
 use bytes::Bytes;
 use shoal_infra::memory::MemoryConfigKv;
-use shoal_proto::config::{ConfigMeta, Kind, Spec, istio};
+use shoal_proto::config::{ConfigMeta, Kind, Origin, Spec, istio};
 use shoal_proto::push::PushRequest;
 use shoal_proto::store::ConfigStore;
 use shoal_proto::transport::{ConfigKv, KvEntry, config_kv_key, decode_config};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+/// The directory source of cluster `c1`.
+fn c1() -> Origin {
+    Origin::new("c1", "dir", "")
+}
+
 fn vs(name: &str, host: &str) -> Config {
     Config {
         meta: ConfigMeta {
             name: name.into(),
             namespace: "shop".into(),
-            cluster: "c1".into(),
+            origin: c1(),
             ..Default::default()
         },
         spec: Spec::VirtualService(istio::VirtualService {
@@ -57,7 +62,7 @@ fn start(failures: u32) -> Harness {
     let (push_tx, pushes) = mpsc::channel(16);
     let writer = KvWriter {
         kv: kv.clone(),
-        cluster: "c1".into(),
+        origin: c1(),
         pushes: push_tx,
         metrics: metrics.clone(),
         retry: RetryConfig {
@@ -76,7 +81,7 @@ fn start(failures: u32) -> Harness {
 }
 
 async fn kv_value(kv: &dyn ConfigKv, key: &ConfigKey) -> Option<(Config, u64)> {
-    let wanted = config_kv_key("c1", key);
+    let wanted = config_kv_key(&c1(), key);
     kv.entries()
         .await
         .unwrap()
@@ -206,9 +211,9 @@ fn store_events_are_buffered_in_order_and_counted() {
     }
 }
 
-fn entry(cluster: &str, key: &ConfigKey, revision: u64, deleted: bool) -> KvEntry {
+fn entry(origin: &Origin, key: &ConfigKey, revision: u64, deleted: bool) -> KvEntry {
     KvEntry {
-        key: config_kv_key(cluster, key),
+        key: config_kv_key(origin, key),
         value: (!deleted).then(|| Bytes::from_static(b"{}")),
         revision,
     }
@@ -218,18 +223,29 @@ fn entry(cluster: &str, key: &ConfigKey, revision: u64, deleted: bool) -> KvEntr
 fn reconcile_plan() {
     let key = |n: &str| ConfigKey::new(Kind::VirtualService, "shop", n);
     let entries = vec![
-        entry("c1", &key("held"), 3, false),
-        entry("c1", &key("stale"), 5, false),
-        entry("c1", &key("broken"), 2, false),
-        entry("c2", &key("stale"), 9, false),
-        entry("c1", &key("tombstone"), 11, true),
+        entry(&c1(), &key("held"), 3, false),
+        entry(&c1(), &key("stale"), 5, false),
+        entry(&c1(), &key("broken"), 2, false),
+        entry(&Origin::new("c2", "dir", ""), &key("stale"), 9, false),
+        entry(
+            &Origin::new("c1", "kubernetes", ""),
+            &key("other-source"),
+            4,
+            false,
+        ),
+        entry(&c1(), &key("tombstone"), 11, true),
         KvEntry {
             key: "not a shoal key".into(),
             value: Some(Bytes::new()),
             revision: 1,
         },
     ];
-    let plan = plan(&entries, "c1", |k| k.name == "held", |k| k.name == "broken");
+    let plan = plan(
+        &entries,
+        &c1(),
+        |k| k.name == "held",
+        |k| k.name == "broken",
+    );
     assert_eq!(plan.delete, [key("stale")]);
     assert_eq!(plan.keep, [key("broken")]);
     assert_eq!(plan.latest, 11);

@@ -5,6 +5,7 @@ use super::{Change, SyncError};
 use crate::metrics::{Metrics, OpLabel};
 use crate::retry::{RetryConfig, retry};
 use bytes::Bytes;
+use shoal_proto::config::Origin;
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{ConfigKv, TransportError, config_kv_key, encode_config};
 use std::sync::Arc;
@@ -49,7 +50,8 @@ impl WriterHandle {
 
 pub(crate) struct KvWriter {
     pub kv: Arc<dyn ConfigKv>,
-    pub cluster: String,
+    /// The cluster and source whose keys this writer writes.
+    pub origin: Origin,
     pub pushes: mpsc::Sender<PushRequest>,
     pub metrics: Metrics,
     pub retry: RetryConfig,
@@ -86,7 +88,7 @@ impl KvWriter {
 
     /// Writes one change; `None` when it cannot be encoded (logged; nothing to write).
     async fn write(&self, change: &Change) -> Result<Option<u64>, SyncError> {
-        let kv_key = config_kv_key(&self.cluster, &change.key);
+        let kv_key = config_kv_key(&self.origin, &change.key);
         let (op, result) = match &change.config {
             Some(config) => {
                 let value = match encode_config(config) {

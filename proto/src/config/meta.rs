@@ -39,9 +39,42 @@ pub struct ConfigMeta {
     /// Set by the store on every mutation; opaque to clients.
     #[serde(default)]
     pub resource_version: String,
-    /// The cluster whose registry this object came from.
+    /// Where this object came from: cluster, network and registry source.
+    #[serde(default)]
+    pub origin: Origin,
+}
+
+/// Where an object came from, stamped by the ingest that read it.
+///
+/// `cluster` and `source` own its config KV key (`<cluster>.<source>.<kind>.<ns>.<name>`):
+/// a source's reconcile deletes only keys it owns, so two sources of one cluster (a
+/// directory and the Kubernetes API) never delete each other's objects.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Origin {
+    /// The cluster ID (`--cluster-id`): endpoints keep it, services merge across it.
     #[serde(default)]
     pub cluster: String,
+    /// The registry source within the cluster (`dir` for the directory).
+    #[serde(default)]
+    pub source: String,
+    /// The cluster's network (`--network`); a workload's `topology.istio.io/network`
+    /// label overrides it. Empty: none.
+    #[serde(default)]
+    pub network: String,
+}
+
+impl Origin {
+    pub fn new(
+        cluster: impl Into<String>,
+        source: impl Into<String>,
+        network: impl Into<String>,
+    ) -> Self {
+        Self {
+            cluster: cluster.into(),
+            source: source.into(),
+            network: network.into(),
+        }
+    }
 }
 
 /// A typed object spec.
@@ -99,7 +132,7 @@ impl Config {
         self.spec == other.spec
             && self.meta.labels == other.meta.labels
             && self.meta.annotations == other.meta.annotations
-            && self.meta.cluster == other.meta.cluster
+            && self.meta.origin == other.meta.origin
             && self.meta.name == other.meta.name
             && self.meta.namespace == other.meta.namespace
     }

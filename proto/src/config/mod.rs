@@ -12,4 +12,4 @@ pub mod parse;
 pub mod validate;
 
 pub use kind::Kind;
-pub use meta::{Config, ConfigKey, ConfigMeta, Spec};
+pub use meta::{Config, ConfigKey, ConfigMeta, Origin, Spec};

@@ -1,7 +1,8 @@
-//! Config KV keys: `<cluster>.<kind>.<namespace>.<name>`, each part escaped to NATS key
-//! characters (`[-/_=.a-zA-Z0-9]`) so the `.` separator stays unambiguous.
+//! Config KV keys: `<cluster>.<source>.<kind>.<namespace>.<name>`, each part escaped to
+//! NATS key characters (`[-/_=.a-zA-Z0-9]`) so the `.` separator stays unambiguous. The
+//! cluster and source own the key: a source reconciles (deletes) only its own.
 
-use crate::config::{ConfigKey, Kind};
+use crate::config::{ConfigKey, Kind, Origin};
 
 /// `.`, `_`, `=` and anything outside `[-/a-zA-Z0-9]` become `_XX` (hex), so parts never
 /// contain the separator and the encoding is reversible.
@@ -40,45 +41,94 @@ fn unescape(part: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-pub fn config_kv_key(cluster: &str, key: &ConfigKey) -> String {
+pub fn config_kv_key(origin: &Origin, key: &ConfigKey) -> String {
     format!(
-        "{}.{}.{}.{}",
-        escape(cluster),
+        "{}.{}.{}.{}.{}",
+        escape(&origin.cluster),
+        escape(&origin.source),
         key.kind.as_str(),
         escape(&key.namespace),
         escape(&key.name)
     )
 }
 
-/// Splits a KV key back into its cluster and [`ConfigKey`].
-pub fn parse_config_kv_key(kv_key: &str) -> Option<(String, ConfigKey)> {
+/// The cluster and source that own a config KV key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KvOwner {
+    pub cluster: String,
+    pub source: String,
+}
+
+impl KvOwner {
+    /// Whether `origin` (an object's, or a source's own) owns keys of this owner.
+    pub fn is(&self, origin: &Origin) -> bool {
+        self.cluster == origin.cluster && self.source == origin.source
+    }
+}
+
+/// Splits a KV key back into its owner and [`ConfigKey`].
+pub fn parse_config_kv_key(kv_key: &str) -> Option<(KvOwner, ConfigKey)> {
     let mut parts = kv_key.split('.');
     let cluster = unescape(parts.next()?)?;
+    let source = unescape(parts.next()?)?;
     let kind = Kind::parse(parts.next()?)?;
     let namespace = unescape(parts.next()?)?;
     let name = unescape(parts.next()?)?;
     if parts.next().is_some() {
         return None;
     }
-    Some((cluster, ConfigKey::new(kind, namespace, name)))
+    Some((
+        KvOwner { cluster, source },
+        ConfigKey::new(kind, namespace, name),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn owner(cluster: &str, source: &str) -> KvOwner {
+        KvOwner {
+            cluster: cluster.into(),
+            source: source.into(),
+        }
+    }
+
     #[test]
     fn round_trips_dotted_names() {
         let key = ConfigKey::new(Kind::ServiceEntry, "ns-1", "api.example.com");
-        let kv = config_kv_key("cluster_a", &key);
-        assert_eq!(kv, "cluster_5Fa.ServiceEntry.ns-1.api_2Eexample_2Ecom");
-        assert_eq!(parse_config_kv_key(&kv), Some(("cluster_a".into(), key)));
+        let kv = config_kv_key(&Origin::new("cluster_a", "dir", "net-1"), &key);
+        assert_eq!(kv, "cluster_5Fa.dir.ServiceEntry.ns-1.api_2Eexample_2Ecom");
+        assert_eq!(
+            parse_config_kv_key(&kv),
+            Some((owner("cluster_a", "dir"), key))
+        );
     }
 
     #[test]
     fn empty_namespace_round_trips() {
         let key = ConfigKey::new(Kind::Namespace, "", "prod");
-        let kv = config_kv_key("c", &key);
-        assert_eq!(parse_config_kv_key(&kv), Some(("c".into(), key)));
+        let kv = config_kv_key(&Origin::new("c", "kubernetes", ""), &key);
+        assert_eq!(
+            parse_config_kv_key(&kv),
+            Some((owner("c", "kubernetes"), key))
+        );
+    }
+
+    #[test]
+    fn sources_of_one_cluster_own_different_keys() {
+        let key = ConfigKey::new(Kind::Service, "ns", "web");
+        let (dir, kube) = (
+            Origin::new("c", "dir", ""),
+            Origin::new("c", "kubernetes", ""),
+        );
+        assert_ne!(config_kv_key(&dir, &key), config_kv_key(&kube, &key));
+        let (parsed, _) = parse_config_kv_key(&config_kv_key(&kube, &key)).expect("parses");
+        assert!(parsed.is(&kube) && !parsed.is(&dir));
+    }
+
+    #[test]
+    fn a_key_without_its_source_does_not_parse() {
+        assert_eq!(parse_config_kv_key("c.Service.ns.web"), None);
     }
 }

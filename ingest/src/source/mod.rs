@@ -1,0 +1,239 @@
+//! Config sources: the registries an ingest follows (the directory today; the Kubernetes
+//! API next), each behind [`Source`], all feeding one [`SourceSink`].
+//!
+//! ```text
+//!  Source (list, then watch) ──► SourceSink: stamp Origin ──► ConfigStore ──handler──►
+//!      commit: KV writes (keys owned by this cluster and source) ──► push requests
+//!  Source reports synced (Istio's HasSynced) ──► SourceSink::synced: reconcile this
+//!      source's KV keys, one full push, ready
+//! ```
+//!
+//! A source owns its KV keys (`<cluster>.<source>.…`): its reconcile deletes only keys it
+//! owns, never another source's or another cluster's.
+
+use crate::metrics::{KindLabel, Metrics};
+use crate::registry::{Rejection, Rejections};
+use crate::retry::{RetryConfig, retry};
+use crate::sync::{self, Change, EventBuffer, SyncError, WriterHandle};
+use shoal_infra::admin::Readiness;
+use shoal_proto::change::TriggerReason;
+use shoal_proto::config::{Config, ConfigKey, Kind, Origin};
+use shoal_proto::push::PushRequest;
+use shoal_proto::store::ConfigStore;
+use shoal_proto::transport::ConfigKv;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::SystemTime;
+use tokio::sync::mpsc;
+
+/// The label Istio reads a workload's network from.
+pub const NETWORK_LABEL: &str = "topology.istio.io/network";
+
+/// A registry the ingest follows. It loads its objects into the sink, reports them
+/// synced once the initial list is complete, then follows changes until `shutdown`.
+/// Bad objects are reported as rejections and never stop it.
+pub trait Source: Send + 'static {
+    /// The error that stops the source (the ingest then exits and is restarted).
+    type Error: std::error::Error + From<SyncError> + Send + Sync + 'static;
+
+    fn run(
+        self,
+        sink: SourceSink,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// Where a sink's changes go.
+pub(crate) struct Outputs {
+    pub writer: WriterHandle,
+    pub pushes: mpsc::Sender<PushRequest>,
+    pub kv: Arc<dyn ConfigKv>,
+    pub metrics: Metrics,
+    pub rejections: Rejections,
+    pub ready: Readiness,
+    pub retry: RetryConfig,
+}
+
+/// A source's view of the mesh config: its objects (stamped with its [`Origin`]) in a
+/// [`ConfigStore`], mirrored into the config KV under keys it owns.
+pub struct SourceSink {
+    origin: Origin,
+    out: Outputs,
+    store: ConfigStore,
+    events: EventBuffer,
+    /// Keys this source has in the KV that the store lacks, kept at start-up because the
+    /// source said they may still be defined (an object it could not read). Deleted once
+    /// that is no longer so.
+    kv_only: BTreeSet<ConfigKey>,
+}
+
+impl SourceSink {
+    pub(crate) fn new(origin: Origin, out: Outputs) -> Self {
+        let events = EventBuffer::default();
+        let mut store = ConfigStore::new();
+        store.register_event_handler(None, events.handler(out.metrics.clone()));
+        Self {
+            origin,
+            out,
+            store,
+            events,
+            kv_only: BTreeSet::new(),
+        }
+    }
+
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    /// Stamps this source's origin on `config`, and its network as the
+    /// `topology.istio.io/network` label of workloads that do not name one.
+    pub fn stamp(&self, config: &mut Config) {
+        config.meta.origin.clone_from(&self.origin);
+        if !self.origin.network.is_empty()
+            && matches!(config.kind(), Kind::Pod | Kind::WorkloadEntry)
+        {
+            config
+                .meta
+                .labels
+                .entry(NETWORK_LABEL.to_string())
+                .or_insert_with(|| self.origin.network.clone());
+        }
+    }
+
+    pub fn get(&self, key: &ConfigKey) -> Option<&Config> {
+        self.store.get(key.kind, &key.namespace, &key.name)
+    }
+
+    /// Objects held.
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.store.len() == 0
+    }
+
+    /// Adds or replaces an object (stamped with [`SourceSink::stamp`] first). Written by
+    /// the next [`SourceSink::commit`].
+    pub fn apply(&mut self, config: Config) {
+        self.store.apply(config);
+    }
+
+    /// Removes an object if held. Written by the next [`SourceSink::commit`].
+    pub fn delete(&mut self, key: &ConfigKey) {
+        if self.get(key).is_some() {
+            let _ = self.store.delete(key.kind, &key.namespace, &key.name);
+        }
+    }
+
+    /// Counts a rejection as it happens (`shoal_ingest_config_rejected_total`).
+    pub fn count_rejection(&self, rejection: &Rejection) {
+        tracing::warn!("{rejection}");
+        self.out
+            .metrics
+            .rejected
+            .get_or_create(&KindLabel {
+                kind: rejection.kind,
+            })
+            .inc();
+    }
+
+    /// The rejections in force now (`/debug/rejections`, `shoal_ingest_config_rejected`).
+    pub fn set_rejections(&self, rejections: Vec<Rejection>) {
+        self.out
+            .metrics
+            .rejected_current
+            .set(i64::try_from(rejections.len()).unwrap_or(i64::MAX));
+        self.out.rejections.set(rejections);
+    }
+
+    /// Writes every change since the last commit to the KV, with a push each when
+    /// `publish` (off during the initial load, which ends in one full push); then deletes
+    /// the keys kept at start-up that are no longer `protected`.
+    pub async fn commit(
+        &mut self,
+        publish: bool,
+        protected: impl Fn(&ConfigKey) -> bool,
+    ) -> Result<(), SyncError> {
+        for change in self.events.drain() {
+            self.out.writer.send(change, publish).await?;
+        }
+        self.release_kv_only(protected).await
+    }
+
+    /// The initial list is complete (Istio's HasSynced): marks the store synced, deletes
+    /// this source's KV keys it does not hold (except `protected` ones: objects it could
+    /// not read), sends one full push at the KV's latest revision, and sets the ingest
+    /// ready.
+    pub async fn synced(
+        &mut self,
+        protected: impl Fn(&ConfigKey) -> bool,
+    ) -> Result<(), SyncError> {
+        self.commit(false, |_| true).await?;
+        self.store.mark_synced();
+        let written = self.out.writer.flush().await?;
+        let kv = self.out.kv.clone();
+        let entries = retry("kv_entries", self.out.retry, &self.out.metrics, || {
+            kv.entries()
+        })
+        .await
+        .map_err(SyncError::Kv)?;
+        let store = &self.store;
+        let plan = sync::plan(
+            &entries,
+            &self.origin,
+            |k| store.get(k.kind, &k.namespace, &k.name).is_some(),
+            protected,
+        );
+        let now = SystemTime::now();
+        for key in plan.delete {
+            tracing::info!(%key, source = %self.origin.source, "deleting config the source no longer holds");
+            let change = Change {
+                key,
+                config: None,
+                at: now,
+            };
+            self.out.writer.send(change, false).await?;
+        }
+        self.kv_only.extend(plan.keep);
+        let latest = plan.latest.max(written).max(self.out.writer.flush().await?);
+        let push = PushRequest::full_everything(TriggerReason::GlobalUpdate, latest, now);
+        self.out
+            .pushes
+            .send(push)
+            .await
+            .map_err(|_| SyncError::DebouncerGone)?;
+        self.out.ready.set_ready(true);
+        Ok(())
+    }
+
+    /// Deletes the KV keys kept at start-up that the store does not hold and that are no
+    /// longer `protected`.
+    async fn release_kv_only(
+        &mut self,
+        protected: impl Fn(&ConfigKey) -> bool,
+    ) -> Result<(), SyncError> {
+        let store = &self.store;
+        self.kv_only
+            .retain(|k| store.get(k.kind, &k.namespace, &k.name).is_none());
+        let released: Vec<ConfigKey> = self
+            .kv_only
+            .iter()
+            .filter(|k| !protected(k))
+            .cloned()
+            .collect();
+        let now = SystemTime::now();
+        for key in released {
+            self.kv_only.remove(&key);
+            tracing::info!(%key, source = %self.origin.source, "deleting config the source no longer defines");
+            let change = Change {
+                key,
+                config: None,
+                at: now,
+            };
+            self.out.writer.send(change, true).await?;
+        }
+        Ok(())
+    }
+}
