@@ -63,11 +63,6 @@ impl Env {
         kv_entries: &[(Origin, ConfigKey, &str)],
         tune: impl FnOnce(&mut IngestConfig),
     ) -> Env {
-        shoal_infra::runtime::init_tracing();
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            write(&dir.path().join(path), text);
-        }
         let kv = Arc::new(MemoryConfigKv::default());
         for (origin, key, host) in kv_entries {
             let config = parsed(&vs(&key.name, host), origin.clone());
@@ -75,6 +70,20 @@ impl Env {
             kv.put(&config_kv_key(origin, key), value.into())
                 .await
                 .unwrap();
+        }
+        Env::start_on(files, kv, tune).await
+    }
+
+    /// A temp dir holding `files`, and the ingest on `kv` as it is.
+    async fn start_on(
+        files: &[(&str, &str)],
+        kv: Arc<MemoryConfigKv>,
+        tune: impl FnOnce(&mut IngestConfig),
+    ) -> Env {
+        shoal_infra::runtime::init_tracing();
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            write(&dir.path().join(path), text);
         }
         let bus = Arc::new(MemoryBus::default());
         let pushes = Arc::new(Mutex::new(Vec::new()));
@@ -543,5 +552,30 @@ async fn config_dir_removed_keeps_config_and_is_watched_again_when_back() {
     // Followed again after it came back.
     env.write("b.yaml", &vs("b", "new"));
     env.wait_host("b", Some("new")).await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn startup_deletes_its_clusters_keys_of_the_format_before_sources() {
+    let kv = Arc::new(MemoryConfigKv::default());
+    let legacy = format!("{CLUSTER}.VirtualService.shop.r");
+    let other_cluster = "c2.VirtualService.shop.r";
+    for k in [legacy.as_str(), other_cluster] {
+        kv.put(k, bytes::Bytes::from_static(b"{}")).await.unwrap();
+    }
+    let env = Env::start_on(&[("a.yaml", &vs("r", "one"))], kv, |_| {}).await;
+    wait_for("the start-up push", || async { !env.pushes().is_empty() }).await;
+    let live: Vec<String> = env
+        .kv
+        .entries()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.value.is_some())
+        .map(|e| e.key)
+        .collect();
+    assert!(!live.contains(&legacy), "{live:?}");
+    assert!(live.iter().any(|k| k == other_cluster), "{live:?}");
+    assert_eq!(env.host("r").await.as_deref(), Some("one"));
     env.stop().await;
 }

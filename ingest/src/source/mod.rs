@@ -196,6 +196,14 @@ impl SourceSink {
             };
             self.out.writer.send(change, false).await?;
         }
+        for kv_key in plan.delete_legacy {
+            tracing::info!(key = %kv_key, "deleting a config KV key of the format before sources");
+            retry("kv_delete", self.out.retry, &self.out.metrics, || {
+                kv.delete(&kv_key)
+            })
+            .await
+            .map_err(SyncError::Kv)?;
+        }
         self.kv_only.extend(plan.keep);
         let latest = plan.latest.max(written).max(self.out.writer.flush().await?);
         let push = PushRequest::full_everything(TriggerReason::GlobalUpdate, latest, now);

@@ -2,7 +2,7 @@
 //! holds, and the KV's latest revision for the first full push.
 
 use shoal_proto::config::{ConfigKey, Origin};
-use shoal_proto::transport::{KvEntry, parse_config_kv_key};
+use shoal_proto::transport::{KvEntry, legacy_config_kv_cluster, parse_config_kv_key};
 
 /// What to do with a source's KV keys after the initial load.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -12,6 +12,9 @@ pub(crate) struct Plan {
     /// Keys the store lacks but that may still be defined by a file that fails to parse:
     /// their earlier value stays.
     pub keep: Vec<ConfigKey>,
+    /// Keys of this cluster in the format before sources owned keys
+    /// (`<cluster>.<kind>.<ns>.<name>`): delete, once, as they are.
+    pub delete_legacy: Vec<String>,
     /// The highest revision among the entries.
     pub latest: u64,
 }
@@ -31,6 +34,9 @@ pub(crate) fn plan(
             continue;
         }
         let Some((owner, key)) = parse_config_kv_key(&entry.key) else {
+            if legacy_config_kv_cluster(&entry.key).is_some_and(|c| c == origin.cluster) {
+                plan.delete_legacy.push(entry.key.clone());
+            }
             continue;
         };
         if !owner.is(origin) || in_store(&key) {

@@ -235,6 +235,16 @@ fn reconcile_plan() {
         ),
         entry(&c1(), &key("tombstone"), 11, true),
         KvEntry {
+            key: "c1.VirtualService.shop.before-sources".into(),
+            value: Some(Bytes::from_static(b"{}")),
+            revision: 6,
+        },
+        KvEntry {
+            key: "c2.VirtualService.shop.before-sources".into(),
+            value: Some(Bytes::from_static(b"{}")),
+            revision: 7,
+        },
+        KvEntry {
             key: "not a shoal key".into(),
             value: Some(Bytes::new()),
             revision: 1,
@@ -248,5 +258,9 @@ fn reconcile_plan() {
     );
     assert_eq!(plan.delete, [key("stale")]);
     assert_eq!(plan.keep, [key("broken")]);
+    assert_eq!(
+        plan.delete_legacy,
+        ["c1.VirtualService.shop.before-sources"]
+    );
     assert_eq!(plan.latest, 11);
 }
