@@ -8,7 +8,9 @@
 use crate::mesh::NamespaceObjects;
 use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason, unix_nanos};
 use shoal_proto::config::{Config, ConfigKey, Kind};
-use shoal_proto::transport::{KvEntry, decode_config, parse_config_kv_key};
+use shoal_proto::transport::{
+    KvEntry, decode_config, parse_config_kv_key, parse_legacy_config_kv_key,
+};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::SystemTime;
 
@@ -111,7 +113,9 @@ impl Replica {
             return Ok(false);
         }
         self.key_revisions.insert(entry.key.clone(), entry.revision);
-        let (_, key) = parse_config_kv_key(&entry.key)
+        let key = parse_config_kv_key(&entry.key)
+            .map(|(_, key)| key)
+            .or_else(|| parse_legacy_config_kv_key(&entry.key).map(|(_, key)| key))
             .ok_or_else(|| ReplicaError::BadKey(entry.key.clone()))?;
         match entry.value {
             Some(bytes) => {

@@ -431,3 +431,16 @@ fn an_endpoint_change_rewrites_one_page_and_pages_are_restored_and_refreshed() {
         assert!(hashes.contains(&r.hash), "chunk {:?}", r.key);
     }
 }
+
+#[test]
+fn keys_of_the_format_before_sources_are_still_read() {
+    let mut replica = Replica::new();
+    for mut e in entries(MESH, 1) {
+        // `<cluster>.<source>.<kind>.<ns>.<name>` → `<cluster>.<kind>.<ns>.<name>`
+        let (cluster, rest) = e.key.split_once('.').unwrap();
+        let (_source, rest) = rest.split_once('.').unwrap();
+        e.key = format!("{cluster}.{rest}");
+        assert!(replica.apply(e).unwrap());
+    }
+    assert_eq!(replica.len(), entries(MESH, 1).len());
+}

@@ -2,7 +2,7 @@
 //! holds, and the KV's latest revision for the first full push.
 
 use shoal_proto::config::{ConfigKey, Origin};
-use shoal_proto::transport::{KvEntry, legacy_config_kv_cluster, parse_config_kv_key};
+use shoal_proto::transport::{KvEntry, parse_config_kv_key, parse_legacy_config_kv_key};
 
 /// What to do with a source's KV keys after the initial load.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub(crate) fn plan(
             continue;
         }
         let Some((owner, key)) = parse_config_kv_key(&entry.key) else {
-            if legacy_config_kv_cluster(&entry.key).is_some_and(|c| c == origin.cluster) {
+            if parse_legacy_config_kv_key(&entry.key).is_some_and(|(c, _)| c == origin.cluster) {
                 plan.delete_legacy.push(entry.key.clone());
             }
             continue;

@@ -83,18 +83,19 @@ pub fn parse_config_kv_key(kv_key: &str) -> Option<(KvOwner, ConfigKey)> {
     ))
 }
 
-/// The cluster of a key in the format before sources owned keys,
-/// `<cluster>.<kind>.<namespace>.<name>`: an ingest deletes its own cluster's at start-up
-/// (they hold the objects it now writes under its source's keys).
-pub fn legacy_config_kv_cluster(kv_key: &str) -> Option<String> {
+/// A key in the format before sources owned keys, `<cluster>.<kind>.<namespace>.<name>`:
+/// its cluster and [`ConfigKey`]. Builders still read these (so they can be upgraded
+/// first); an ingest deletes its own cluster's at start-up, as it now writes the same
+/// objects under its source's keys.
+pub fn parse_legacy_config_kv_key(kv_key: &str) -> Option<(String, ConfigKey)> {
     let parts: Vec<&str> = kv_key.split('.').collect();
     let [cluster, kind, namespace, name] = parts[..] else {
         return None;
     };
-    Kind::parse(kind)?;
-    unescape(namespace)?;
-    unescape(name)?;
-    unescape(cluster)
+    Some((
+        unescape(cluster)?,
+        ConfigKey::new(Kind::parse(kind)?, unescape(namespace)?, unescape(name)?),
+    ))
 }
 
 #[cfg(test)]
@@ -145,14 +146,14 @@ mod tests {
     fn a_key_without_its_source_is_a_legacy_key() {
         assert_eq!(parse_config_kv_key("c_5F1.Service.ns.web"), None);
         assert_eq!(
-            legacy_config_kv_cluster("c_5F1.Service.ns.web").as_deref(),
-            Some("c_1")
+            parse_legacy_config_kv_key("c_5F1.Service.ns.web"),
+            Some(("c_1".into(), ConfigKey::new(Kind::Service, "ns", "web")))
         );
         let current = config_kv_key(
             &Origin::new("c", "dir", ""),
             &ConfigKey::new(Kind::Service, "ns", "web"),
         );
-        assert_eq!(legacy_config_kv_cluster(&current), None);
-        assert_eq!(legacy_config_kv_cluster("c.NotAKind.ns.web"), None);
+        assert_eq!(parse_legacy_config_kv_key(&current), None);
+        assert_eq!(parse_legacy_config_kv_key("c.NotAKind.ns.web"), None);
     }
 }

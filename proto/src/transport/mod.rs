@@ -12,7 +12,7 @@
 mod keys;
 mod wire;
 
-pub use keys::{KvOwner, config_kv_key, legacy_config_kv_cluster, parse_config_kv_key};
+pub use keys::{KvOwner, config_kv_key, parse_config_kv_key, parse_legacy_config_kv_key};
 pub use wire::{SnapshotEvent, TraceContext, decode_config, encode_config};
 
 use crate::snapshot::ChunkHash;
