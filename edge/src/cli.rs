@@ -33,6 +33,10 @@ pub struct Args {
     /// Proxies handed to other edges per second, at least (on a ring change or a drain).
     #[arg(long, env = "SHOAL_HANDOFF_RATE", default_value_t = 200.0)]
     pub handoff_rate: f64,
+    /// How often proxies served here for another edge (their owner could not be reached
+    /// when they connected) are sent home; 0s: only on ring changes.
+    #[arg(long, env = "SHOAL_REHOME_INTERVAL", default_value = "30s", value_parser = duration)]
+    pub rehome_interval: Duration,
 }
 
 impl Args {
@@ -42,6 +46,7 @@ impl Args {
         crate::HandoffConfig {
             rate: self.handoff_rate.max(1.0),
             drain_window: self.drain.drain_grace.mul_f64(0.8),
+            rehome_every: self.rehome_interval,
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod membership;
 pub mod placement;
 pub mod proxy;
 pub mod push_queue;
+mod rebalance;
 mod run;
 pub mod snapshot;
 pub mod xds;

@@ -4,7 +4,8 @@
 
 use crate::ads::{XdsConfig, XdsServer};
 use crate::membership::{self, MembershipConfig, Ring};
-use crate::placement::{self, Pacer};
+use crate::placement;
+use crate::rebalance::{self, RebalanceConfig};
 use crate::snapshot::{PullerConfig, SnapshotPuller};
 use crate::xds::Generator;
 use prometheus_client::registry::Registry;
@@ -42,6 +43,9 @@ pub struct HandoffConfig {
     /// On drain, every proxy is handed off within this (a share of `--drain-grace`, so
     /// the streams have time to end before the process exits).
     pub drain_window: Duration,
+    /// How often proxies served here for another edge (their owner could not be reached
+    /// when they connected) are sent home (`--rehome-interval`); zero: never.
+    pub rehome_every: Duration,
 }
 
 impl Default for HandoffConfig {
@@ -49,6 +53,7 @@ impl Default for HandoffConfig {
         Self {
             rate: 200.0,
             drain_window: Duration::from_secs(8),
+            rehome_every: Duration::from_secs(30),
         }
     }
 }
@@ -211,47 +216,21 @@ impl BoundEdge {
                 })
                 .instrument(info_span!("snapshot_puller")),
         );
-        // On a ring change, the proxies whose owner changed move, at a pace.
-        let rebalance = {
-            let (xds, mut ring, rate) = (
+        // On a ring change, and now and then for proxies served away from their owner,
+        // the proxies this edge no longer owns move, at a pace.
+        let rebalance = tokio::spawn(
+            rebalance::run(
                 edge.xds.clone(),
                 edge.ring_tx.subscribe(),
-                edge.config.handoff.rate,
-            );
-            // Every edge reads the members once per heartbeat: waiting that long after a
-            // change lets every edge see the new ring before a proxy moves, so a proxy
-            // handed off is not relayed to its old owner by an edge that has not caught
-            // up, and handed off again from there.
-            let settle = edge.config.membership.heartbeat_every;
-            let drained = shutdown();
-            tokio::spawn(
-                async move {
-                    let mut pacer = Pacer::new(rate, (rate / 10.0).ceil() as usize);
-                    let mut drained = std::pin::pin!(drained);
-                    loop {
-                        tokio::select! {
-                            _ = &mut drained => return,
-                            changed = ring.changed() => if changed.is_err() { return },
-                        }
-                        tokio::select! {
-                            _ = &mut drained => return,
-                            _ = tokio::time::sleep(settle) => {}
-                        }
-                        let current = ring.borrow_and_update().clone();
-                        let moving = xds.to_rebalance(&current);
-                        if moving.is_empty() {
-                            continue;
-                        }
-                        info!(proxies = moving.len(), members = current.members().len(), "ring changed: handing off the proxies another edge now owns");
-                        tokio::select! {
-                            _ = &mut drained => return,
-                            handed = xds.hand_off(moving, &mut pacer) => info!(handed, "rebalance done"),
-                        }
-                    }
-                }
-                .instrument(info_span!("rebalance")),
+                RebalanceConfig {
+                    rate: edge.config.handoff.rate,
+                    settle: edge.config.membership.heartbeat_every,
+                    rehome_every: edge.config.handoff.rehome_every,
+                },
+                shutdown(),
             )
-        };
+            .instrument(info_span!("rebalance")),
+        );
         let membership = tokio::spawn(
             membership::run(
                 edge.config.membership.clone(),

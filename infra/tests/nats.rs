@@ -197,6 +197,42 @@ async fn membership_heartbeat_ttl() {
     membership::heartbeat_ttl(Arc::new(m), ttl).await;
 }
 
+/// The membership bucket lives in memory: a restarted server has lost it. The next
+/// heartbeat re-creates it, so members come back and a member that died meanwhile stays
+/// out (a ring frozen on the last members would keep it forever).
+#[tokio::test]
+async fn membership_survives_a_server_restart() {
+    use shoal_proto::transport::{Member, Membership};
+    let mut server = NatsServer::start();
+    let client = connect(&server.url()).await.unwrap();
+    let m = NatsMembership::open(client, NatsMembershipConfig::default())
+        .await
+        .unwrap();
+    let member = |id: &str| Member {
+        id: id.into(),
+        xds_addr: format!("{id}:15010"),
+    };
+    m.heartbeat(&member("alive")).await.unwrap();
+    m.heartbeat(&member("dies")).await.unwrap();
+    server.restart();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let beat = m.heartbeat(&member("alive")).await;
+        if beat.is_ok()
+            && let Ok(members) = m.members().await
+        {
+            let ids: Vec<String> = members.into_iter().map(|m| m.id).collect();
+            assert_eq!(ids, ["alive"]);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no heartbeat after the restart: {beat:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// One publisher connection and a consumer connection per `push_requests` call, as in a
 /// deployment with several builder replicas.
 struct SplitBus {

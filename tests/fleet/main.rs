@@ -193,6 +193,9 @@ fn edge(n: usize, nats: &str, redis: &str, dir: &Path) -> Edge {
             format!("127.0.0.1:{http}"),
             "--edge-id".into(),
             format!("edge-{n}"),
+            // Proxies served away from their owner go home quickly in this test.
+            "--rehome-interval".into(),
+            "2s".into(),
         ],
         &[("RUST_LOG", "info".to_string())],
         dir,
@@ -276,6 +279,7 @@ async fn the_fleet_survives_any_single_failure() {
     // The faults, one at a time, while every proxy holds its stream; after each, how
     // long until the fleet serves again (`Recovery`).
     let (phase_tx, mut phase) = tokio::sync::watch::channel("");
+    let (release_hold, hold_released) = tokio::sync::watch::channel(false);
     let faults = async {
         let mut log = Log::new();
         let mut recoveries = Vec::new();
@@ -421,11 +425,42 @@ async fn the_fleet_survives_any_single_failure() {
             from: "ingest started again (a change made while it was down)",
             served: served_everywhere(&live_addrs(&edges, &gone), &cluster, back).await,
         });
+        // Every proxy ends on its owner: those served away from it (their owner was
+        // unreachable, or dead but still in the ring, when they connected) are sent home
+        // by the next ring change or re-home pass.
+        let homed = Instant::now();
+        loop {
+            let live: Vec<&Edge> = [&edges[2], &edges[3]].into();
+            let mut away = 0;
+            for e in live {
+                away += away_from_owner(std::slice::from_ref(e)).await;
+            }
+            if away == 0 {
+                break;
+            }
+            if homed.elapsed() > Duration::from_secs(15) {
+                let mut rings = String::new();
+                for e in &edges[2..] {
+                    let url = format!("http://127.0.0.1:{}/debug/ring", e.http);
+                    if let Ok(resp) = reqwest::get(url).await {
+                        rings.push_str(&resp.text().await.unwrap_or_default());
+                        rings.push('\n');
+                    }
+                }
+                panic!("{away} proxies still served away from their owner; /debug/ring:\n{rings}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        log.at(&format!(
+            "every proxy on its owner {:.1} s later",
+            homed.elapsed().as_secs_f64()
+        ));
         assert_eq!(
             *phase.borrow(),
             "hold",
             "the faults outlasted the loadtest's hold: raise it"
         );
+        release_hold.send_replace(true);
         (log.lines, recoveries)
     };
     let load = run(RunConfig {
@@ -441,7 +476,9 @@ async fn the_fleet_survives_any_single_failure() {
         config_dir: Some(mesh_dir.clone()),
         timeout: Duration::from_secs(60),
         settle: Duration::from_millis(200),
-        hold: Duration::from_secs(30),
+        // Ended by the faults once they are done.
+        hold: Duration::from_secs(120),
+        hold_released: Some(hold_released),
         limits: Limits {
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),

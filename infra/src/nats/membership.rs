@@ -31,7 +31,11 @@ impl Default for NatsMembershipConfig {
 }
 
 pub struct NatsMembership {
-    store: kv::Store,
+    js: jetstream::Context,
+    bucket: kv::Config,
+    /// Replaced when the bucket is re-created (a restarted server lost it: it lives in
+    /// memory).
+    store: std::sync::Mutex<kv::Store>,
     read_timeout: Duration,
 }
 
@@ -39,24 +43,40 @@ impl NatsMembership {
     /// Opens the bucket, creating it if missing. An existing bucket keeps its TTL.
     pub async fn open(client: async_nats::Client, config: NatsMembershipConfig) -> Result<Self> {
         let js = jetstream::new(client);
-        let store = bucket::open(
-            &js,
-            kv::Config {
-                bucket: config.bucket.clone(),
-                description: "Shoal edge heartbeats".into(),
-                history: 1,
-                max_age: config.max_age,
-                max_value_size: 64 * 1024,
-                max_bytes: 64 * 1024 * 1024,
-                storage: config.storage,
-                ..Default::default()
-            },
-        )
-        .await?;
+        let bucket = kv::Config {
+            bucket: config.bucket.clone(),
+            description: "Shoal edge heartbeats".into(),
+            history: 1,
+            max_age: config.max_age,
+            max_value_size: 64 * 1024,
+            max_bytes: 64 * 1024 * 1024,
+            storage: config.storage,
+            ..Default::default()
+        };
+        let store = bucket::open(&js, bucket.clone()).await?;
         Ok(Self {
-            store,
+            js,
+            bucket,
+            store: std::sync::Mutex::new(store),
             read_timeout: config.read_timeout,
         })
+    }
+
+    fn store(&self) -> kv::Store {
+        self.store
+            .lock()
+            .expect("membership store poisoned")
+            .clone()
+    }
+
+    async fn put(&self, store: &kv::Store, member: &Member) -> transport::Result<()> {
+        let value = serde_json::to_vec(member).map_err(|e| NatsError::Codec(e.to_string()))?;
+        let key = member_key(&member.id);
+        store
+            .put(&key, value.into())
+            .await
+            .map_err(|e| NatsError::publish(&bucket::subject(store, &key), e))?;
+        Ok(())
     }
 }
 
@@ -79,27 +99,33 @@ fn member_key(id: &str) -> String {
 
 #[async_trait]
 impl Membership for NatsMembership {
+    /// A failed beat re-opens the bucket and beats once more: a NATS server restarted
+    /// without it (it lives in memory) would otherwise freeze every edge's ring, keeping
+    /// dead edges in it and new ones out.
     async fn heartbeat(&self, member: &Member) -> transport::Result<()> {
-        let value = serde_json::to_vec(member).map_err(|e| NatsError::Codec(e.to_string()))?;
-        let key = member_key(&member.id);
-        self.store
-            .put(&key, value.into())
-            .await
-            .map_err(|e| NatsError::publish(&bucket::subject(&self.store, &key), e))?;
-        Ok(())
+        let store = self.store();
+        let Err(error) = self.put(&store, member).await else {
+            return Ok(());
+        };
+        let Ok(reopened) = bucket::open(&self.js, self.bucket.clone()).await else {
+            return Err(error);
+        };
+        tracing::info!(bucket = %self.bucket.bucket, %error, "membership bucket re-opened after a failed heartbeat");
+        *self.store.lock().expect("membership store poisoned") = reopened.clone();
+        self.put(&reopened, member).await
     }
 
     async fn leave(&self, id: &str) -> transport::Result<()> {
-        let key = member_key(id);
-        self.store
+        let (store, key) = (self.store(), member_key(id));
+        store
             .delete(&key)
             .await
-            .map_err(|e| NatsError::publish(&bucket::subject(&self.store, &key), e))?;
+            .map_err(|e| NatsError::publish(&bucket::subject(&store, &key), e))?;
         Ok(())
     }
 
     async fn members(&self) -> transport::Result<Vec<Member>> {
-        let entries = bucket::latest_entries(&self.store, self.read_timeout).await?;
+        let entries = bucket::latest_entries(&self.store(), self.read_timeout).await?;
         let mut members = Vec::with_capacity(entries.len());
         for value in entries.into_iter().filter_map(|e| e.value) {
             match serde_json::from_slice::<Member>(&value) {

@@ -78,6 +78,8 @@ pub struct RunConfig {
     /// Each phase as it starts, for a caller that acts at the right moment (as the
     /// `phase:` lines on stderr do for scripts).
     pub phases: Option<Arc<watch::Sender<&'static str>>>,
+    /// Ends `hold` early once it holds `true` (a caller whose faults are done).
+    pub hold_released: Option<watch::Receiver<bool>>,
 }
 
 impl Default for RunConfig {
@@ -98,6 +100,7 @@ impl Default for RunConfig {
             lb: Lb::Spread,
             limits: Limits::default(),
             phases: None,
+            hold_released: None,
         }
     }
 }
@@ -279,7 +282,18 @@ pub async fn run(config: RunConfig) -> Result<Report> {
     if !config.hold.is_zero() {
         // Edges may join, die or drain meanwhile: proxies reconnect and resume.
         phase("hold");
-        tokio::time::sleep(config.hold).await;
+        let mut released = config.hold_released.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(config.hold) => {}
+            _ = async {
+                match released.as_mut() {
+                    Some(rx) => {
+                        let _ = rx.wait_for(|done| *done).await;
+                    }
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
         // Then every proxy must hold the config: synced again wherever it went.
         let reconnected_synced = wait_until(config.timeout, || {
             (stats.connected.load(Relaxed) >= n).then_some(())
