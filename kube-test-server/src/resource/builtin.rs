@@ -1,0 +1,41 @@
+//! The resource types Shoal's Kubernetes registry reads, registered on every server.
+
+use super::{Registry, ResourceType};
+
+/// Istio serves its networking CRDs under all three versions (one storage version).
+const ISTIO_NETWORKING_VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha3"];
+
+/// Core Namespace, Service, Pod, Node, Secret; discovery.k8s.io/v1 EndpointSlice; and
+/// Istio's networking.istio.io kinds in v1, v1beta1 and v1alpha3.
+pub fn shoal_resources() -> Registry {
+    let mut registry = Registry::default();
+    registry.register(ResourceType::core("namespaces", "Namespace", false));
+    registry.register(ResourceType::core("services", "Service", true));
+    registry.register(ResourceType::core("pods", "Pod", true));
+    registry.register(ResourceType::core("nodes", "Node", false));
+    registry.register(ResourceType::core("secrets", "Secret", true));
+    registry.register(ResourceType::grouped(
+        "discovery.k8s.io",
+        &["v1"],
+        "endpointslices",
+        "EndpointSlice",
+        true,
+    ));
+    for (plural, kind) in [
+        ("virtualservices", "VirtualService"),
+        ("destinationrules", "DestinationRule"),
+        ("gateways", "Gateway"),
+        ("serviceentries", "ServiceEntry"),
+        ("workloadentries", "WorkloadEntry"),
+        ("sidecars", "Sidecar"),
+    ] {
+        registry.register(ResourceType::grouped(
+            "networking.istio.io",
+            ISTIO_NETWORKING_VERSIONS,
+            plural,
+            kind,
+            true,
+        ));
+    }
+    registry
+}
