@@ -70,6 +70,10 @@ pub struct PushArgs {
     /// First responses of new streams generated at once; the others wait their turn.
     #[arg(long, env = "SHOAL_XDS_INITIAL_THROTTLE", default_value_t = 100)]
     pub initial_throttle: usize,
+    /// A request reporting a snapshot newer than this edge holds (a proxy that moved from
+    /// an edge further ahead) waits up to this long for the edge to catch up.
+    #[arg(long, env = "SHOAL_XDS_RESUME_WAIT", default_value = "3s", value_parser = duration)]
+    pub resume_wait: Duration,
 }
 
 impl PushArgs {
@@ -79,6 +83,7 @@ impl PushArgs {
         xds.max_streams = self.max_streams;
         xds.max_requests_per_second = self.max_requests_per_second;
         xds.initial_throttle = self.initial_throttle;
+        xds.resume_wait = self.resume_wait;
     }
 }
 

@@ -426,3 +426,37 @@ async fn drain_hands_every_proxy_off_at_a_pace() {
     );
     h.shutdown().await;
 }
+
+/// A proxy that moved here from an edge further ahead reports that edge's snapshot in its
+/// first request: it is answered once this edge holds that snapshot, never with an older
+/// one.
+#[tokio::test]
+async fn a_proxy_from_an_edge_further_ahead_waits_for_its_snapshot() {
+    let h = Harness::start(mesh_v1()).await;
+    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", h.addr))
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(DiscoveryRequest {
+        node: Some(node()),
+        ..request(CLUSTER, &[], "", "2")
+    })
+    .await
+    .unwrap();
+    let rx = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut s = Sotw { tx, rx };
+    s.quiet().await;
+    let reviews = service("reviews", 9080);
+    let v2 = h
+        .latest()
+        .with_changes(2, [endpoints(&reviews, &["10.2.0.7"])], []);
+    h.update(v2, false, &[service_key(REVIEWS)]).await;
+    let cds = s.recv().await;
+    assert_eq!(cds.type_url, CLUSTER);
+    assert_eq!(cds.version_info, "2");
+    h.shutdown().await;
+}

@@ -28,6 +28,10 @@ pub struct XdsConfig {
     /// `SHOAL_XDS_INITIAL_THROTTLE`: first responses of new streams generated at once
     /// (the push throttle's twin for connection storms); the others wait their turn.
     pub initial_throttle: usize,
+    /// `SHOAL_XDS_RESUME_WAIT`: a request that reports a snapshot newer than this edge
+    /// holds (a proxy that moved from an edge further ahead) waits up to this long for
+    /// the edge to catch up, so the proxy never goes back to an older config.
+    pub resume_wait: Duration,
 }
 
 impl Default for XdsConfig {
@@ -41,6 +45,7 @@ impl Default for XdsConfig {
             first_request_timeout: Duration::from_secs(30),
             max_requests_per_second: 0.0,
             initial_throttle: 100,
+            resume_wait: Duration::from_secs(3),
         }
     }
 }

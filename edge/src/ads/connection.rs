@@ -218,6 +218,25 @@ struct StreamTask<M: Protocol> {
 }
 
 impl<M: Protocol> StreamTask<M> {
+    /// Waits (up to `resume_wait`) until this edge holds snapshot `reported` or newer: a
+    /// proxy that moved here from an edge further ahead must not get an older config.
+    async fn catch_up(&self, reported: u64) {
+        if self.shared.latest().version() >= reported {
+            return;
+        }
+        let mut snapshots = self.shared.snapshots.clone();
+        let wait = self.shared.config.resume_wait;
+        let caught_up =
+            tokio::time::timeout(wait, snapshots.wait_for(|push| push.version() >= reported)).await;
+        if !matches!(caught_up, Ok(Ok(_))) {
+            warn!(
+                reported,
+                held = self.shared.latest().version(),
+                "the proxy reports a snapshot newer than this edge reached within {wait:?}; serving what it holds"
+            );
+        }
+    }
+
     async fn run<S>(
         &mut self,
         first: Box<M::Request>,
@@ -263,6 +282,9 @@ impl<M: Protocol> StreamTask<M> {
     }
 
     async fn on_request(&mut self, req: M::Request) -> Result<(), AdsError> {
+        if let Some(reported) = M::reported_snapshot(&req) {
+            self.catch_up(reported).await;
+        }
         let push = self.shared.latest();
         let reply = {
             let src = GeneratorSource {

@@ -25,6 +25,8 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn new(proxy: Proxy) -> Self;
     fn node(req: &Self::Request) -> Option<&Node>;
     fn type_url(req: &Self::Request) -> &str;
+    /// The snapshot version the proxy reports holding, when the protocol carries one.
+    fn reported_snapshot(req: &Self::Request) -> Option<u64>;
     fn response_type_url(resp: &Self::Response) -> &str;
     /// `resp` as one gRPC message, in a buffer of exactly its size.
     fn encode(resp: &Self::Response) -> Bytes;
@@ -54,6 +56,11 @@ impl Protocol for SotwStream {
     fn node(req: &DiscoveryRequest) -> Option<&Node> {
         req.node.as_ref()
     }
+    /// `version_info` is the snapshot version of the last response the proxy accepted.
+    fn reported_snapshot(req: &DiscoveryRequest) -> Option<u64> {
+        req.version_info.parse().ok()
+    }
+
     fn type_url(req: &DiscoveryRequest) -> &str {
         &req.type_url
     }
@@ -95,6 +102,11 @@ impl Protocol for DeltaStream {
     fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
         req.node.as_ref()
     }
+    /// Delta requests carry per-resource versions, not the snapshot's.
+    fn reported_snapshot(_: &DeltaDiscoveryRequest) -> Option<u64> {
+        None
+    }
+
     fn type_url(req: &DeltaDiscoveryRequest) -> &str {
         &req.type_url
     }

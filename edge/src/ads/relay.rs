@@ -32,6 +32,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
+
+/// How long a relay waits for the owner to take the stream (its response headers) before
+/// serving the proxy here. An owner that is down refuses at once (or within the 1 s
+/// connect timeout); one busy with a connection storm can take seconds, and serving its
+/// proxies here instead only moves them again at the next re-home: measured at 1,500
+/// proxies opening at once, 2 s left ~20% of them away from their owner.
+const RELAY_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 use tokio::sync::{mpsc, oneshot, watch};
 use tonic::Status;
 use tonic::codegen::Service;
@@ -199,7 +206,7 @@ where
         }
         Ok(resp.into_body())
     };
-    let body = match tokio::time::timeout(Duration::from_secs(2), opened).await {
+    let body = match tokio::time::timeout(RELAY_OPEN_TIMEOUT, opened).await {
         Ok(Ok(body)) => body,
         Ok(Err(e)) => {
             debug!(owner = %owner.id, error = %e, "owner cannot take the stream; serving here");
