@@ -45,16 +45,23 @@ impl Sotw {
     }
 
     async fn open_as(h: &Harness, node_id: &str, type_url: &str, names: &[&str]) -> Sotw {
+        Sotw::open_with(
+            h,
+            DiscoveryRequest {
+                node: Some(node_as(node_id)),
+                ..request(type_url, names, "", "")
+            },
+        )
+        .await
+    }
+
+    /// A stream whose first request is `first`.
+    async fn open_with(h: &Harness, first: DiscoveryRequest) -> Sotw {
         let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", h.addr))
             .await
             .unwrap();
         let (tx, rx) = mpsc::channel(16);
-        tx.send(DiscoveryRequest {
-            node: Some(node_as(node_id)),
-            ..request(type_url, names, "", "")
-        })
-        .await
-        .unwrap();
+        tx.send(first).await.unwrap();
         let rx = client
             .stream_aggregated_resources(ReceiverStream::new(rx))
             .await
@@ -433,22 +440,11 @@ async fn drain_hands_every_proxy_off_at_a_pace() {
 #[tokio::test]
 async fn a_proxy_from_an_edge_further_ahead_waits_for_its_snapshot() {
     let h = Harness::start(mesh_v1()).await;
-    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", h.addr))
-        .await
-        .unwrap();
-    let (tx, rx) = mpsc::channel(16);
-    tx.send(DiscoveryRequest {
+    let first = DiscoveryRequest {
         node: Some(node()),
         ..request(CLUSTER, &[], "", "2")
-    })
-    .await
-    .unwrap();
-    let rx = client
-        .stream_aggregated_resources(ReceiverStream::new(rx))
-        .await
-        .unwrap()
-        .into_inner();
-    let mut s = Sotw { tx, rx };
+    };
+    let mut s = Sotw::open_with(&h, first).await;
     s.quiet().await;
     let reviews = service("reviews", 9080);
     let v2 = h

@@ -11,18 +11,12 @@ use shoal_infra::testing::{NatsServer, RedisServer};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::envoy::XdsApi;
+use support::free_port;
 use support::process::{Proc, wait_http_ok};
-use support::{free_port, workspace_binary};
+use support::tiers::{self, Edge};
 
 /// The end-to-end tests measure timings: run them one at a time on a 2-core machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// An edge process and its ports.
-struct Edge {
-    proc: Proc,
-    xds: u16,
-    http: u16,
-}
 
 /// Ingest, a builder and `edges` edges as separate processes on real NATS and Redis.
 struct Tiers {
@@ -40,63 +34,12 @@ impl Tiers {
         edges: usize,
         dir: &Path,
     ) -> Tiers {
-        let (ingest_http, builder_http) = (free_port(), free_port());
-        let env = [("RUST_LOG", "info".to_string())];
-        let ingest = Proc::spawn(
-            "ingest",
-            &workspace_binary("ingest"),
-            &[
-                "--config-dir".into(),
-                config_dir.display().to_string(),
-                "--cluster-id".into(),
-                "cluster-1".into(),
-                "--nats-url".into(),
-                nats.url(),
-                "--http-addr".into(),
-                format!("127.0.0.1:{ingest_http}"),
-            ],
-            &env,
-            dir,
-        );
-        let builder = Proc::spawn(
-            "builder",
-            &workspace_binary("builder"),
-            &[
-                "--nats-url".into(),
-                nats.url(),
-                "--redis-url".into(),
-                redis.url(),
-                "--http-addr".into(),
-                format!("127.0.0.1:{builder_http}"),
-            ],
-            &env,
-            dir,
-        );
+        let ingest = tiers::ingest(config_dir, &nats.url(), dir);
+        let builder = tiers::builder(1, &nats.url(), &redis.url(), dir);
         let edges: Vec<Edge> = (1..=edges)
-            .map(|n| {
-                let (xds, http) = (free_port(), free_port());
-                let proc = Proc::spawn(
-                    &format!("edge-{n}"),
-                    &workspace_binary("edge"),
-                    &[
-                        "--nats-url".into(),
-                        nats.url(),
-                        "--redis-url".into(),
-                        redis.url(),
-                        "--edge-id".into(),
-                        format!("edge-{n}"),
-                        "--xds-addr".into(),
-                        format!("127.0.0.1:{xds}"),
-                        "--http-addr".into(),
-                        format!("127.0.0.1:{http}"),
-                    ],
-                    &env,
-                    dir,
-                );
-                Edge { proc, xds, http }
-            })
+            .map(|n| tiers::edge(n, &nats.url(), &redis.url(), &[], dir))
             .collect();
-        let admin_ports = [ingest_http, builder_http]
+        let admin_ports = [ingest.http, builder.http]
             .into_iter()
             .chain(edges.iter().map(|e| e.http));
         for port in admin_ports {
@@ -110,9 +53,9 @@ impl Tiers {
             );
         }
         Tiers {
-            ingest,
-            ingest_http,
-            builder,
+            ingest: ingest.proc,
+            ingest_http: ingest.http,
+            builder: builder.proc,
             edges,
         }
     }

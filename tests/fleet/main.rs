@@ -27,7 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::process::{Proc, wait_http_ok};
-use support::{free_port, workspace_binary};
+use support::tiers::{self, Edge};
 
 /// Proxies in the run: `SHOAL_FLEET_PROXIES`, else 300 (the CI variant; BENCHMARKS.md
 /// records the full run with 1,500).
@@ -171,53 +171,13 @@ async fn metric(http: u16, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
-struct Edge {
-    proc: Proc,
-    xds: u16,
-    http: u16,
-}
-
+/// Edge `n`; proxies served away from their owner go home quickly in this test.
 fn edge(n: usize, nats: &str, redis: &str, dir: &Path) -> Edge {
-    let (xds, http) = (free_port(), free_port());
-    let proc = Proc::spawn(
-        &format!("edge-{n}"),
-        &workspace_binary("edge"),
-        &[
-            "--nats-url".into(),
-            nats.into(),
-            "--redis-url".into(),
-            redis.into(),
-            "--xds-addr".into(),
-            format!("127.0.0.1:{xds}"),
-            "--http-addr".into(),
-            format!("127.0.0.1:{http}"),
-            "--edge-id".into(),
-            format!("edge-{n}"),
-            // Proxies served away from their owner go home quickly in this test.
-            "--rehome-interval".into(),
-            "2s".into(),
-        ],
-        &[("RUST_LOG", "info".to_string())],
-        dir,
-    );
-    Edge { proc, xds, http }
+    tiers::edge(n, nats, redis, &["--rehome-interval", "2s"], dir)
 }
 
 fn builder(n: usize, nats: &str, redis: &str, dir: &Path) -> Proc {
-    Proc::spawn(
-        &format!("builder-{n}"),
-        &workspace_binary("builder"),
-        &[
-            "--nats-url".into(),
-            nats.into(),
-            "--redis-url".into(),
-            redis.into(),
-            "--http-addr".into(),
-            format!("127.0.0.1:{}", free_port()),
-        ],
-        &[("RUST_LOG", "info".to_string())],
-        dir,
-    )
+    tiers::builder(n, nats, redis, dir).proc
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -236,25 +196,7 @@ async fn the_fleet_survives_any_single_failure() {
     let mut nats = NatsServer::start();
     let mut redis = RedisServer::start();
     let (nats_url, redis_url) = (nats.url(), redis.url());
-    let ingest_args = [
-        "--config-dir".into(),
-        mesh_dir.display().to_string(),
-        "--cluster-id".into(),
-        "cluster-1".into(),
-        "--nats-url".into(),
-        nats_url.clone(),
-        "--http-addr".into(),
-        format!("127.0.0.1:{}", free_port()),
-    ];
-    let start_ingest = || {
-        Proc::spawn(
-            "ingest",
-            &workspace_binary("ingest"),
-            &ingest_args,
-            &[("RUST_LOG", "info".to_string())],
-            dir.path(),
-        )
-    };
+    let start_ingest = || tiers::ingest(&mesh_dir, &nats_url, dir.path()).proc;
     let mut ingest = start_ingest();
     let mut builders = [
         builder(1, &nats_url, &redis_url, dir.path()),

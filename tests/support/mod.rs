@@ -6,6 +6,7 @@ pub mod backend;
 pub mod envoy;
 pub mod mesh;
 pub mod process;
+pub mod tiers;
 
 use std::net::TcpListener;
 use std::path::PathBuf;

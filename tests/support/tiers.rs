@@ -1,0 +1,86 @@
+//! The tiers as separate processes, as the end-to-end and fleet tests start them.
+
+use super::process::Proc;
+use super::{free_port, workspace_binary};
+use std::path::Path;
+
+/// A tier process and its admin port (`/healthz/ready`, `/metrics`, `/debug/...`).
+pub struct Tier {
+    pub proc: Proc,
+    pub http: u16,
+}
+
+/// An edge process, its ADS port and admin port.
+pub struct Edge {
+    pub proc: Proc,
+    pub xds: u16,
+    pub http: u16,
+}
+
+fn env() -> [(&'static str, String); 1] {
+    [("RUST_LOG", "info".to_string())]
+}
+
+/// `ingest --config-dir <config_dir>` for `cluster-1` on `nats`.
+pub fn ingest(config_dir: &Path, nats: &str, dir: &Path) -> Tier {
+    let http = free_port();
+    let args = [
+        "--config-dir".into(),
+        config_dir.display().to_string(),
+        "--cluster-id".into(),
+        "cluster-1".into(),
+        "--nats-url".into(),
+        nats.into(),
+        "--http-addr".into(),
+        format!("127.0.0.1:{http}"),
+    ];
+    let proc = Proc::spawn("ingest", &workspace_binary("ingest"), &args, &env(), dir);
+    Tier { proc, http }
+}
+
+/// Builder `n` on `nats` and `redis`.
+pub fn builder(n: usize, nats: &str, redis: &str, dir: &Path) -> Tier {
+    let http = free_port();
+    let args = [
+        "--nats-url".into(),
+        nats.into(),
+        "--redis-url".into(),
+        redis.into(),
+        "--http-addr".into(),
+        format!("127.0.0.1:{http}"),
+    ];
+    let proc = Proc::spawn(
+        &format!("builder-{n}"),
+        &workspace_binary("builder"),
+        &args,
+        &env(),
+        dir,
+    );
+    Tier { proc, http }
+}
+
+/// Edge `n` (`--edge-id edge-<n>`) on `nats` and `redis`, with `extra` flags.
+pub fn edge(n: usize, nats: &str, redis: &str, extra: &[&str], dir: &Path) -> Edge {
+    let (xds, http) = (free_port(), free_port());
+    let mut args: Vec<String> = vec![
+        "--nats-url".into(),
+        nats.into(),
+        "--redis-url".into(),
+        redis.into(),
+        "--edge-id".into(),
+        format!("edge-{n}"),
+        "--xds-addr".into(),
+        format!("127.0.0.1:{xds}"),
+        "--http-addr".into(),
+        format!("127.0.0.1:{http}"),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let proc = Proc::spawn(
+        &format!("edge-{n}"),
+        &workspace_binary("edge"),
+        &args,
+        &env(),
+        dir,
+    );
+    Edge { proc, xds, http }
+}
