@@ -1,5 +1,6 @@
 //! The `ingest` binary's wiring: flags, NATS, the admin server, signals and drain.
 
+use crate::kubernetes::{self, KubeSource, KubeSourceConfig};
 use crate::{Ingest, IngestConfig};
 use anyhow::Context;
 use clap::{ArgAction, Parser};
@@ -26,9 +27,22 @@ use std::time::Duration;
     mut_arg("http_addr", |a| a.default_value("0.0.0.0:15014"))
 )]
 pub struct Args {
-    /// Directory of `*.yaml` / `*.yml` files, read recursively and watched.
+    /// Where the config comes from: a directory of YAML (`dir`) or the cluster's
+    /// Kubernetes API server (`kubernetes`).
+    #[arg(long, env = "SHOAL_REGISTRY", value_enum, default_value_t = RegistryKind::Dir)]
+    pub registry: RegistryKind,
+    /// Directory of `*.yaml` / `*.yml` files, read recursively and watched
+    /// (`--registry dir`).
     #[arg(long, env = "SHOAL_CONFIG_DIR")]
-    pub config_dir: PathBuf,
+    pub config_dir: Option<PathBuf>,
+    /// Kubeconfig of the API server to watch (`--registry kubernetes`); default: the
+    /// in-cluster config when run in a pod, else `$KUBECONFIG` / `~/.kube/config`.
+    #[arg(long, env = "SHOAL_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespaces whose objects are read (`--registry kubernetes`), comma-separated;
+    /// default: all.
+    #[arg(long, env = "SHOAL_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
     /// This cluster's ID: stamped on every object and prefixed to its KV keys.
     #[arg(long, env = "SHOAL_CLUSTER_ID")]
     pub cluster_id: String,
@@ -59,9 +73,27 @@ pub struct Args {
     pub drain: DrainArgs,
 }
 
+/// Where the ingest reads its config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RegistryKind {
+    /// A directory of YAML files.
+    Dir,
+    /// The Kubernetes API server.
+    Kubernetes,
+}
+
 impl Args {
+    /// Flags that depend on each other.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.registry == RegistryKind::Dir && self.config_dir.is_none() {
+            anyhow::bail!("--config-dir is required with --registry dir (the default)");
+        }
+        Ok(())
+    }
+
     pub fn ingest_config(&self) -> IngestConfig {
-        let mut config = IngestConfig::new(&self.config_dir, &self.cluster_id);
+        let dir = self.config_dir.clone().unwrap_or_default();
+        let mut config = IngestConfig::new(dir, &self.cluster_id);
         config.network.clone_from(&self.network);
         config.debounce_after = self.debounce_after;
         config.debounce_max = self.debounce_max;
@@ -72,9 +104,28 @@ impl Args {
     }
 }
 
+/// A client for `kubeconfig`, or the inferred config (in-cluster, `$KUBECONFIG`,
+/// `~/.kube/config`).
+async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default())
+                .await
+                .with_context(|| format!("kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig given and none inferred (in-cluster, KUBECONFIG)")?,
+    };
+    kube::Client::try_from(config).context("creating the Kubernetes client")
+}
+
 /// Runs the binary until SIGTERM / ctrl-c, then drains.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
+    args.check()?;
     let nats_url = &args.nats.nats_url;
     let client = nats::connect(nats_url)
         .await
@@ -102,7 +153,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let mut supervisor = Supervisor::new();
     supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
-    supervisor.critical("ingest", ingest.run(supervisor.watcher()));
+    match args.registry {
+        RegistryKind::Dir => supervisor.critical("ingest", ingest.run(supervisor.watcher())),
+        RegistryKind::Kubernetes => {
+            let client = kube_client(args.kubeconfig.as_deref()).await?;
+            let source = KubeSource::new(
+                client,
+                KubeSourceConfig {
+                    namespaces: args.namespaces.clone(),
+                },
+            );
+            let span = tracing::info_span!("registry", source = kubernetes::SOURCE);
+            supervisor.critical(
+                "ingest",
+                ingest.run_source(source, kubernetes::SOURCE, span, supervisor.watcher()),
+            );
+        }
+    }
     supervisor.run(args.drain.drain_grace).await?;
     Ok(())
 }
@@ -124,5 +191,22 @@ mod tests {
                 .unwrap();
         assert_eq!(args.nats.nats_url, "nats://n:4222");
         assert_eq!(args.http.http_addr, "0.0.0.0:15014".parse().unwrap());
+    }
+
+    #[test]
+    fn the_directory_needs_a_config_dir_and_kubernetes_does_not() {
+        let base = ["ingest", "--cluster-id", "c1", "--nats-url", "nats://n:4222"];
+        let err = Args::try_parse_from(base).unwrap().check().unwrap_err();
+        assert!(err.to_string().contains("--config-dir"), "{err}");
+        let args = Args::try_parse_from(base.into_iter().chain([
+            "--registry",
+            "kubernetes",
+            "--namespaces",
+            "shop,pay",
+        ]))
+        .unwrap();
+        assert_eq!(args.registry, RegistryKind::Kubernetes);
+        args.check().unwrap();
+        assert_eq!(args.namespaces, ["shop", "pay"]);
     }
 }

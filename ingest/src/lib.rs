@@ -20,6 +20,7 @@
 pub mod cli;
 mod config;
 pub mod debounce;
+pub mod kubernetes;
 mod metrics;
 mod publish;
 pub mod registry;

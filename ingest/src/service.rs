@@ -31,6 +31,8 @@ pub enum IngestError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
+    Kubernetes(#[from] crate::kubernetes::KubeError),
+    #[error(transparent)]
     Sync(#[from] SyncError),
     /// A task ended before shutdown, or panicked.
     #[error("{0} task ended unexpectedly")]
@@ -110,6 +112,31 @@ impl Ingest {
     /// directory until `drain` starts; returns once every queued change is written and
     /// every pending push published.
     pub async fn run(self, drain: DrainWatch) -> Result<(), IngestError> {
+        let registry = DirectoryRegistry::new(RegistryConfig {
+            root: self.config.config_dir.clone(),
+            coalesce: self.config.file_coalesce,
+            coalesce_max: (self.config.file_coalesce * 20).max(Duration::from_secs(1)),
+            resync: self.config.resync_interval,
+            watch_queue: self.config.watch_queue,
+        });
+        let span = tracing::info_span!("registry", dir = %self.config.config_dir.display());
+        self.run_source(registry, registry::SOURCE, span, drain)
+            .await
+    }
+
+    /// As [`Ingest::run`], with `source` (named `name` in its objects' origin and KV keys)
+    /// in place of the directory.
+    pub async fn run_source<S>(
+        self,
+        source: S,
+        name: &str,
+        span: tracing::Span,
+        drain: DrainWatch,
+    ) -> Result<(), IngestError>
+    where
+        S: Source,
+        IngestError: From<S::Error>,
+    {
         let Self {
             config,
             kv,
@@ -127,7 +154,7 @@ impl Ingest {
         });
         let mut debouncer = tokio::spawn(debouncer.instrument(tracing::info_span!("debounce")));
 
-        let origin = Origin::new(&config.cluster_id, registry::SOURCE, &config.network);
+        let origin = Origin::new(&config.cluster_id, name, &config.network);
         let writer = KvWriter {
             kv: kv.clone(),
             origin: origin.clone(),
@@ -135,8 +162,8 @@ impl Ingest {
             metrics: metrics.clone(),
             retry: config.retry,
         };
-        let span = tracing::info_span!("kv_writer", cluster = %config.cluster_id);
-        let mut writer = tokio::spawn(writer.run(change_rx).instrument(span));
+        let writer_span = tracing::info_span!("kv_writer", cluster = %config.cluster_id);
+        let mut writer = tokio::spawn(writer.run(change_rx).instrument(writer_span));
 
         let sink = SourceSink::new(
             origin,
@@ -150,15 +177,7 @@ impl Ingest {
                 retry: config.retry,
             },
         );
-        let registry = DirectoryRegistry::new(RegistryConfig {
-            root: config.config_dir.clone(),
-            coalesce: config.file_coalesce,
-            coalesce_max: (config.file_coalesce * 20).max(Duration::from_secs(1)),
-            resync: config.resync_interval,
-            watch_queue: config.watch_queue,
-        });
-        let span = tracing::info_span!("registry", dir = %config.config_dir.display());
-        let registry = Source::run(registry, sink, drain.wait()).instrument(span);
+        let registry = Source::run(source, sink, drain.wait()).instrument(span);
 
         let result = tokio::select! {
             r = registry => r.map_err(IngestError::from),

@@ -1,0 +1,244 @@
+//! The Kubernetes registry: every kind Shoal reads, watched on the API server through
+//! kube-runtime watchers (list, then watch; relist after `410 Gone`; bookmarks), fed into
+//! the [`SourceSink`] as the directory's objects are.
+//!
+//! ```text
+//!  watcher per kind (and namespace) ──► Init / InitApply… / InitDone ──► apply; delete what the relist lacks
+//!                                   ──► Apply / Delete ──► apply / delete ──► commit (KV, pushes)
+//!  every kind's first InitDone ──► SourceSink::synced (Istio's HasSynced): reconcile, full push, ready
+//! ```
+//!
+//! Objects go through the directory's parser and validation ([`convert`]); a rejected
+//! object keeps its earlier valid version and shows in `/debug/rejections`. A watch error
+//! backs off and retries that watch alone; it never stops the others.
+
+mod convert;
+mod resources;
+
+pub use resources::{WATCHED, Watched};
+
+use crate::registry::Rejection;
+use crate::source::{Source, SourceSink};
+use crate::sync::SyncError;
+use convert::Converted;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use shoal_proto::config::{ConfigKey, Kind};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+
+/// The Kubernetes registry's source name: its objects' `Origin::source` and KV key segment.
+pub const SOURCE: &str = "kubernetes";
+
+/// Errors that stop the Kubernetes registry.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error("kubernetes client: {0}")]
+    Client(String),
+    #[error(transparent)]
+    Sync(#[from] SyncError),
+}
+
+/// What the registry watches.
+#[derive(Clone, Debug, Default)]
+pub struct KubeSourceConfig {
+    /// Namespaces whose objects are read (Istio's discovery selectors, by name); empty:
+    /// all. Namespaces themselves are always read.
+    pub namespaces: Vec<String>,
+}
+
+/// The Kubernetes registry, on one cluster's API server.
+pub struct KubeSource {
+    client: kube::Client,
+    config: KubeSourceConfig,
+}
+
+impl KubeSource {
+    pub fn new(client: kube::Client, config: KubeSourceConfig) -> Self {
+        Self { client, config }
+    }
+
+    /// One watch per kind, or per kind and namespace when limited to some.
+    fn watches(&self) -> Vec<(Kind, Api<DynamicObject>)> {
+        let mut watches = Vec::new();
+        for w in WATCHED {
+            let kind = Kind::from_api(&w.api_resource().api_version, w.kind)
+                .expect("every watched kind is one Shoal reads (tested)");
+            let resource = w.api_resource();
+            if !w.namespaced || self.config.namespaces.is_empty() {
+                watches.push((kind, Api::all_with(self.client.clone(), &resource)));
+            } else {
+                for ns in &self.config.namespaces {
+                    watches.push((
+                        kind,
+                        Api::namespaced_with(self.client.clone(), ns, &resource),
+                    ));
+                }
+            }
+        }
+        watches
+    }
+}
+
+impl Source for KubeSource {
+    type Error = KubeError;
+
+    async fn run(
+        self,
+        mut sink: SourceSink,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), KubeError> {
+        let origin = format!("kubernetes/{}", sink.origin().cluster);
+        let watches = self.watches();
+        let mut state = State::new(watches.len());
+        let streams = watches.into_iter().enumerate().map(|(index, (kind, api))| {
+            watcher::watcher(api, watcher::Config::default())
+                .default_backoff()
+                .map(move |event| (index, kind, event))
+                .boxed()
+        });
+        let mut events = futures::stream::select_all(streams);
+        tokio::pin!(shutdown);
+        loop {
+            let (index, kind, event) = tokio::select! {
+                () = &mut shutdown => break,
+                next = events.next() => match next {
+                    Some(next) => next,
+                    None => break,
+                },
+            };
+            match event {
+                Ok(event) => {
+                    state.on_event(&mut sink, &origin, index, kind, event);
+                }
+                Err(error) => {
+                    tracing::warn!(%kind, %error, "kubernetes watch failed; retrying with backoff");
+                    continue;
+                }
+            }
+            sink.set_rejections(state.rejections());
+            if state.synced {
+                let rejected = state.rejected_keys();
+                sink.commit(true, |k| rejected.contains(k)).await?;
+            } else if state.all_listed() {
+                let rejected = state.rejected_keys();
+                sink.synced(|k| rejected.contains(k)).await?;
+                state.synced = true;
+                tracing::info!(
+                    objects = sink.len(),
+                    rejected = rejected.len(),
+                    "kubernetes API listed: every watch synced"
+                );
+            }
+        }
+        tracing::debug!("kubernetes registry stopped");
+        Ok(())
+    }
+}
+
+/// What the watches have delivered: per watch, the keys it holds and its relist in
+/// progress; the objects rejected now.
+struct State {
+    held: Vec<BTreeSet<ConfigKey>>,
+    relisting: Vec<Option<BTreeSet<ConfigKey>>>,
+    listed: Vec<bool>,
+    rejected: BTreeMap<ConfigKey, Rejection>,
+    /// Every watch listed once and the sink was told (HasSynced).
+    synced: bool,
+}
+
+impl State {
+    fn new(watches: usize) -> Self {
+        Self {
+            held: vec![BTreeSet::new(); watches],
+            relisting: vec![None; watches],
+            listed: vec![false; watches],
+            rejected: BTreeMap::new(),
+            synced: false,
+        }
+    }
+
+    fn all_listed(&self) -> bool {
+        self.listed.iter().all(|l| *l)
+    }
+
+    fn rejections(&self) -> Vec<Rejection> {
+        self.rejected.values().cloned().collect()
+    }
+
+    fn rejected_keys(&self) -> BTreeSet<ConfigKey> {
+        self.rejected.keys().cloned().collect()
+    }
+
+    fn on_event(
+        &mut self,
+        sink: &mut SourceSink,
+        origin: &str,
+        index: usize,
+        kind: Kind,
+        event: Event<DynamicObject>,
+    ) {
+        match event {
+            Event::Init => self.relisting[index] = Some(BTreeSet::new()),
+            Event::InitApply(object) => {
+                if let Some(key) = self.apply(sink, origin, kind, &object) {
+                    self.relisting[index].get_or_insert_default().insert(key);
+                }
+            }
+            Event::InitDone => {
+                // What the relist lacks was deleted while the watch was down.
+                let listed = self.relisting[index].take().unwrap_or_default();
+                for gone in self.held[index].difference(&listed) {
+                    self.rejected.remove(gone);
+                    sink.delete(gone);
+                }
+                self.held[index] = listed;
+                self.listed[index] = true;
+            }
+            Event::Apply(object) => {
+                if let Some(key) = self.apply(sink, origin, kind, &object) {
+                    self.held[index].insert(key);
+                }
+            }
+            Event::Delete(object) => {
+                if let Some(key) = convert::key_of(kind, &object) {
+                    self.held[index].remove(&key);
+                    self.rejected.remove(&key);
+                    sink.delete(&key);
+                }
+            }
+        }
+    }
+
+    /// Applies one object; its key, or `None` when it names none.
+    fn apply(
+        &mut self,
+        sink: &mut SourceSink,
+        origin: &str,
+        kind: Kind,
+        object: &DynamicObject,
+    ) -> Option<ConfigKey> {
+        let key = convert::key_of(kind, object)?;
+        match convert::convert(object, origin) {
+            Converted::Config(mut config, warnings) => {
+                for warning in warnings {
+                    tracing::warn!(%key, "{warning}");
+                }
+                self.rejected.remove(&key);
+                sink.stamp(&mut config);
+                sink.apply(*config);
+            }
+            Converted::Rejected(rejection) => {
+                sink.count_rejection(&rejection);
+                self.rejected.insert(key.clone(), rejection);
+            }
+            Converted::Skipped => return None,
+        }
+        Some(key)
+    }
+}
+
+#[cfg(test)]
+mod tests;

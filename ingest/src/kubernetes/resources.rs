@@ -1,0 +1,75 @@
+//! What the Kubernetes source watches: every kind Shoal reads, as the API server serves
+//! it (group, version, plural). Istio's kinds are watched at `networking.istio.io/v1`,
+//! which the API server serves for every stored version (v1alpha3, v1beta1, v1).
+
+use kube::api::{ApiResource, GroupVersionKind};
+
+/// One watched kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Watched {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    /// Namespaced kinds are watched in the namespaces the source is limited to.
+    pub namespaced: bool,
+}
+
+impl Watched {
+    pub fn api_resource(&self) -> ApiResource {
+        let gvk = GroupVersionKind::gvk(self.group, self.version, self.kind);
+        ApiResource::from_gvk_with_plural(&gvk, self.plural)
+    }
+}
+
+const fn kind(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+) -> Watched {
+    Watched {
+        group,
+        version,
+        kind,
+        plural,
+        namespaced,
+    }
+}
+
+/// The kinds the source watches, in the order their first lists are loaded.
+pub const WATCHED: &[Watched] = &[
+    kind("", "v1", "Namespace", "namespaces", false),
+    kind("", "v1", "Service", "services", true),
+    kind("", "v1", "Pod", "pods", true),
+    kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true),
+    kind("networking.istio.io", "v1", "ServiceEntry", "serviceentries", true),
+    kind("networking.istio.io", "v1", "WorkloadEntry", "workloadentries", true),
+    kind("networking.istio.io", "v1", "VirtualService", "virtualservices", true),
+    kind("networking.istio.io", "v1", "DestinationRule", "destinationrules", true),
+    kind("networking.istio.io", "v1", "Sidecar", "sidecars", true),
+    kind("networking.istio.io", "v1", "Gateway", "gateways", true),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_proto::config::Kind;
+
+    #[test]
+    fn every_watched_kind_is_one_shoal_reads() {
+        for w in WATCHED {
+            let api_version = match w.group {
+                "" => w.version.to_string(),
+                group => format!("{group}/{}", w.version),
+            };
+            assert!(
+                Kind::from_api(&api_version, w.kind).is_some(),
+                "{api_version} {}",
+                w.kind
+            );
+            assert_eq!(w.api_resource().api_version, api_version);
+        }
+    }
+}

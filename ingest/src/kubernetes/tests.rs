@@ -1,0 +1,213 @@
+//! The Kubernetes registry through the whole ingest (KV writer, debouncer) on the
+//! in-process twins, against `shoal-kube-test-server` (a test stand-in for the API
+//! server, not Kubernetes) and the real kube-runtime watchers.
+
+use super::{KubeSource, KubeSourceConfig, SOURCE};
+use crate::{Ingest, IngestConfig};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use shoal_infra::memory::{MemoryBus, MemoryConfigKv};
+use shoal_infra::runtime::Drain;
+use shoal_kube_test_server::{Settings, TestApiServer};
+use shoal_proto::config::{Config, Kind};
+use shoal_proto::transport::{ConfigKv, decode_config, parse_config_kv_key};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+const CLUSTER: &str = "c1";
+const VS: &str = "virtualservices.networking.istio.io";
+
+fn service(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 9080}]},
+    })
+}
+
+fn virtual_service(name: &str, timeout: &str) -> Value {
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"hosts": [name], "http": [{"route": [{"destination": {"host": name}}], "timeout": timeout}]},
+    })
+}
+
+fn zero_weights(name: &str) -> Value {
+    json!({
+        "apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"hosts": [name], "http": [{"route": [
+            {"destination": {"host": name, "subset": "v1"}, "weight": 0},
+            {"destination": {"host": name, "subset": "v2"}, "weight": 0},
+        ]}]},
+    })
+}
+
+struct Env {
+    server: TestApiServer,
+    kv: Arc<MemoryConfigKv>,
+    handle: crate::IngestHandle,
+    drain: Drain,
+    task: tokio::task::JoinHandle<Result<(), crate::IngestError>>,
+}
+
+impl Env {
+    async fn start(server: TestApiServer) -> Env {
+        shoal_infra::runtime::init_tracing();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = Kubeconfig::read_from(server.kubeconfig(dir.path()).unwrap()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let kv = Arc::new(MemoryConfigKv::default());
+        let bus = Arc::new(MemoryBus::default());
+        let ingest = Ingest::new(
+            IngestConfig::new("unused", CLUSTER),
+            kv.clone(),
+            bus,
+            &mut Registry::default(),
+        );
+        let handle = ingest.handle();
+        let drain = Drain::new();
+        let source = KubeSource::new(client, KubeSourceConfig::default());
+        let watch = drain.watcher();
+        let task = tokio::spawn(async move {
+            ingest
+                .run_source(source, SOURCE, tracing::info_span!("kubernetes"), watch)
+                .await
+        });
+        Env {
+            server,
+            kv,
+            handle,
+            drain,
+            task,
+        }
+    }
+
+    /// The Kubernetes source's objects in the KV, by `Kind ns/name`.
+    async fn objects(&self) -> BTreeMap<String, Config> {
+        self.kv
+            .entries()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| {
+                let (owner, key) = parse_config_kv_key(&e.key)?;
+                let value = e.value?;
+                (owner.cluster == CLUSTER && owner.source == SOURCE)
+                    .then(|| (key.to_string(), decode_config(&value).unwrap()))
+            })
+            .collect()
+    }
+
+    async fn wait_for(&self, what: &str, check: impl Fn(&BTreeMap<String, Config>) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let objects = self.objects().await;
+            if check(&objects) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {:?}",
+                objects.keys().collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.drain.signal();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+fn timeout_of(config: &Config) -> String {
+    match &config.spec {
+        shoal_proto::config::Spec::VirtualService(vs) => format!("{:?}", vs.http[0].timeout),
+        other => panic!("not a VirtualService: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn objects_from_the_api_reach_the_kv_with_their_origin_and_follow_every_change() {
+    let server = TestApiServer::start_with(Settings {
+        bookmark_interval: Duration::from_millis(100),
+        ..Settings::default()
+    })
+    .await
+    .unwrap();
+    server.create("services", service("reviews")).unwrap();
+    server.create(VS, virtual_service("reviews", "5s")).unwrap();
+    server.create(VS, zero_weights("broken")).unwrap();
+    let env = Env::start(server).await;
+    let ready = Instant::now();
+    while !env.handle.is_ready() {
+        assert!(ready.elapsed() < Duration::from_secs(10), "never ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Listed: valid objects in the KV with their origin; the invalid one rejected by name.
+    let objects = env.objects().await;
+    assert!(objects.contains_key("Service shop/reviews"), "{objects:?}");
+    assert!(objects.contains_key("VirtualService shop/reviews"));
+    assert!(!objects.contains_key("VirtualService shop/broken"));
+    let origin = &objects["Service shop/reviews"].meta.origin;
+    assert_eq!((origin.cluster.as_str(), origin.source.as_str()), (CLUSTER, SOURCE));
+    let rejections = env.handle.rejections().list();
+    assert_eq!(rejections.len(), 1, "{rejections:?}");
+    assert_eq!(rejections[0].object, "VirtualService shop/broken");
+    assert_eq!(rejections[0].file, "kubernetes/c1");
+    assert!(rejections[0].reason.contains("weight"), "{rejections:?}");
+
+    // Live changes: an edit, a new object, a delete; an invalid edit keeps the valid one.
+    env.server.apply(VS, virtual_service("reviews", "7s")).unwrap();
+    env.server.create("services", service("ratings")).unwrap();
+    env.server.delete(VS, "shop", "broken").unwrap();
+    env.wait_for("the edit and the new service", |o| {
+        o.get("VirtualService shop/reviews")
+            .is_some_and(|vs| timeout_of(vs).contains("7s"))
+            && o.contains_key("Service shop/ratings")
+    })
+    .await;
+    assert!(env.handle.rejections().list().is_empty());
+    env.server.apply(VS, zero_weights("reviews")).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let objects = env.objects().await;
+    assert!(timeout_of(&objects["VirtualService shop/reviews"]).contains("7s"));
+    assert_eq!(env.handle.rejections().list().len(), 1);
+
+    // Watches dropped: what changed meanwhile arrives once.
+    env.server.drop_watches();
+    env.server.delete("services", "shop", "ratings").unwrap();
+    env.server.apply(VS, virtual_service("reviews", "9s")).unwrap();
+    env.wait_for("the changes made while the watches were down", |o| {
+        !o.contains_key("Service shop/ratings")
+            && o.get("VirtualService shop/reviews")
+                .is_some_and(|vs| timeout_of(vs).contains("9s"))
+    })
+    .await;
+
+    // History compacted while watches are down: 410, relist, and what the relist lacks
+    // is deleted.
+    env.server.delete("services", "shop", "reviews").unwrap();
+    env.server.compact();
+    env.server.drop_watches();
+    env.wait_for("the relist after 410", |o| !o.contains_key("Service shop/reviews"))
+        .await;
+    assert!(env.objects().await.contains_key("VirtualService shop/reviews"));
+    assert!(env.handle.is_ready());
+    env.stop().await;
+}
+
+#[test]
+fn kind_keys_of_watched_objects() {
+    assert!(super::WATCHED.iter().any(|w| w.kind == "EndpointSlice"));
+    assert_eq!(Kind::from_api("v1", "Service"), Some(Kind::Service));
+}
