@@ -195,7 +195,13 @@ mod tests {
 
     #[test]
     fn the_directory_needs_a_config_dir_and_kubernetes_does_not() {
-        let base = ["ingest", "--cluster-id", "c1", "--nats-url", "nats://n:4222"];
+        let base = [
+            "ingest",
+            "--cluster-id",
+            "c1",
+            "--nats-url",
+            "nats://n:4222",
+        ];
         let err = Args::try_parse_from(base).unwrap().check().unwrap_err();
         assert!(err.to_string().contains("--config-dir"), "{err}");
         let args = Args::try_parse_from(base.into_iter().chain([

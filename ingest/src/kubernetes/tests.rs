@@ -60,9 +60,10 @@ impl Env {
         shoal_infra::runtime::init_tracing();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = Kubeconfig::read_from(server.kubeconfig(dir.path()).unwrap()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
         let client = kube::Client::try_from(config).unwrap();
         let kv = Arc::new(MemoryConfigKv::default());
         let bus = Arc::new(MemoryBus::default());
@@ -159,7 +160,10 @@ async fn objects_from_the_api_reach_the_kv_with_their_origin_and_follow_every_ch
     assert!(objects.contains_key("VirtualService shop/reviews"));
     assert!(!objects.contains_key("VirtualService shop/broken"));
     let origin = &objects["Service shop/reviews"].meta.origin;
-    assert_eq!((origin.cluster.as_str(), origin.source.as_str()), (CLUSTER, SOURCE));
+    assert_eq!(
+        (origin.cluster.as_str(), origin.source.as_str()),
+        (CLUSTER, SOURCE)
+    );
     let rejections = env.handle.rejections().list();
     assert_eq!(rejections.len(), 1, "{rejections:?}");
     assert_eq!(rejections[0].object, "VirtualService shop/broken");
@@ -167,7 +171,9 @@ async fn objects_from_the_api_reach_the_kv_with_their_origin_and_follow_every_ch
     assert!(rejections[0].reason.contains("weight"), "{rejections:?}");
 
     // Live changes: an edit, a new object, a delete; an invalid edit keeps the valid one.
-    env.server.apply(VS, virtual_service("reviews", "7s")).unwrap();
+    env.server
+        .apply(VS, virtual_service("reviews", "7s"))
+        .unwrap();
     env.server.create("services", service("ratings")).unwrap();
     env.server.delete(VS, "shop", "broken").unwrap();
     env.wait_for("the edit and the new service", |o| {
@@ -186,7 +192,9 @@ async fn objects_from_the_api_reach_the_kv_with_their_origin_and_follow_every_ch
     // Watches dropped: what changed meanwhile arrives once.
     env.server.drop_watches();
     env.server.delete("services", "shop", "ratings").unwrap();
-    env.server.apply(VS, virtual_service("reviews", "9s")).unwrap();
+    env.server
+        .apply(VS, virtual_service("reviews", "9s"))
+        .unwrap();
     env.wait_for("the changes made while the watches were down", |o| {
         !o.contains_key("Service shop/ratings")
             && o.get("VirtualService shop/reviews")
@@ -199,9 +207,15 @@ async fn objects_from_the_api_reach_the_kv_with_their_origin_and_follow_every_ch
     env.server.delete("services", "shop", "reviews").unwrap();
     env.server.compact();
     env.server.drop_watches();
-    env.wait_for("the relist after 410", |o| !o.contains_key("Service shop/reviews"))
-        .await;
-    assert!(env.objects().await.contains_key("VirtualService shop/reviews"));
+    env.wait_for("the relist after 410", |o| {
+        !o.contains_key("Service shop/reviews")
+    })
+    .await;
+    assert!(
+        env.objects()
+            .await
+            .contains_key("VirtualService shop/reviews")
+    );
     assert!(env.handle.is_ready());
     env.stop().await;
 }
