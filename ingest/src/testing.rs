@@ -71,3 +71,22 @@ impl Bus for Flaky<MemoryBus> {
         self.inner.snapshot_events().await
     }
 }
+
+/// The live objects in `kv` whose keys `owner` (an origin's cluster and source) owns.
+pub(crate) async fn owned_objects(
+    kv: &dyn ConfigKv,
+    owner: &shoal_proto::config::Origin,
+) -> std::collections::BTreeMap<shoal_proto::config::ConfigKey, shoal_proto::config::Config> {
+    kv.entries()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| {
+            let (key_owner, key) = shoal_proto::transport::parse_config_kv_key(&e.key)?;
+            let value = e.value?;
+            key_owner
+                .is(owner)
+                .then(|| (key, shoal_proto::transport::decode_config(&value).unwrap()))
+        })
+        .collect()
+}

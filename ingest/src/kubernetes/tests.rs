@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 use shoal_infra::memory::{MemoryBus, MemoryConfigKv};
 use shoal_infra::runtime::Drain;
 use shoal_kube_test_server::{Settings, TestApiServer};
-use shoal_proto::config::{Config, Kind};
-use shoal_proto::transport::{ConfigKv, decode_config, parse_config_kv_key};
+use shoal_proto::config::{Config, Kind, Origin};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,17 +92,11 @@ impl Env {
 
     /// The Kubernetes source's objects in the KV, by `Kind ns/name`.
     async fn objects(&self) -> BTreeMap<String, Config> {
-        self.kv
-            .entries()
+        let owner = Origin::new(CLUSTER, SOURCE, "");
+        crate::testing::owned_objects(&*self.kv, &owner)
             .await
-            .unwrap()
             .into_iter()
-            .filter_map(|e| {
-                let (owner, key) = parse_config_kv_key(&e.key)?;
-                let value = e.value?;
-                (owner.cluster == CLUSTER && owner.source == SOURCE)
-                    .then(|| (key.to_string(), decode_config(&value).unwrap()))
-            })
+            .map(|(key, config)| (key.to_string(), config))
             .collect()
     }
 

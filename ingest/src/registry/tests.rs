@@ -8,7 +8,7 @@ use shoal_infra::memory::{MemoryBus, MemoryConfigKv};
 use shoal_infra::runtime::Drain;
 use shoal_proto::config::{Config, ConfigKey, Kind, Origin, Spec};
 use shoal_proto::push::PushRequest;
-use shoal_proto::transport::{Bus, ConfigKv, config_kv_key, decode_config, parse_config_kv_key};
+use shoal_proto::transport::{Bus, ConfigKv, config_kv_key};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -128,19 +128,7 @@ impl Env {
 
     /// This cluster's directory objects in the KV.
     async fn objects(&self) -> BTreeMap<ConfigKey, Config> {
-        self.kv
-            .entries()
-            .await
-            .unwrap()
-            .into_iter()
-            .filter_map(|e| {
-                let (owner, key) = parse_config_kv_key(&e.key)?;
-                let value = e.value?;
-                owner
-                    .is(&dir(CLUSTER))
-                    .then(|| (key, decode_config(&value).unwrap()))
-            })
-            .collect()
+        crate::testing::owned_objects(&*self.kv, &dir(CLUSTER)).await
     }
 
     async fn host(&self, name: &str) -> Option<String> {
