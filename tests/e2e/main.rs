@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod kubernetes;
 mod scenario;
 
 use shoal_infra::testing::{NatsServer, RedisServer};

@@ -23,17 +23,25 @@ fn env() -> [(&'static str, String); 1] {
 
 /// `ingest --config-dir <config_dir>` for `cluster-1` on `nats`.
 pub fn ingest(config_dir: &Path, nats: &str, dir: &Path) -> Tier {
+    ingest_with(
+        &["--config-dir", &config_dir.display().to_string()],
+        nats,
+        dir,
+    )
+}
+
+/// `ingest` for `cluster-1` on `nats`, reading where `source` says.
+pub fn ingest_with(source: &[&str], nats: &str, dir: &Path) -> Tier {
     let http = free_port();
-    let args = [
-        "--config-dir".into(),
-        config_dir.display().to_string(),
+    let mut args: Vec<String> = source.iter().map(|a| a.to_string()).collect();
+    args.extend([
         "--cluster-id".into(),
         "cluster-1".into(),
         "--nats-url".into(),
         nats.into(),
         "--http-addr".into(),
         format!("127.0.0.1:{http}"),
-    ];
+    ]);
     let proc = Proc::spawn("ingest", &workspace_binary("ingest"), &args, &env(), dir);
     Tier { proc, http }
 }
