@@ -22,7 +22,7 @@ use crate::source::{Source, SourceSink};
 use crate::sync::SyncError;
 use convert::Converted;
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use shoal_proto::config::{ConfigKey, Kind};
@@ -91,7 +91,7 @@ impl Source for KubeSource {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), KubeError> {
         let origin = format!("kubernetes/{}", sink.origin().cluster);
-        let watches = self.watches();
+        let watches = served(self.watches()).await;
         let mut state = State::new(watches.len());
         let streams = watches.into_iter().enumerate().map(|(index, (kind, api))| {
             watcher::watcher(api, watcher::Config::default())
@@ -136,6 +136,23 @@ impl Source for KubeSource {
         tracing::debug!("kubernetes registry stopped");
         Ok(())
     }
+}
+
+/// The watches whose kind the API server serves. A kind it does not (Istio's CRDs not
+/// installed on this cluster) is left out with a warning, as Istio skips absent CRDs:
+/// its watcher would never list, and the source would never report synced. Any other
+/// error keeps the watch: the watcher retries it with backoff.
+async fn served(watches: Vec<(Kind, Api<DynamicObject>)>) -> Vec<(Kind, Api<DynamicObject>)> {
+    let mut served = Vec::with_capacity(watches.len());
+    for (kind, api) in watches {
+        match api.list(&ListParams::default().limit(1)).await {
+            Err(kube::Error::Api(status)) if status.is_not_found() => {
+                tracing::warn!(%kind, "the API server does not serve this kind (CRD not installed?); not watching it");
+            }
+            _ => served.push((kind, api)),
+        }
+    }
+    served
 }
 
 /// What the watches have delivered: per watch, the keys it holds and its relist in

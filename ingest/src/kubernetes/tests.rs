@@ -218,3 +218,26 @@ fn kind_keys_of_watched_objects() {
     assert!(super::WATCHED.iter().any(|w| w.kind == "EndpointSlice"));
     assert_eq!(Kind::from_api("v1", "Service"), Some(Kind::Service));
 }
+
+/// A cluster without Istio's CRDs: those kinds are not watched, and the source still
+/// syncs and serves the rest.
+#[tokio::test]
+async fn kinds_the_server_does_not_serve_are_skipped() {
+    use shoal_kube_test_server::ResourceType;
+    let mut registry = shoal_kube_test_server::resource::Registry::default();
+    registry.register(ResourceType::core("namespaces", "Namespace", false));
+    registry.register(ResourceType::core("services", "Service", true));
+    registry.register(ResourceType::core("pods", "Pod", true));
+    let server = TestApiServer::start_with(Settings {
+        registry,
+        ..Settings::default()
+    })
+    .await
+    .unwrap();
+    server.create("services", service("reviews")).unwrap();
+    let env = Env::start(server).await;
+    env.wait_for("the service", |o| o.contains_key("Service shop/reviews"))
+        .await;
+    assert!(env.handle.is_ready());
+    env.stop().await;
+}
