@@ -149,3 +149,108 @@ async fn objects_written_through_the_api_route_envoy() {
         tier.stop(Duration::from_secs(5));
     }
 }
+
+/// Ingest's memory and CPU to load a large cluster through the API: `SHOAL_KUBE_SERVICES`
+/// Services (10,000), each with an EndpointSlice and `SHOAL_KUBE_PODS_PER_SERVICE` Pods
+/// (10: 100,000 Pods), in 100 namespaces, written to real NATS. The figure in
+/// BENCHMARKS.md:
+/// `cargo test --release -p shoal --test e2e -- --ignored --nocapture ingest_loads_a_large_cluster`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run by hand, in release"]
+async fn ingest_loads_a_large_cluster() {
+    let env = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (services, pods_per_service) = (
+        env("SHOAL_KUBE_SERVICES", 10_000),
+        env("SHOAL_KUBE_PODS_PER_SERVICE", 10),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let api = TestApiServer::start().await.expect("test API server");
+    for ns in 0..100 {
+        api.apply(
+            "namespaces",
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("ns-{ns}")}}),
+        )
+        .unwrap();
+    }
+    for s in 0..services {
+        let (ns, name) = (format!("ns-{}", s % 100), format!("svc-{s}"));
+        api.apply("services", serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 8080, "targetPort": 9080}]},
+        }))
+        .unwrap();
+        let mut endpoints = Vec::new();
+        for p in 0..pods_per_service {
+            let pod = format!("{name}-{p}");
+            let n = s * pods_per_service + p;
+            let ip = format!("10.{}.{}.{}", n / 65536 % 256, n / 256 % 256, n % 256);
+            api.apply(
+                "pods",
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": pod, "namespace": ns, "labels": {"app": name}},
+                    "spec": {"serviceAccountName": "default"},
+                    "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]},
+                }),
+            )
+            .unwrap();
+            endpoints.push(serde_json::json!({
+                "addresses": [ip], "conditions": {"ready": true},
+                "targetRef": {"kind": "Pod", "name": pod, "namespace": ns},
+            }));
+        }
+        api.apply(
+            "endpointslices.discovery.k8s.io",
+            serde_json::json!({
+                "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": format!("{name}-1"), "namespace": ns,
+                             "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4",
+                "ports": [{"name": "http", "port": 9080}],
+                "endpoints": endpoints,
+            }),
+        )
+        .unwrap();
+    }
+    let kubeconfig = api.kubeconfig(dir.path()).expect("kubeconfig");
+    let nats = NatsServer::start();
+    let started = Instant::now();
+    let mut ingest = tiers::ingest_with(
+        &[
+            "--registry",
+            "kubernetes",
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+        ],
+        &nats.url(),
+        dir.path(),
+    );
+    assert!(
+        wait_http_ok(
+            &format!("http://127.0.0.1:{}/healthz/ready", ingest.http),
+            Duration::from_secs(600)
+        )
+        .await,
+        "ingest never synced:\n{}",
+        ingest.proc.tail(30)
+    );
+    let synced = started.elapsed();
+    let sample = shoal_loadtest::run::procfs::sample(&ingest.proc.pid().to_string())
+        .expect("ingest's /proc");
+    println!(
+        "ingest, {services} Services / {} Pods / {services} EndpointSlices through the API: \
+         synced and written to NATS in {:.1} s; CPU {:.1} s; RSS {:.0} MiB (peak {:.0} MiB)",
+        services * pods_per_service,
+        synced.as_secs_f64(),
+        sample.cpu_s,
+        sample.rss_kib as f64 / 1024.0,
+        sample.peak_rss_kib as f64 / 1024.0
+    );
+    ingest.proc.stop(Duration::from_secs(10));
+}
