@@ -166,7 +166,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let span = tracing::info_span!("registry", source = kubernetes::SOURCE);
             supervisor.critical(
                 "ingest",
-                ingest.run_source(source, kubernetes::SOURCE, span, supervisor.watcher()),
+                ingest.run_source(source, span, supervisor.watcher()),
             );
         }
     }

@@ -12,7 +12,7 @@ use crate::config::IngestConfig;
 use crate::debounce::debounce;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
-use crate::registry::{self, DirectoryRegistry, RegistryConfig, RegistryError, Rejections};
+use crate::registry::{DirectoryRegistry, RegistryConfig, RegistryError, Rejections};
 use crate::source::{Outputs, Source, SourceSink};
 use crate::sync::{KvWriter, SyncError, WriterHandle};
 use prometheus_client::registry::Registry;
@@ -120,16 +120,13 @@ impl Ingest {
             watch_queue: self.config.watch_queue,
         });
         let span = tracing::info_span!("registry", dir = %self.config.config_dir.display());
-        self.run_source(registry, registry::SOURCE, span, drain)
-            .await
+        self.run_source(registry, span, drain).await
     }
 
-    /// As [`Ingest::run`], with `source` (named `name` in its objects' origin and KV keys)
-    /// in place of the directory.
+    /// As [`Ingest::run`], with `source` in place of the directory.
     pub async fn run_source<S>(
         self,
         source: S,
-        name: &str,
         span: tracing::Span,
         drain: DrainWatch,
     ) -> Result<(), IngestError>
@@ -154,7 +151,7 @@ impl Ingest {
         });
         let mut debouncer = tokio::spawn(debouncer.instrument(tracing::info_span!("debounce")));
 
-        let origin = Origin::new(&config.cluster_id, name, &config.network);
+        let origin = Origin::new(&config.cluster_id, S::NAME, &config.network);
         let writer = KvWriter {
             kv: kv.clone(),
             origin: origin.clone(),

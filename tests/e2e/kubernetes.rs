@@ -53,6 +53,13 @@ fn apply_dir(server: &TestApiServer, dir: &Path) {
     }
 }
 
+/// `ingest --registry kubernetes` watching the API server of `kubeconfig`.
+fn kubernetes_ingest(kubeconfig: &Path, nats: &str, dir: &Path) -> tiers::Tier {
+    let kubeconfig = kubeconfig.display().to_string();
+    let source = ["--registry", "kubernetes", "--kubeconfig", &kubeconfig];
+    tiers::ingest_with(&source, nats, dir)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_written_through_the_api_route_envoy() {
     let _serial = crate::SERIAL.lock().await;
@@ -64,16 +71,7 @@ async fn objects_written_through_the_api_route_envoy() {
     let kubeconfig = api.kubeconfig(dir.path()).expect("kubeconfig");
 
     let (nats, redis) = (NatsServer::start(), RedisServer::start());
-    let mut ingest = tiers::ingest_with(
-        &[
-            "--registry",
-            "kubernetes",
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-        ],
-        &nats.url(),
-        dir.path(),
-    );
+    let mut ingest = kubernetes_ingest(&kubeconfig, &nats.url(), dir.path());
     let mut builder = tiers::builder(1, &nats.url(), &redis.url(), dir.path());
     let mut edge = tiers::edge(1, &nats.url(), &redis.url(), &[], dir.path());
     for port in [ingest.http, builder.http, edge.http] {
@@ -221,16 +219,7 @@ async fn ingest_loads_a_large_cluster() {
     let kubeconfig = api.kubeconfig(dir.path()).expect("kubeconfig");
     let nats = NatsServer::start();
     let started = Instant::now();
-    let mut ingest = tiers::ingest_with(
-        &[
-            "--registry",
-            "kubernetes",
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-        ],
-        &nats.url(),
-        dir.path(),
-    );
+    let mut ingest = kubernetes_ingest(&kubeconfig, &nats.url(), dir.path());
     assert!(
         wait_http_ok(
             &format!("http://127.0.0.1:{}/healthz/ready", ingest.http),

@@ -83,6 +83,7 @@ impl KubeSource {
 }
 
 impl Source for KubeSource {
+    const NAME: &'static str = SOURCE;
     type Error = KubeError;
 
     async fn run(
@@ -118,19 +119,20 @@ impl Source for KubeSource {
                     continue;
                 }
             }
-            sink.set_rejections(state.rejections());
+            if std::mem::take(&mut state.rejections_changed) {
+                sink.set_rejections(state.rejected.values().cloned().collect());
+            }
+            let rejected = &state.rejected;
             if state.synced {
-                let rejected = state.rejected_keys();
-                sink.commit(true, |k| rejected.contains(k)).await?;
+                sink.commit(true, |k| rejected.contains_key(k)).await?;
             } else if state.all_listed() {
-                let rejected = state.rejected_keys();
-                sink.synced(|k| rejected.contains(k)).await?;
-                state.synced = true;
+                sink.synced(|k| rejected.contains_key(k)).await?;
                 tracing::info!(
                     objects = sink.len(),
                     rejected = rejected.len(),
                     "kubernetes API listed: every watch synced"
                 );
+                state.synced = true;
             }
         }
         tracing::debug!("kubernetes registry stopped");
@@ -162,6 +164,8 @@ struct State {
     relisting: Vec<Option<BTreeSet<ConfigKey>>>,
     listed: Vec<bool>,
     rejected: BTreeMap<ConfigKey, Rejection>,
+    /// `rejected` changed since the sink was last told.
+    rejections_changed: bool,
     /// Every watch listed once and the sink was told (HasSynced).
     synced: bool,
 }
@@ -173,6 +177,7 @@ impl State {
             relisting: vec![None; watches],
             listed: vec![false; watches],
             rejected: BTreeMap::new(),
+            rejections_changed: false,
             synced: false,
         }
     }
@@ -181,12 +186,9 @@ impl State {
         self.listed.iter().all(|l| *l)
     }
 
-    fn rejections(&self) -> Vec<Rejection> {
-        self.rejected.values().cloned().collect()
-    }
-
-    fn rejected_keys(&self) -> BTreeSet<ConfigKey> {
-        self.rejected.keys().cloned().collect()
+    /// `key` is no longer rejected (valid again, or gone).
+    fn accept(&mut self, key: &ConfigKey) {
+        self.rejections_changed |= self.rejected.remove(key).is_some();
     }
 
     fn on_event(
@@ -207,9 +209,13 @@ impl State {
             Event::InitDone => {
                 // What the relist lacks was deleted while the watch was down.
                 let listed = self.relisting[index].take().unwrap_or_default();
-                for gone in self.held[index].difference(&listed) {
-                    self.rejected.remove(gone);
-                    sink.delete(gone);
+                for gone in self.held[index]
+                    .difference(&listed)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                {
+                    self.accept(&gone);
+                    sink.delete(&gone);
                 }
                 self.held[index] = listed;
                 self.listed[index] = true;
@@ -222,7 +228,7 @@ impl State {
             Event::Delete(object) => {
                 if let Some(key) = convert::key_of(kind, &object) {
                     self.held[index].remove(&key);
-                    self.rejected.remove(&key);
+                    self.accept(&key);
                     sink.delete(&key);
                 }
             }
@@ -243,13 +249,14 @@ impl State {
                 for warning in warnings {
                     tracing::warn!(%key, "{warning}");
                 }
-                self.rejected.remove(&key);
+                self.accept(&key);
                 sink.stamp(&mut config);
                 sink.apply(*config);
             }
             Converted::Rejected(rejection) => {
                 sink.count_rejection(&rejection);
                 self.rejected.insert(key.clone(), rejection);
+                self.rejections_changed = true;
             }
             Converted::Skipped => return None,
         }

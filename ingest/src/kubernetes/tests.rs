@@ -78,7 +78,7 @@ impl Env {
         let watch = drain.watcher();
         let task = tokio::spawn(async move {
             ingest
-                .run_source(source, SOURCE, tracing::info_span!("kubernetes"), watch)
+                .run_source(source, tracing::info_span!("kubernetes"), watch)
                 .await
         });
         Env {

@@ -74,6 +74,7 @@ pub(crate) struct DirectoryRegistry {
 }
 
 impl Source for DirectoryRegistry {
+    const NAME: &'static str = SOURCE;
     type Error = RegistryError;
 
     async fn run(

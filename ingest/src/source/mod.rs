@@ -34,6 +34,9 @@ pub const NETWORK_LABEL: &str = "topology.istio.io/network";
 /// synced once the initial list is complete, then follows changes until `shutdown`.
 /// Bad objects are reported as rejections and never stop it.
 pub trait Source: Send + 'static {
+    /// Names the source in its objects' origin and KV keys (`dir`, `kubernetes`).
+    const NAME: &'static str;
+
     /// The error that stops the source (the ingest then exits and is restarted).
     type Error: std::error::Error + From<SyncError> + Send + Sync + 'static;
 
@@ -189,12 +192,7 @@ impl SourceSink {
         let now = SystemTime::now();
         for key in plan.delete {
             tracing::info!(%key, source = %self.origin.source, "deleting config the source no longer holds");
-            let change = Change {
-                key,
-                config: None,
-                at: now,
-            };
-            self.out.writer.send(change, false).await?;
+            self.delete_from_kv(key, now, false).await?;
         }
         for kv_key in plan.delete_legacy {
             tracing::info!(key = %kv_key, "deleting a config KV key of the format before sources");
@@ -235,13 +233,23 @@ impl SourceSink {
         for key in released {
             self.kv_only.remove(&key);
             tracing::info!(%key, source = %self.origin.source, "deleting config the source no longer defines");
-            let change = Change {
-                key,
-                config: None,
-                at: now,
-            };
-            self.out.writer.send(change, true).await?;
+            self.delete_from_kv(key, now, true).await?;
         }
         Ok(())
+    }
+
+    /// Queues the KV delete of a key the store does not hold (with a push if `publish`).
+    async fn delete_from_kv(
+        &self,
+        key: ConfigKey,
+        at: SystemTime,
+        publish: bool,
+    ) -> Result<(), SyncError> {
+        let change = Change {
+            key,
+            config: None,
+            at,
+        };
+        self.out.writer.send(change, publish).await
     }
 }
