@@ -96,10 +96,16 @@ fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String
     !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
-/// Locality as Istio writes it, `region/zone/subzone`, from the well-known labels.
-fn locality(labels: &BTreeMap<String, String>, zone: Option<&str>) -> String {
+/// Locality as Istio writes it, `region/zone/subzone`: the workload's `istio-locality`
+/// label, else its Node's topology labels (`node_locality`, from the Kubernetes
+/// registry), else the well-known labels on the workload itself and the EndpointSlice's
+/// zone.
+fn locality(labels: &BTreeMap<String, String>, node_locality: &str, zone: Option<&str>) -> String {
     if let Some(l) = labels.get("istio-locality") {
         return l.replace('.', "/");
+    }
+    if !node_locality.is_empty() {
+        return node_locality.to_string();
     }
     let region = labels
         .get("topology.kubernetes.io/region")
@@ -160,11 +166,12 @@ fn kube_endpoints(
                     zone: Option<&str>,
                     healthy: bool| {
         let labels = pod.map(|(c, _)| c.meta.labels.clone()).unwrap_or_default();
+        let node_locality = pod.map_or("", |(_, p)| p.node_locality.as_str());
         Endpoint {
             address: address.to_string(),
             port,
             service_port,
-            locality: locality(&labels, zone),
+            locality: locality(&labels, node_locality, zone),
             network: network(&labels),
             service_account: pod
                 .map(|(_, p)| p.service_account.clone())
@@ -299,7 +306,7 @@ fn workload_endpoint(
         port,
         service_port,
         locality: if we.locality.is_empty() {
-            locality(&labels, None)
+            locality(&labels, "", None)
         } else {
             we.locality.clone()
         },
@@ -365,7 +372,7 @@ fn entry_endpoints(
                 labels: pod_config.meta.labels.clone(),
                 cluster: pod_config.meta.origin.cluster.clone(),
                 network: network(&pod_config.meta.labels),
-                locality: locality(&pod_config.meta.labels, None),
+                locality: locality(&pod_config.meta.labels, &pod.node_locality, None),
                 weight: 1,
                 healthy: pod.ready,
                 service_account: pod.service_account.clone(),

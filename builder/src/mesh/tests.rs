@@ -78,6 +78,29 @@ fn service_and_endpoints_from_slices_with_pod_labels() {
     assert!(!eps[1].healthy);
 }
 
+/// The Node's locality (which the Kubernetes registry writes onto the Pod) wins over
+/// the slice's zone; the Pod's `istio-locality` label wins over both.
+#[test]
+fn endpoint_locality_from_the_node_then_the_label() {
+    let mut cs = configs("c1", SERVICE_WITH_SLICE);
+    let pod = cs.iter_mut().find(|c| c.kind() == Kind::Pod).unwrap();
+    if let Spec::Pod(p) = &mut pod.spec {
+        p.node_locality = "us-east-1/us-east-1a".into();
+    }
+    assert_eq!(
+        build("shop", &cs).endpoints[0].endpoints[0].locality,
+        "us-east-1/us-east-1a"
+    );
+    let pod = cs.iter_mut().find(|c| c.kind() == Kind::Pod).unwrap();
+    pod.meta
+        .labels
+        .insert("istio-locality".into(), "eu.west.a".into());
+    assert_eq!(
+        build("shop", &cs).endpoints[0].endpoints[0].locality,
+        "eu/west/a"
+    );
+}
+
 #[test]
 fn pods_selected_when_no_endpoint_objects() {
     let yaml = r#"

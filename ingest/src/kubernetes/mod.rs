@@ -13,6 +13,7 @@
 //! backs off and retries that watch alone; it never stops the others.
 
 mod convert;
+mod nodes;
 mod resources;
 
 pub use resources::{WATCHED, Watched};
@@ -25,8 +26,10 @@ use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use nodes::NodeLocalities;
 use shoal_proto::config::{ConfigKey, Kind};
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::future::Future;
 
 /// The Kubernetes registry's source name: its objects' `Origin::source` and KV key segment.
@@ -61,12 +64,14 @@ impl KubeSource {
     }
 
     /// One watch per kind, or per kind and namespace when limited to some.
-    fn watches(&self) -> Vec<(Kind, Api<DynamicObject>)> {
+    fn watches(&self) -> Vec<(Target, Api<DynamicObject>)> {
         let mut watches = Vec::new();
         for w in WATCHED {
-            let kind = Kind::from_api(&w.api_resource().api_version, w.kind)
-                .expect("every watched kind is one Shoal reads (tested)");
             let resource = w.api_resource();
+            let kind = match Kind::from_api(&resource.api_version, w.kind) {
+                Some(kind) => Target::Config(kind),
+                None => Target::Nodes,
+            };
             if !w.namespaced || self.config.namespaces.is_empty() {
                 watches.push((kind, Api::all_with(self.client.clone(), &resource)));
             } else {
@@ -94,16 +99,19 @@ impl Source for KubeSource {
         let origin = format!("kubernetes/{}", sink.origin().cluster);
         let watches = served(self.watches()).await;
         let mut state = State::new(watches.len());
-        let streams = watches.into_iter().enumerate().map(|(index, (kind, api))| {
-            watcher::watcher(api, watcher::Config::default())
-                .default_backoff()
-                .map(move |event| (index, kind, event))
-                .boxed()
-        });
+        let streams = watches
+            .into_iter()
+            .enumerate()
+            .map(|(index, (target, api))| {
+                watcher::watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .map(move |event| (index, target, event))
+                    .boxed()
+            });
         let mut events = futures::stream::select_all(streams);
         tokio::pin!(shutdown);
         loop {
-            let (index, kind, event) = tokio::select! {
+            let (index, target, event) = tokio::select! {
                 () = &mut shutdown => break,
                 next = events.next() => match next {
                     Some(next) => next,
@@ -112,10 +120,10 @@ impl Source for KubeSource {
             };
             match event {
                 Ok(event) => {
-                    state.on_event(&mut sink, &origin, index, kind, event);
+                    state.on_event(&mut sink, &origin, index, target, event);
                 }
                 Err(error) => {
-                    tracing::warn!(%kind, %error, "kubernetes watch failed; retrying with backoff");
+                    tracing::warn!(kind = %target, %error, "kubernetes watch failed; retrying with backoff");
                     continue;
                 }
             }
@@ -144,7 +152,7 @@ impl Source for KubeSource {
 /// installed on this cluster) is left out with a warning, as Istio skips absent CRDs:
 /// its watcher would never list, and the source would never report synced. Any other
 /// error keeps the watch: the watcher retries it with backoff.
-async fn served(watches: Vec<(Kind, Api<DynamicObject>)>) -> Vec<(Kind, Api<DynamicObject>)> {
+async fn served(watches: Vec<(Target, Api<DynamicObject>)>) -> Vec<(Target, Api<DynamicObject>)> {
     let mut served = Vec::with_capacity(watches.len());
     for (kind, api) in watches {
         match api.list(&ListParams::default().limit(1)).await {
@@ -157,8 +165,26 @@ async fn served(watches: Vec<(Kind, Api<DynamicObject>)>) -> Vec<(Kind, Api<Dyna
     served
 }
 
+/// What one watch feeds.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    /// Mesh config of one kind.
+    Config(Kind),
+    /// Node localities, written onto Pods.
+    Nodes,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Config(kind) => kind.fmt(f),
+            Target::Nodes => f.write_str("Node"),
+        }
+    }
+}
+
 /// What the watches have delivered: per watch, the keys it holds and its relist in
-/// progress; the objects rejected now.
+/// progress; the objects rejected now; Node localities.
 struct State {
     held: Vec<BTreeSet<ConfigKey>>,
     relisting: Vec<Option<BTreeSet<ConfigKey>>>,
@@ -168,6 +194,9 @@ struct State {
     rejections_changed: bool,
     /// Every watch listed once and the sink was told (HasSynced).
     synced: bool,
+    nodes: NodeLocalities,
+    /// The Nodes a relist in progress has seen.
+    relisting_nodes: Option<BTreeSet<String>>,
 }
 
 impl State {
@@ -179,6 +208,8 @@ impl State {
             rejected: BTreeMap::new(),
             rejections_changed: false,
             synced: false,
+            nodes: NodeLocalities::default(),
+            relisting_nodes: None,
         }
     }
 
@@ -196,9 +227,13 @@ impl State {
         sink: &mut SourceSink,
         origin: &str,
         index: usize,
-        kind: Kind,
+        target: Target,
         event: Event<DynamicObject>,
     ) {
+        let kind = match target {
+            Target::Config(kind) => kind,
+            Target::Nodes => return self.on_node_event(sink, index, event),
+        };
         match event {
             Event::Init => self.relisting[index] = Some(BTreeSet::new()),
             Event::InitApply(object) => {
@@ -215,6 +250,7 @@ impl State {
                     .collect::<Vec<_>>()
                 {
                     self.accept(&gone);
+                    self.nodes.forget_pod(&gone);
                     sink.delete(&gone);
                 }
                 self.held[index] = listed;
@@ -229,8 +265,46 @@ impl State {
                 if let Some(key) = convert::key_of(kind, &object) {
                     self.held[index].remove(&key);
                     self.accept(&key);
+                    self.nodes.forget_pod(&key);
                     sink.delete(&key);
                 }
+            }
+        }
+    }
+
+    /// A Node event: its locality, rewritten onto its Pods when it moved.
+    fn on_node_event(&mut self, sink: &mut SourceSink, index: usize, event: Event<DynamicObject>) {
+        let name = |object: &DynamicObject| object.metadata.name.clone().unwrap_or_default();
+        match event {
+            Event::Init => self.relisting_nodes = Some(BTreeSet::new()),
+            Event::InitApply(node) => {
+                self.relisting_nodes
+                    .get_or_insert_default()
+                    .insert(name(&node));
+                self.set_node(sink, &node);
+            }
+            Event::InitDone => {
+                let listed = self.relisting_nodes.take().unwrap_or_default();
+                for gone in self.nodes.nodes() {
+                    if !listed.contains(&gone) {
+                        self.nodes.remove_node(&gone);
+                    }
+                }
+                self.listed[index] = true;
+            }
+            Event::Apply(node) => self.set_node(sink, &node),
+            Event::Delete(node) => self.nodes.remove_node(&name(&node)),
+        }
+    }
+
+    fn set_node(&mut self, sink: &mut SourceSink, node: &DynamicObject) {
+        let Some(name) = &node.metadata.name else {
+            return;
+        };
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        for pod in self.nodes.set_node(name, &labels) {
+            if let Some(moved) = sink.get(&pod).and_then(|p| self.nodes.restamped(p)) {
+                sink.apply(moved);
             }
         }
     }
@@ -251,6 +325,7 @@ impl State {
                 }
                 self.accept(&key);
                 sink.stamp(&mut config);
+                self.nodes.stamp(&mut config);
                 sink.apply(*config);
             }
             Converted::Rejected(rejection) => {

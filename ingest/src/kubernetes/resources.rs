@@ -38,9 +38,11 @@ const fn kind(
     }
 }
 
-/// The kinds the source watches, in the order their first lists are loaded.
+/// The kinds the source watches, in the order their first lists are loaded. Nodes are
+/// read for their Pods' localities only ([`super::nodes`]); every other kind is config.
 pub const WATCHED: &[Watched] = &[
     kind("", "v1", "Namespace", "namespaces", false),
+    kind("", "v1", "Node", "nodes", false),
     kind("", "v1", "Service", "services", true),
     kind("", "v1", "Pod", "pods", true),
     kind(
@@ -89,7 +91,7 @@ mod tests {
 
     #[test]
     fn every_watched_kind_is_one_shoal_reads() {
-        for w in WATCHED {
+        for w in WATCHED.iter().filter(|w| w.kind != "Node") {
             let api_version = match w.group {
                 "" => w.version.to_string(),
                 group => format!("{group}/{}", w.version),

@@ -241,3 +241,70 @@ async fn kinds_the_server_does_not_serve_are_skipped() {
     assert!(env.handle.is_ready());
     env.stop().await;
 }
+
+fn node(name: &str, region: &str, zone: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone,
+        }},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    })
+}
+
+fn pod_on(name: &str, node: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "shop", "labels": {"app": "reviews"}},
+        "spec": {"nodeName": node, "containers": [{"name": "app"}]},
+        "status": {"podIP": "10.0.0.1", "phase": "Running",
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    })
+}
+
+fn node_locality(objects: &BTreeMap<String, Config>, pod: &str) -> Option<String> {
+    match &objects.get(pod)?.spec {
+        shoal_proto::config::Spec::Pod(p) => Some(p.node_locality.clone()),
+        _ => None,
+    }
+}
+
+/// Pods carry their Node's `region/zone` (Nodes themselves are not config: they never
+/// reach the KV), and follow it when the Node is relabelled; a Pod listed before its
+/// Node gets the locality once the Node arrives.
+#[tokio::test]
+async fn pods_carry_their_node_locality() {
+    let server = TestApiServer::start().await.unwrap();
+    server
+        .create("nodes", node("n1", "us-east1", "us-east1-b"))
+        .unwrap();
+    server.create("pods", pod_on("web-1", "n1")).unwrap();
+    server.create("pods", pod_on("web-2", "n2")).unwrap();
+    let env = Env::start(server).await;
+    env.wait_for("web-1 in us-east1/us-east1-b", |o| {
+        node_locality(o, "Pod shop/web-1").as_deref() == Some("us-east1/us-east1-b")
+    })
+    .await;
+    let objects = env.objects().await;
+    assert_eq!(
+        node_locality(&objects, "Pod shop/web-2").as_deref(),
+        Some("")
+    );
+    assert!(
+        !objects.keys().any(|k| k.starts_with("Node")),
+        "{objects:?}"
+    );
+
+    env.server
+        .create("nodes", node("n2", "eu-west1", "eu-west1-a"))
+        .unwrap();
+    env.server
+        .apply("nodes", node("n1", "us-east1", "us-east1-c"))
+        .unwrap();
+    env.wait_for("both pods at their nodes' new localities", |o| {
+        node_locality(o, "Pod shop/web-1").as_deref() == Some("us-east1/us-east1-c")
+            && node_locality(o, "Pod shop/web-2").as_deref() == Some("eu-west1/eu-west1-a")
+    })
+    .await;
+    env.stop().await;
+}

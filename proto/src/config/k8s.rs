@@ -44,6 +44,9 @@ pub struct PodSpec {
     pub service_account: String,
     /// Container port name → number, to resolve named `targetPort`s.
     pub named_ports: BTreeMap<String, u32>,
+    /// `region/zone/subzone` of the Pod's Node, from its topology labels: the Kubernetes
+    /// registry fills it in (a Pod does not carry it). Empty: unknown.
+    pub node_locality: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -290,6 +290,7 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
             .filter(|p| !p.name.is_empty())
             .map(|p| (p.name, p.container_port))
             .collect(),
+        node_locality: String::new(),
     })
 }
 
