@@ -146,6 +146,7 @@ impl SnapshotBuilder {
                         None => narrowed = false,
                     }
                     config.services = previous.services;
+                    config.network_gateways = previous.network_gateways;
                     (config, None, true)
                 }
                 // Endpoint sources only: the namespace chunk is as it was.
@@ -247,6 +248,7 @@ fn config_is_empty(config: &NamespaceConfig) -> bool {
         && config.destination_rules.is_empty()
         && config.sidecars.is_empty()
         && config.gateways.is_empty()
+        && config.network_gateways.is_empty()
 }
 
 #[cfg(test)]

@@ -3,10 +3,10 @@
 //! The node ID format and metadata keys are proto's contracts
 //! ([`shoal_proto::xds::node_metadata`]); this reads them out of Envoy's `Node`.
 
-use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::envoy::config::core::v3::{Locality, Node};
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
 use shoal_proto::xds::node_metadata::{
-    CLUSTER_ID, INTERCEPTION_MODE, LABELS, NAMESPACE, NodeId, NodeIdError,
+    CLUSTER_ID, INTERCEPTION_MODE, LABELS, NAMESPACE, NETWORK, NodeId, NodeIdError,
 };
 use std::collections::BTreeMap;
 
@@ -24,6 +24,11 @@ pub struct Proxy {
     pub labels: BTreeMap<String, String>,
     pub interception: InterceptionMode,
     pub cluster_id: String,
+    /// Metadata `NETWORK`; empty: none.
+    pub network: String,
+    /// The node's `region/zone/subzone`, with trailing empty parts left out; empty:
+    /// unknown.
+    pub locality: String,
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -77,8 +82,23 @@ impl Proxy {
             labels,
             interception,
             cluster_id: meta_string(meta, CLUSTER_ID).unwrap_or_default(),
+            network: meta_string(meta, NETWORK).unwrap_or_default(),
+            locality: node
+                .locality
+                .as_ref()
+                .map(locality_string)
+                .unwrap_or_default(),
         })
     }
+}
+
+/// `region/zone/subzone`, as endpoints write theirs.
+fn locality_string(l: &Locality) -> String {
+    let mut parts = vec![l.region.as_str(), l.zone.as_str(), l.sub_zone.as_str()];
+    while parts.last() == Some(&"") {
+        parts.pop();
+    }
+    parts.join("/")
 }
 
 fn meta_string(meta: Option<&Struct>, key: &str) -> Option<String> {

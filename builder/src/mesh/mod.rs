@@ -7,6 +7,7 @@
 //! in namespace N rebuilds only N's chunks, and content hashing drops what did not move.
 
 mod endpoints;
+mod gateways;
 mod routing;
 mod services;
 
@@ -72,6 +73,7 @@ pub fn build_namespace(namespace: &str, objects: &NamespaceObjects<'_>) -> Names
     let endpoints = endpoints_of(&sourced, objects);
     let mut config = routing::build(namespace, objects);
     config.services = sourced.into_iter().map(|s| s.service).collect();
+    config.network_gateways = gateways::build(objects);
     NamespaceBuild { config, endpoints }
 }
 
@@ -81,7 +83,7 @@ pub fn build_endpoints(namespace: &str, objects: &NamespaceObjects<'_>) -> Vec<S
 }
 
 /// One namespace's routing config alone: what [`build_namespace`] returns as `config`,
-/// without its services.
+/// without its services and network gateways.
 pub fn build_routing(namespace: &str, objects: &NamespaceObjects<'_>) -> NamespaceConfig {
     routing::build(namespace, objects)
 }

@@ -256,3 +256,58 @@ spec:
         "{warnings:?}"
     );
 }
+
+/// An east-west gateway Service (labelled with its network) becomes the network's
+/// gateway at its load balancer address and port 15443 (or the labelled port); one
+/// without an address yet is not a gateway.
+#[test]
+fn network_gateways_from_labelled_services() {
+    let cs = configs(
+        "c2",
+        r#"
+apiVersion: v1
+kind: Service
+metadata:
+  name: istio-eastwestgateway
+  namespace: istio-system
+  labels: {topology.istio.io/network: net-2}
+spec:
+  type: LoadBalancer
+  ports: [{name: tls, port: 15443}]
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.10}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: other-gateway
+  namespace: istio-system
+  labels: {topology.istio.io/network: net-3, networking.istio.io/gatewayPort: "16443"}
+spec:
+  externalIPs: [192.0.2.20]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: pending
+  namespace: istio-system
+  labels: {topology.istio.io/network: net-4}
+spec: {type: LoadBalancer}
+"#,
+    );
+    let gateways: Vec<_> = build("istio-system", &cs)
+        .config
+        .network_gateways
+        .into_iter()
+        .map(|g| (g.network, g.address, g.port, g.cluster))
+        .collect();
+    let s = |v: &str| v.to_string();
+    assert_eq!(
+        gateways,
+        [
+            (s("net-2"), s("192.0.2.10"), 15443, s("c2")),
+            (s("net-3"), s("192.0.2.20"), 16443, s("c2")),
+        ]
+    );
+}

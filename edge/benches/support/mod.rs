@@ -44,5 +44,7 @@ pub fn proxy(mesh: &Mesh, i: usize) -> Proxy {
         ]),
         interception: InterceptionMode::Redirect,
         cluster_id: CLUSTER.into(),
+        network: String::new(),
+        locality: String::new(),
     }
 }

@@ -9,6 +9,7 @@
 
 mod traffic_policy;
 
+use super::endpoints::locality::LocalityLb;
 use super::endpoints::{EndpointFilter, by_locality};
 use super::policy;
 use super::util::{
@@ -54,6 +55,7 @@ impl Default for ClusterDefaults {
 pub struct EdsTarget {
     pub service: Arc<Service>,
     pub filter: EndpointFilter,
+    pub locality_lb: LocalityLb,
 }
 
 /// The clusters of a scope, and what EDS needs to answer for them.
@@ -137,12 +139,13 @@ pub fn build(
                 rule,
                 subset,
             } => outbound(name, svc, port, rule, subset, push, defaults).map(|(c, eds)| {
-                if let Some(filter) = eds {
+                if let Some((filter, locality_lb)) = eds {
                     out.eds.insert(
                         c.name.clone(),
                         EdsTarget {
                             service: svc.clone(),
                             filter,
+                            locality_lb,
                         },
                     );
                 }
@@ -165,8 +168,9 @@ pub(super) fn discovery(t: cluster::DiscoveryType) -> Option<cluster::ClusterDis
     Some(cluster::ClusterDiscoveryType::Type(t as i32))
 }
 
-/// One outbound cluster, and the endpoint filter when it is EDS-typed. `None` when the
-/// cluster cannot exist (a DNS service with neither endpoints nor a resolvable name).
+/// One outbound cluster, and its endpoint filter and locality load balancing when it is
+/// EDS-typed. `None` when the cluster cannot exist (a DNS service with neither endpoints
+/// nor a resolvable name).
 fn outbound(
     name: String,
     svc: &Service,
@@ -175,7 +179,7 @@ fn outbound(
     subset: Option<&istio::Subset>,
     push: &PushContext,
     defaults: &ClusterDefaults,
-) -> Option<(Cluster, Option<EndpointFilter>)> {
+) -> Option<(Cluster, Option<(EndpointFilter, LocalityLb)>)> {
     let filter = EndpointFilter {
         port: port.port,
         labels: subset.map(|s| s.labels.clone()),
@@ -212,7 +216,23 @@ fn outbound(
         // A PASSTHROUGH load balancer turned the cluster into ORIGINAL_DST.
         eds = None;
     }
-    Some((c, eds))
+    let locality_lb = LocalityLb::new(
+        policy
+            .load_balancer
+            .and_then(|lb| lb.locality_lb_setting.as_deref()),
+        policy.outlier_detection.is_some(),
+    );
+    if matches!(locality_lb, LocalityLb::Distribute(_)) {
+        // Envoy honours the per-locality weights `distribute` sets only with this.
+        c.common_lb_config
+            .get_or_insert_with(Default::default)
+            .locality_config_specifier = Some(
+            cluster::common_lb_config::LocalityConfigSpecifier::LocalityWeightedLbConfig(
+                Default::default(),
+            ),
+        );
+    }
+    Some((c, eds.map(|filter| (filter, locality_lb))))
 }
 
 /// The inline endpoints of a STRICT_DNS cluster. A DNS ServiceEntry without endpoints

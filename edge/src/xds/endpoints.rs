@@ -1,16 +1,48 @@
 //! EDS: one `ClusterLoadAssignment` per EDS cluster, named like the cluster.
 //!
 //! The endpoints of the cluster's service that serve its port (and carry its subset's
-//! labels), grouped by locality in `region/zone/subzone` order so Envoy's locality-aware
-//! balancing sees each locality once, weighted by the sum of its endpoints' weights.
+//! labels); those on another network than the proxy's replaced by that network's
+//! gateways ([`network`]); grouped by locality in `region/zone/subzone` order so Envoy's
+//! locality-aware balancing sees each locality once, weighted by the sum of its
+//! endpoints' weights; then prioritised or weighted for the proxy's locality
+//! ([`locality`]).
+
+pub mod locality;
+pub mod network;
 
 use super::util::{is_ip, socket_address, u32_value};
 use envoy_types::pb::envoy::config::core::v3::{Address, HealthStatus, Locality, address};
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
+use locality::LocalityLb;
 use shoal_proto::model::{Endpoint, ServiceEndpoints};
+use shoal_proto::push_context::NetworkGateways;
 use std::collections::BTreeMap;
+
+/// What of a proxy its assignments depend on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProxyView {
+    /// The proxy's network (node metadata `NETWORK`); empty: none.
+    pub network: String,
+    /// The proxy's `region/zone/subzone` (the node's locality); empty: unknown.
+    pub locality: String,
+}
+
+impl ProxyView {
+    /// The view an assignment under `policy` depends on: the locality only when the
+    /// policy uses it, so that proxies in every locality share one assignment otherwise.
+    pub fn for_policy(&self, policy: &LocalityLb) -> ProxyView {
+        ProxyView {
+            network: self.network.clone(),
+            locality: if policy.is_on() {
+                self.locality.clone()
+            } else {
+                String::new()
+            },
+        }
+    }
+}
 
 /// What an EDS cluster selects from its service's endpoints.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,27 +63,39 @@ impl EndpointFilter {
     }
 }
 
-/// The assignment of an EDS cluster. Endpoints whose address is not an IP are left out:
-/// Envoy rejects the whole assignment over one hostname.
+/// How one EDS cluster's assignment is made for a proxy.
+#[derive(Clone, Copy, Debug)]
+pub struct AssignmentInput<'a> {
+    pub filter: &'a EndpointFilter,
+    pub locality_lb: &'a LocalityLb,
+    pub view: &'a ProxyView,
+    pub gateways: &'a NetworkGateways,
+}
+
+/// The assignment of an EDS cluster for a proxy. Endpoints whose address is not an IP
+/// are left out: Envoy rejects the whole assignment over one hostname.
 pub fn load_assignment(
     cluster: &str,
     endpoints: Option<&ServiceEndpoints>,
-    filter: &EndpointFilter,
+    input: AssignmentInput<'_>,
 ) -> ClusterLoadAssignment {
     let selected = endpoints
         .into_iter()
         .flat_map(|e| e.endpoints.iter())
-        .filter(|ep| filter.selects(ep))
-        .filter(|ep| {
-            let ok = is_ip(&ep.address);
-            if !ok {
-                tracing::debug!(cluster, address = %ep.address, "skipping non-IP EDS endpoint");
-            }
-            ok
-        });
+        .filter(|ep| input.filter.selects(ep));
+    let reachable = network::reachable(selected, &input.view.network, input.gateways);
+    let addressable = reachable.iter().map(|ep| &**ep).filter(|ep| {
+        let ok = is_ip(&ep.address);
+        if !ok {
+            tracing::debug!(cluster, address = %ep.address, "skipping non-IP EDS endpoint");
+        }
+        ok
+    });
+    let mut groups = by_locality(addressable);
+    input.locality_lb.apply(&input.view.locality, &mut groups);
     ClusterLoadAssignment {
         cluster_name: cluster.to_string(),
-        endpoints: by_locality(selected),
+        endpoints: groups,
         ..Default::default()
     }
 }

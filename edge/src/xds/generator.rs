@@ -1,13 +1,14 @@
 use super::cache::{CacheStats, TypeCache, TypeStats};
 use super::clusters::{self, ClusterDefaults, EdsTarget};
-use super::endpoints::{self, EndpointFilter};
+use super::endpoints::locality::LocalityLb;
+use super::endpoints::{self, AssignmentInput, EndpointFilter, ProxyView};
 use super::listeners::{self, ListenerOptions};
 use super::routes;
 use super::util::resource;
 use super::{XdsResource, types};
 use crate::proxy::{InterceptionMode, Proxy};
 use shoal_proto::model::{ServiceEndpoints, ServiceKey};
-use shoal_proto::push_context::{PushContext, SidecarScope};
+use shoal_proto::push_context::{NetworkGateways, PushContext, SidecarScope};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -68,7 +69,15 @@ struct EndpointEntry {
     /// The chunk the assignment was built from (held, so its address is never reused).
     endpoints: Option<Arc<ServiceEndpoints>>,
     filter: EndpointFilter,
+    locality_lb: LocalityLb,
+    /// The network gateways it was built with (endpoints on other networks are theirs).
+    gateways: Arc<NetworkGateways>,
     resource: Arc<XdsResource>,
+}
+
+fn same_gateways(a: &Arc<NetworkGateways>, b: &Arc<NetworkGateways>) -> bool {
+    // An index rebuilt for another namespace's change holds equal gateways.
+    Arc::ptr_eq(a, b) || a == b
 }
 
 /// (scope id, index generation): what a scope's content is a function of.
@@ -99,13 +108,14 @@ pub struct Generator {
     config: GeneratorConfig,
     /// Keyed by scope and whether the inbound passthrough cluster is included.
     clusters: TypeCache<(ScopeKey, bool), ClusterEntry>,
-    /// Keyed by cluster name and the namespace of the service it was built for.
-    endpoints: TypeCache<EndpointKey, Arc<EndpointEntry>>,
+    /// Keyed by cluster name and the namespace of the service it was built for, and the
+    /// proxy's network and (when the cluster balances by locality) locality.
+    endpoints: TypeCache<(EndpointKey, ProxyView), Arc<EndpointEntry>>,
     /// Every assignment of a scope, sorted by name, keyed by scope, whether the inbound
     /// passthrough cluster is included (as the clusters are), and the endpoints they were
-    /// built from: what a proxy's EDS request is answered from, without a lookup per
-    /// cluster.
-    scope_endpoints: TypeCache<(ScopeKey, bool, u64), Resources>,
+    /// built from, and the proxy's network and locality: what a proxy's EDS request is
+    /// answered from, without a lookup per cluster.
+    scope_endpoints: TypeCache<(ScopeKey, bool, u64, ProxyView), Resources>,
     /// Keyed by scope, interception mode, and the proxy's address when it is bound.
     listeners: TypeCache<(ScopeKey, u8, Option<String>), Resources>,
     /// Keyed by scope, and the proxy's labels when a VirtualService routes by them.
@@ -225,15 +235,19 @@ impl Generator {
         names: &[String],
     ) -> Vec<Arc<XdsResource>> {
         let inbound = proxy.interception != InterceptionMode::None;
-        let key = (scope_key(scope), inbound, push.endpoints_id());
+        let view = ProxyView {
+            network: proxy.network.clone(),
+            locality: proxy.locality.clone(),
+        };
+        let key = (scope_key(scope), inbound, push.endpoints_id(), view);
         let all = self.scope_endpoints.get_or_build(
-            key,
+            key.clone(),
             |_| true,
             || {
                 let eds = self.clusters(scope, push, proxy).eds;
                 Arc::new(
                     eds.iter()
-                        .map(|(name, cluster)| self.assignment(push, name, cluster))
+                        .map(|(name, cluster)| self.assignment(push, name, cluster, &key.3))
                         .collect(),
                 )
             },
@@ -264,25 +278,45 @@ impl Generator {
             .collect()
     }
 
-    /// The assignment of one EDS cluster, shared by every scope that has the cluster
-    /// until its service's endpoint chunk changes.
-    fn assignment(&self, push: &PushContext, name: &str, cluster: &EdsCluster) -> Arc<XdsResource> {
-        let filter = &cluster.target.filter;
+    /// The assignment of one EDS cluster for proxies with `view`, shared by every scope
+    /// that has the cluster until its service's endpoint chunk (or, for proxies on
+    /// another network, a gateway) changes.
+    fn assignment(
+        &self,
+        push: &PushContext,
+        name: &str,
+        cluster: &EdsCluster,
+        view: &ProxyView,
+    ) -> Arc<XdsResource> {
+        let target = &cluster.target;
         let chunk = push.endpoints(&cluster.service);
-        let fresh =
-            |e: &Arc<EndpointEntry>| same_chunk(e.endpoints.as_ref(), chunk) && e.filter == *filter;
-        let entry = self
-            .endpoints
-            .get_or_build(cluster.cache_key.clone(), fresh, || {
-                Arc::new(EndpointEntry {
-                    endpoints: chunk.cloned(),
-                    filter: filter.clone(),
-                    resource: resource(
-                        name,
-                        &endpoints::load_assignment(name, chunk.map(|c| &**c), filter),
-                    ),
-                })
-            });
+        let gateways = &push.index().network_gateways;
+        let fresh = |e: &Arc<EndpointEntry>| {
+            same_chunk(e.endpoints.as_ref(), chunk)
+                && e.filter == target.filter
+                && e.locality_lb == target.locality_lb
+                && same_gateways(&e.gateways, gateways)
+        };
+        let view = view.for_policy(&target.locality_lb);
+        let key = (cluster.cache_key.clone(), view);
+        let entry = self.endpoints.get_or_build(key.clone(), fresh, || {
+            let input = AssignmentInput {
+                filter: &target.filter,
+                locality_lb: &target.locality_lb,
+                view: &key.1,
+                gateways,
+            };
+            Arc::new(EndpointEntry {
+                endpoints: chunk.cloned(),
+                filter: target.filter.clone(),
+                locality_lb: target.locality_lb.clone(),
+                gateways: gateways.clone(),
+                resource: resource(
+                    name,
+                    &endpoints::load_assignment(name, chunk.map(|c| &**c), input),
+                ),
+            })
+        });
         entry.resource.clone()
     }
 

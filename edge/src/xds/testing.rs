@@ -375,6 +375,8 @@ pub fn proxy(ns: &str, ip: &str, interception: InterceptionMode) -> Proxy {
         labels: labels(&[("app", "productpage")]),
         interception,
         cluster_id: "c1".into(),
+        network: String::new(),
+        locality: String::new(),
     }
 }
 

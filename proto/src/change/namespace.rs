@@ -16,6 +16,10 @@ pub fn namespace_changes(
 ) -> Option<BTreeSet<ChangeKey>> {
     let empty = NamespaceConfig::default();
     let (old, new) = (old.unwrap_or(&empty), new.unwrap_or(&empty));
+    // A network gateway moves the endpoints every proxy on another network sees.
+    if old.network_gateways != new.network_gateways {
+        return None;
+    }
     let mut keys = routing_changes(old, new)?;
     keys.extend(service_changes(&old.services, &new.services));
     Some(keys)

@@ -167,6 +167,39 @@ pub struct LoadBalancerSettings {
     /// `ROUND_ROBIN`, `LEAST_CONN`, `LEAST_REQUEST`, `RANDOM` or `PASSTHROUGH`.
     pub simple: Option<String>,
     pub consistent_hash: Option<ConsistentHashLb>,
+    // Boxed: rarely set, and it would double the size of every DestinationRule.
+    pub locality_lb_setting: Option<Box<LocalityLbSetting>>,
+}
+
+/// Locality-aware load balancing: either `distribute` traffic by weight from the
+/// client's locality, or `failover` (priorities: same locality first, then outward;
+/// applied only with outlier detection, which is what lets Envoy fail over).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocalityLbSetting {
+    pub distribute: Vec<LocalityDistribute>,
+    pub failover: Vec<LocalityFailover>,
+    /// Label-based failover ordering: not implemented (reported when set).
+    pub failover_priority: Vec<String>,
+    /// Unset means enabled, as in Istio's mesh default.
+    pub enabled: Option<bool>,
+}
+
+/// From clients in `from` (`region/zone/subzone`, `*` ending a prefix), send to the
+/// localities of `to` by percentage (summing to 100).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocalityDistribute {
+    pub from: String,
+    pub to: BTreeMap<String, u32>,
+}
+
+/// Clients in region `from` fail over to region `to` before any other region.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocalityFailover {
+    pub from: String,
+    pub to: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -19,6 +19,11 @@ pub struct ServiceSpec {
     #[serde(rename = "type")]
     pub service_type: String,
     pub external_name: String,
+    #[serde(rename = "externalIPs")]
+    pub external_ips: Vec<String>,
+    /// `status.loadBalancer.ingress`: each IP, or hostname where the load balancer
+    /// gives no IP. Where an east-west gateway is reached from other networks.
+    pub load_balancer_ingress: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

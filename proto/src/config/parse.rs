@@ -202,7 +202,7 @@ fn spec_of<S: DeserializeOwned + Default>(doc: &str) -> Result<S, serde_norway::
 fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_norway::Error> {
     Ok(match kind {
         Kind::Namespace => Spec::Namespace(k8s::NamespaceSpec {}),
-        Kind::Service => Spec::Service(spec_of(doc)?),
+        Kind::Service => Spec::Service(service_spec(doc)?),
         Kind::Pod => Spec::Pod(pod_spec(doc)?),
         Kind::EndpointSlice => {
             let mut slice: k8s::EndpointSliceSpec = serde_norway::from_str(doc)?;
@@ -221,6 +221,45 @@ fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_n
         Kind::Sidecar => Spec::Sidecar(spec_of::<istio::Sidecar>(doc)?),
         Kind::Gateway => Spec::Gateway(spec_of::<istio::Gateway>(doc)?),
     })
+}
+
+/// Reads a Service's spec, and from its status the load balancer's addresses.
+fn service_spec(doc: &str) -> Result<k8s::ServiceSpec, serde_norway::Error> {
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase", default)]
+    struct RawStatus {
+        load_balancer: RawLoadBalancer,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    struct RawLoadBalancer {
+        ingress: Vec<RawIngress>,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    struct RawIngress {
+        ip: String,
+        hostname: String,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(default)]
+    struct RawService {
+        // Options: `spec: ~` is an empty spec, as for every kind.
+        spec: Option<k8s::ServiceSpec>,
+        status: Option<RawStatus>,
+    }
+    let raw: RawService = serde_norway::from_str(doc)?;
+    let mut spec = raw.spec.unwrap_or_default();
+    spec.load_balancer_ingress = raw
+        .status
+        .unwrap_or_default()
+        .load_balancer
+        .ingress
+        .into_iter()
+        .map(|i| if i.ip.is_empty() { i.hostname } else { i.ip })
+        .filter(|a| !a.is_empty())
+        .collect();
+    Ok(spec)
 }
 
 /// Reads a full Pod (spec and status) into the digest the registry uses.

@@ -22,7 +22,14 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
     let mut warnings = Vec::new();
     match &config.spec {
         Spec::VirtualService(vs) => virtual_service(vs, &mut warnings)?,
-        Spec::DestinationRule(dr) => destination_rule(dr)?,
+        Spec::DestinationRule(dr) => {
+            destination_rule(dr)?;
+            if uses_failover_priority(dr) {
+                warnings.push(
+                    "localityLbSetting.failoverPriority is not supported by Shoal: ignored".into(),
+                );
+            }
+        }
         Spec::ServiceEntry(se) => service_entry(se)?,
         Spec::WorkloadEntry(we) => workload_entry(we)?,
         Spec::Sidecar(sc) => sidecar(sc)?,
@@ -259,6 +266,9 @@ fn traffic_policy(tp: &istio::TrafficPolicy, field: &str) -> Check {
                     "{f}.loadBalancer: simple and consistentHash cannot both be set"
                 )));
             }
+            if let Some(l) = &lb.locality_lb_setting {
+                locality_lb(l, &format!("{f}.loadBalancer.localityLbSetting"))?;
+            }
             if let Some(s) = &lb.simple
                 && !matches!(
                     s.as_str(),
@@ -343,6 +353,70 @@ fn traffic_policy(tp: &istio::TrafficPolicy, field: &str) -> Check {
         outlier(&p.outlier_detection, &f)?;
     }
     Ok(())
+}
+
+/// Istio's rules for a locality LB setting: distribute or failover, not both; each
+/// distribute's weights sum to 100 and its localities use `*` only as the last part;
+/// failover names two different regions, without wildcards.
+fn locality_lb(l: &istio::LocalityLbSetting, f: &str) -> Check {
+    if !l.distribute.is_empty() && !l.failover.is_empty() {
+        return Err(invalid(format!(
+            "{f}: distribute and failover cannot both be set"
+        )));
+    }
+    let locality = |loc: &str, field: String| -> Check {
+        let parts: Vec<&str> = loc.split('/').collect();
+        let wildcard_inside = parts[..parts.len() - 1].contains(&"*");
+        if loc.is_empty() || parts.len() > 3 || wildcard_inside {
+            return Err(invalid(format!(
+                "{field}: {loc:?} is not region/zone/subzone (with `*` only last)"
+            )));
+        }
+        Ok(())
+    };
+    for (i, d) in l.distribute.iter().enumerate() {
+        locality(&d.from, format!("{f}.distribute[{i}].from"))?;
+        let mut total = 0u64;
+        for (to, weight) in &d.to {
+            locality(to, format!("{f}.distribute[{i}].to"))?;
+            total += u64::from(*weight);
+        }
+        if total != 100 {
+            return Err(invalid(format!(
+                "{f}.distribute[{i}].to: weights sum to {total}, not 100"
+            )));
+        }
+    }
+    for (i, o) in l.failover.iter().enumerate() {
+        if o.from == o.to {
+            return Err(invalid(format!(
+                "{f}.failover[{i}]: from and to must be different regions"
+            )));
+        }
+        if o.from.contains(['*', '/']) || o.to.contains(['*', '/']) {
+            return Err(invalid(format!(
+                "{f}.failover[{i}]: from and to are regions, without `/` or `*`"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn uses_failover_priority(dr: &istio::DestinationRule) -> bool {
+    let policies = dr
+        .traffic_policy
+        .iter()
+        .chain(dr.subsets.iter().filter_map(|s| s.traffic_policy.as_ref()));
+    policies
+        .flat_map(|tp| {
+            tp.load_balancer.iter().chain(
+                tp.port_level_settings
+                    .iter()
+                    .filter_map(|p| p.load_balancer.as_ref()),
+            )
+        })
+        .filter_map(|lb| lb.locality_lb_setting.as_ref())
+        .any(|l| !l.failover_priority.is_empty())
 }
 
 fn destination_rule(dr: &istio::DestinationRule) -> Check {

@@ -5,8 +5,8 @@
 mod service;
 
 pub use service::{
-    Endpoint, ExportTo, NamedConfig, NamespaceConfig, Protocol, Resolution, Service,
-    ServiceEndpoints, ServiceKey, ServicePort, export_visible,
+    Endpoint, ExportTo, NamedConfig, NamespaceConfig, NetworkGateway, Protocol, Resolution,
+    Service, ServiceEndpoints, ServiceKey, ServicePort, export_visible,
 };
 
 /// The namespace whose Sidecar and config apply mesh-wide (Istio's root namespace).

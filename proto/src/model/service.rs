@@ -170,6 +170,18 @@ pub struct NamedConfig<T> {
     pub spec: T,
 }
 
+/// An east-west gateway: where workloads on other networks reach the endpoints of
+/// `network` (Istio's network gateway: a Service labelled `topology.istio.io/network`,
+/// at its load balancer address).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NetworkGateway {
+    pub network: String,
+    pub address: String,
+    pub port: u32,
+    /// The cluster whose Service declared it.
+    pub cluster: String,
+}
+
 /// Everything one namespace defines except endpoints: one snapshot chunk.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NamespaceConfig {
@@ -179,6 +191,8 @@ pub struct NamespaceConfig {
     pub destination_rules: Vec<NamedConfig<istio::DestinationRule>>,
     pub sidecars: Vec<NamedConfig<istio::Sidecar>>,
     pub gateways: Vec<NamedConfig<istio::Gateway>>,
+    /// The network gateways this namespace's Services declare, sorted.
+    pub network_gateways: Vec<NetworkGateway>,
 }
 
 #[cfg(test)]

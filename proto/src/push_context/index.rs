@@ -1,6 +1,6 @@
 use super::SidecarScope;
 use crate::config::istio;
-use crate::model::{NamedConfig, NamespaceConfig, ROOT_NAMESPACE, Service};
+use crate::model::{NamedConfig, NamespaceConfig, NetworkGateway, ROOT_NAMESPACE, Service};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -25,8 +25,13 @@ pub struct ConfigIndex {
     /// Positions in `destination_rules` of the rules whose host is a wildcard, ascending.
     wildcard_destination_rules: Vec<usize>,
     pub sidecars_by_namespace: HashMap<String, Vec<Arc<NamedConfig<istio::Sidecar>>>>,
+    /// Every network's gateways, sorted.
+    pub network_gateways: Arc<NetworkGateways>,
     scopes: Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>,
 }
+
+/// Gateways by the network they lead into.
+pub type NetworkGateways = BTreeMap<String, Vec<NetworkGateway>>;
 
 impl ConfigIndex {
     pub fn build(generation: u64, namespaces: &BTreeMap<String, Arc<NamespaceConfig>>) -> Self {
@@ -34,7 +39,14 @@ impl ConfigIndex {
             generation,
             ..Default::default()
         };
+        let mut network_gateways = NetworkGateways::new();
         for ns in namespaces.values() {
+            for gw in &ns.network_gateways {
+                network_gateways
+                    .entry(gw.network.clone())
+                    .or_default()
+                    .push(gw.clone());
+            }
             for svc in &ns.services {
                 let svc = Arc::new(svc.clone());
                 index
@@ -63,6 +75,11 @@ impl ConfigIndex {
                 );
             }
         }
+        for gateways in network_gateways.values_mut() {
+            gateways.sort();
+            gateways.dedup();
+        }
+        index.network_gateways = Arc::new(network_gateways);
         index
             .services
             .sort_by(|a, b| (&a.hostname, &a.namespace).cmp(&(&b.hostname, &b.namespace)));

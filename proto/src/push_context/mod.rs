@@ -10,7 +10,7 @@
 mod index;
 mod scope;
 
-pub use index::ConfigIndex;
+pub use index::{ConfigIndex, NetworkGateways};
 pub use scope::{SidecarScope, TrafficMode};
 
 use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};

@@ -28,7 +28,8 @@ use std::sync::Arc;
 
 /// The first byte of every encoded chunk, page and manifest; bumped whenever a layout
 /// changes. 1: one flat manifest listing every chunk. 2: a root manifest listing pages.
-pub const FORMAT_VERSION: u8 = 2;
+/// 3: namespace chunks carry network gateways, load balancers their locality setting.
+pub const FORMAT_VERSION: u8 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -38,7 +39,8 @@ pub enum SnapshotError {
     Decode(String),
     #[error(
         "snapshot format {0} is not the format this build reads ({FORMAT_VERSION}; 1 was \
-         the flat manifest listing every chunk): builders and edges must share a snapshot format"
+         the flat manifest listing every chunk, 2 had no network gateways): builders and \
+         edges must share a snapshot format"
     )]
     Format(u8),
     #[error("chunk {0} does not match its hash")]

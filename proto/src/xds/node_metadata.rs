@@ -16,6 +16,9 @@ pub const LABELS: &str = "LABELS";
 pub const INTERCEPTION_MODE: &str = "INTERCEPTION_MODE";
 /// The cluster the proxy runs in (a string).
 pub const CLUSTER_ID: &str = "CLUSTER_ID";
+/// The network the proxy is on (a string; Istio's `ISTIO_META_NETWORK`): endpoints on
+/// other networks are reached through their gateways.
+pub const NETWORK: &str = "NETWORK";
 
 /// The first field of the node ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -234,7 +234,7 @@ fn reference(
                 );
                 if let Some((c, filter)) = outbound(name, svc, port, rule, subset, push, &defaults)
                 {
-                    if let Some(filter) = filter {
+                    if let Some((filter, _)) = filter {
                         eds.insert(c.name.clone(), (svc.hostname.clone(), filter));
                     }
                     clusters.push(c);

@@ -2,6 +2,7 @@ use super::super::testing::*;
 use super::super::types::ENDPOINT;
 use super::*;
 use crate::proxy::InterceptionMode;
+use shoal_proto::push_context::PushContext;
 
 fn addresses(la: &LocalityLbEndpoints) -> Vec<(String, u32, i32, u32)> {
     la.lb_endpoints
@@ -115,14 +116,126 @@ fn names_unknown_empty_and_wildcard() {
 fn non_ip_addresses_are_left_out() {
     let mut eps = reviews_endpoints();
     eps.endpoints[0].address = "pod.example".into();
-    let la = load_assignment(
-        ALL,
-        Some(&eps),
-        &EndpointFilter {
-            port: 9080,
-            labels: None,
-        },
-    );
+    let filter = EndpointFilter {
+        port: 9080,
+        labels: None,
+    };
+    let input = AssignmentInput {
+        filter: &filter,
+        locality_lb: &LocalityLb::Off,
+        view: &ProxyView::default(),
+        gateways: &Default::default(),
+    };
+    let la = load_assignment(ALL, Some(&eps), input);
     let n: usize = la.endpoints.iter().map(|l| l.lb_endpoints.len()).sum();
     assert_eq!(n, 2);
+}
+
+/// Two networks: reviews has endpoints on net-1 (us-east) and net-2 (eu-west), and net-2
+/// an east-west gateway; the rule has outlier detection, so localities fail over.
+fn two_network_mesh() -> PushContext {
+    use shoal_proto::config::istio::{DestinationRule, OutlierDetection, TrafficPolicy};
+    use shoal_proto::model::{NamedConfig, NamespaceConfig, NetworkGateway};
+    use shoal_proto::snapshot::Chunk;
+    let mut shop = shop();
+    shop.destination_rules = vec![NamedConfig {
+        name: "reviews".into(),
+        namespace: "shop".into(),
+        spec: DestinationRule {
+            host: REVIEWS.into(),
+            traffic_policy: Some(TrafficPolicy {
+                outlier_detection: Some(OutlierDetection {
+                    consecutive_5xx_errors: Some(5),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    }];
+    let gateways = NamespaceConfig {
+        namespace: "istio-system".into(),
+        network_gateways: vec![NetworkGateway {
+            network: "net-2".into(),
+            address: "192.0.2.10".into(),
+            port: 15443,
+            cluster: "c2".into(),
+        }],
+        ..Default::default()
+    };
+    let on = |ip: &str, network: &str, locality: &str| Endpoint {
+        network: network.into(),
+        ..endpoint(ip, 9080, "v1", locality, true)
+    };
+    let mut eps = reviews_endpoints();
+    eps.endpoints = vec![
+        on("10.0.0.1", "net-1", "us-east/a"),
+        on("10.0.0.2", "net-1", "us-east/b"),
+        on("10.2.0.1", "net-2", "eu-west/a"),
+        on("10.2.0.2", "net-2", "eu-west/a"),
+    ];
+    PushContext::from_chunks(
+        1,
+        [
+            Chunk::Namespace(shop),
+            Chunk::Namespace(gateways),
+            Chunk::Endpoints(eps),
+        ],
+    )
+}
+
+/// (priority, locality, [(address, port, weight)]) of a locality group.
+type Group = (u32, String, Vec<(String, u32, u32)>);
+
+fn groups(la: &ClusterLoadAssignment) -> Vec<Group> {
+    la.endpoints
+        .iter()
+        .map(|g| {
+            let l = g.locality.as_ref().unwrap();
+            let eps = addresses(g)
+                .into_iter()
+                .map(|(a, p, _, w)| (a, p, w))
+                .collect();
+            (g.priority, format!("{}/{}", l.region, l.zone), eps)
+        })
+        .collect()
+}
+
+#[test]
+fn another_network_through_its_gateway_and_localities_by_priority() {
+    let push = two_network_mesh();
+    let generator = crate::xds::Generator::new();
+    let eds = |network: &str, locality: &str| -> ClusterLoadAssignment {
+        let mut p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
+        p.network = network.into();
+        p.locality = locality.into();
+        let out = generator
+            .generate(ENDPOINT, &p, &push, &[ALL.to_string()])
+            .unwrap();
+        decode(&out[0])
+    };
+    let s = |v: &str| v.to_string();
+    // On net-1 in us-east/a: its zone first, then its region, then net-2's gateway,
+    // standing for net-2's two endpoints.
+    assert_eq!(
+        groups(&eds("net-1", "us-east/a")),
+        [
+            (2, s("eu-west/a"), vec![(s("192.0.2.10"), 15443, 2)]),
+            (0, s("us-east/a"), vec![(s("10.0.0.1"), 9080, 1)]),
+            (1, s("us-east/b"), vec![(s("10.0.0.2"), 9080, 1)]),
+        ]
+    );
+    // On net-2 in eu-west/a: its own pods directly; net-1 has no gateway, so none of it.
+    assert_eq!(
+        groups(&eds("net-2", "eu-west/a")),
+        [(
+            0,
+            s("eu-west/a"),
+            vec![(s("10.2.0.1"), 9080, 1), (s("10.2.0.2"), 9080, 1)]
+        )]
+    );
+    // No network, no locality (a single-network mesh): every endpoint, all priority 0.
+    let flat = groups(&eds("", ""));
+    assert_eq!(flat.len(), 3);
+    assert!(flat.iter().all(|(priority, _, _)| *priority == 0));
 }

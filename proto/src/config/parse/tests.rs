@@ -698,3 +698,58 @@ fn windows_line_endings_and_document_end_markers() {
         .collect();
     assert_eq!(names, ["a", "b"]);
 }
+
+#[test]
+fn locality_lb_settings_by_istio_rules() {
+    let dr = |setting: &str| {
+        istio(
+            "v1",
+            "DestinationRule",
+            "reviews",
+            &format!(
+                "  host: reviews\n  trafficPolicy:\n    loadBalancer:\n      localityLbSetting:\n{setting}"
+            ),
+        )
+    };
+    let p = one(&dr(
+        "        distribute:\n        - from: us-east/*\n          to: {\"us-east/a\": 80, \"us-west/*\": 20}\n",
+    ));
+    let Spec::DestinationRule(rule) = &p.config.spec else {
+        panic!("not a DestinationRule");
+    };
+    let lb = rule
+        .traffic_policy
+        .as_ref()
+        .unwrap()
+        .load_balancer
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        lb.locality_lb_setting.as_ref().unwrap().distribute[0].to["us-east/a"],
+        80
+    );
+    one(&dr(
+        "        failover:\n        - {from: us-east, to: eu-west}\n",
+    ));
+
+    let e = rejected(&dr(
+        "        distribute:\n        - from: us-east\n          to: {\"us-west\": 90}\n",
+    ));
+    assert!(e.reason.contains("sum to 90"), "{e}");
+    let e = rejected(&dr(
+        "        failover:\n        - {from: us-east, to: us-east}\n",
+    ));
+    assert!(e.reason.contains("different regions"), "{e}");
+    let e = rejected(&dr(
+        "        distribute:\n        - from: a\n          to: {b: 100}\n        failover:\n        - {from: a, to: b}\n",
+    ));
+    assert!(e.reason.contains("cannot both"), "{e}");
+    let p = one(&dr(
+        "        failoverPriority: [topology.istio.io/network]\n",
+    ));
+    assert!(
+        p.warnings[0].contains("failoverPriority"),
+        "{:?}",
+        p.warnings
+    );
+}
