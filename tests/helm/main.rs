@@ -128,12 +128,19 @@ fn every_container(r: &Rendered) -> impl Iterator<Item = (&Value, &Value)> {
 
 #[test]
 fn helm_lint_passes_with_every_values_file() {
-    let chart = chart::chart_dir();
+    let dir = chart::chart_dir();
     for file in chart::VALUES_FILES {
-        let values = chart.join(file);
-        let args = ["lint", "--strict", chart.to_str().unwrap()];
-        let args = [&args[..], &["--namespace", NAMESPACE]].concat();
-        let args = [&args[..], &["--values", values.to_str().unwrap()]].concat();
+        let (chart, values) = (dir.to_str().unwrap(), dir.join(file));
+        let values = values.to_str().unwrap();
+        let args = [
+            "lint",
+            "--strict",
+            chart,
+            "--namespace",
+            NAMESPACE,
+            "--values",
+            values,
+        ];
         if let Err(e) = chart::run_helm(&args) {
             panic!("helm lint with {file}:\n{e}");
         }
@@ -198,6 +205,9 @@ fn container_ports_and_probes_match_the_flags() {
             assert_eq!(resolve_port(container, &readiness["port"]), http, "{at}");
             let liveness = &container["livenessProbe"]["httpGet"];
             assert_eq!(resolve_port(container, &liveness["port"]), http, "{at}");
+            // A path the admin server does not serve would restart every pod, forever.
+            let served = ["/metrics", "/healthz/ready"];
+            assert!(served.iter().any(|p| liveness["path"] == *p), "{at}");
 
             let annotations = &deployment["spec"]["template"]["metadata"]["annotations"];
             assert_eq!(annotations["prometheus.io/scrape"], "true", "{at}");
@@ -437,6 +447,24 @@ fn disruption_budgets_select_builder_and_edge_pods() {
         }
         let builder = r.find("PodDisruptionBudget", name(r.deployment_of("builder")));
         assert_eq!(builder["spec"]["minAvailable"], 1);
+    }
+}
+
+#[test]
+fn builders_and_edges_spread_across_nodes() {
+    for r in every_values_file() {
+        for binary in ["builder", "edge"] {
+            let deployment = r.deployment_of(binary);
+            let spread = pod_spec(deployment)["topologySpreadConstraints"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{binary} pods do not spread"));
+            let by_node = spread
+                .iter()
+                .find(|c| c["topologyKey"] == "kubernetes.io/hostname")
+                .expect("a spread across nodes");
+            let selector = &by_node["labelSelector"]["matchLabels"];
+            assert!(selects(selector, pod_labels(deployment)), "{binary}");
+        }
     }
 }
 

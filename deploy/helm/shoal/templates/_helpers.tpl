@@ -122,3 +122,22 @@ imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+Replicas of a tier spread across nodes and zones, so one node's loss takes only its
+share (of builders; of edges and so of proxies). A preference: a small cluster still runs
+every replica.
+*/}}
+{{- define "shoal.topologySpread" -}}
+{{- if .values.topologySpread -}}
+topologySpreadConstraints:
+  {{- range list "kubernetes.io/hostname" "topology.kubernetes.io/zone" }}
+  - maxSkew: 1
+    topologyKey: {{ . }}
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "shoal.selectorLabels" $ | nindent 8 }}
+  {{- end }}
+{{- end -}}
+{{- end -}}
