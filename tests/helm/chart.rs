@@ -164,3 +164,11 @@ pub fn selects(selector: &Value, labels: &Value) -> bool {
     let selector = selector.as_object().expect("a selector is a map");
     !selector.is_empty() && selector.iter().all(|(k, v)| &labels[k] == v)
 }
+
+/// A container's environment variable `name`, as the chart declares it.
+pub fn env_named<'a>(container: &'a Value, name: &str) -> Option<&'a Value> {
+    container["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+}

@@ -5,15 +5,16 @@
 //! to exactly what ingest watches; an edge outlives its drain.
 
 mod chart;
+mod cli;
+mod rbac;
 
 use chart::{
-    NAMESPACE, Rendered, containers, every_values_file, name, pod_labels, pod_spec, render,
-    selects, strings, try_render,
+    NAMESPACE, Rendered, containers, env_named, every_values_file, name, pod_labels, pod_spec,
+    render, selects, strings, try_render,
 };
-use clap::{CommandFactory, Parser};
+use cli::{binary_of, cli_env, parse, parse_flags};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The tier binaries the chart runs, each in its own Deployment.
@@ -22,90 +23,6 @@ const BINARIES: [&str; 3] = ["ingest", "builder", "edge"];
 /// Environment the chart sets that no CLI reads yet: the remote-secret work landing
 /// alongside reads it (clap ignores environment variables it does not know).
 const PENDING_ENV: &[&str] = &["SHOAL_SYSTEM_NAMESPACE"];
-
-/// Granted beyond `WATCHED`: watched by the Node-locality and remote-secret work landing
-/// alongside (Nodes cluster-wide; Secrets only in the release namespace).
-const CLUSTER_ALLOWANCE: &[(&str, &str)] = &[("", "nodes")];
-const NAMESPACED_ALLOWANCE: &[(&str, &str)] = &[("", "secrets")];
-
-const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
-
-/// What a container's args say, as its binary's own CLI parses them.
-struct Flags {
-    http_addr: SocketAddr,
-    xds_addr: Option<SocketAddr>,
-    drain_grace: Duration,
-}
-
-fn binary_of(container: &Value) -> &str {
-    let command = strings(&container["command"]);
-    assert_eq!(command.len(), 1, "command is the binary alone: {command:?}");
-    command[0]
-        .strip_prefix("/usr/local/bin/")
-        .unwrap_or_else(|| panic!("{command:?} is not one of the image's binaries"))
-}
-
-/// `args` parsed as `binary`'s CLI parses its command line.
-fn parse<A: Parser>(binary: &str, args: &[&str]) -> A {
-    let argv = std::iter::once(binary).chain(args.iter().copied());
-    A::try_parse_from(argv)
-        .unwrap_or_else(|e| panic!("{binary} rejects the chart's args {args:?}:\n{e}"))
-}
-
-fn parse_flags(container: &Value) -> Flags {
-    let binary = binary_of(container);
-    let args = strings(&container["args"]);
-    match binary {
-        "ingest" => {
-            let a: shoal_ingest::cli::Args = parse(binary, &args);
-            a.check().unwrap();
-            Flags {
-                http_addr: a.http.http_addr,
-                xds_addr: None,
-                drain_grace: a.drain.drain_grace,
-            }
-        }
-        "builder" => {
-            let a: shoal_builder::cli::Args = parse(binary, &args);
-            Flags {
-                http_addr: a.http.http_addr,
-                xds_addr: None,
-                drain_grace: a.drain.drain_grace,
-            }
-        }
-        "edge" => {
-            let a: shoal_edge::cli::Args = parse(binary, &args);
-            Flags {
-                http_addr: a.http.http_addr,
-                xds_addr: Some(a.xds_addr),
-                drain_grace: a.drain.drain_grace,
-            }
-        }
-        other => panic!("the chart runs {other}, which has no CLI here"),
-    }
-}
-
-/// The environment variables a binary's CLI reads.
-fn cli_env(binary: &str) -> BTreeSet<String> {
-    let command = match binary {
-        "ingest" => shoal_ingest::cli::Args::command(),
-        "builder" => shoal_builder::cli::Args::command(),
-        "edge" => shoal_edge::cli::Args::command(),
-        other => panic!("no CLI for {other}"),
-    };
-    command
-        .get_arguments()
-        .filter_map(|a| a.get_env())
-        .map(|e| e.to_string_lossy().into_owned())
-        .collect()
-}
-
-fn env_named<'a>(container: &'a Value, name: &str) -> Option<&'a Value> {
-    container["env"]
-        .as_array()?
-        .iter()
-        .find(|e| e["name"] == name)
-}
 
 /// A probe's or Service's port, by number or by the container port's name.
 fn resolve_port(container: &Value, port: &Value) -> u16 {
@@ -213,117 +130,6 @@ fn container_ports_and_probes_match_the_flags() {
             assert_eq!(annotations["prometheus.io/scrape"], "true", "{at}");
             assert_eq!(annotations["prometheus.io/port"], http.to_string(), "{at}");
         }
-    }
-}
-
-/// (apiGroup, resource) → verbs, from the rules of one Role or ClusterRole.
-fn grants(role: &Value) -> Vec<(String, String, BTreeSet<String>)> {
-    let mut out = Vec::new();
-    for rule in role["rules"].as_array().unwrap() {
-        let verbs: BTreeSet<String> = strings(&rule["verbs"])
-            .into_iter()
-            .map(Into::into)
-            .collect();
-        for group in strings(&rule["apiGroups"]) {
-            for resource in strings(&rule["resources"]) {
-                out.push((group.to_owned(), resource.to_owned(), verbs.clone()));
-            }
-        }
-    }
-    out
-}
-
-/// The roles (`Role` or `ClusterRole`) bound by `binding_kind` to ingest's ServiceAccount.
-fn roles_bound_to_ingest<'a>(r: &'a Rendered, binding_kind: &str) -> Vec<&'a Value> {
-    let account = pod_spec(r.deployment_of("ingest"))["serviceAccountName"]
-        .as_str()
-        .expect("ingest runs as its own ServiceAccount");
-    r.find("ServiceAccount", account);
-    r.of_kind(binding_kind)
-        .filter(|b| {
-            b["subjects"].as_array().unwrap().iter().any(|s| {
-                s["kind"] == "ServiceAccount" && s["name"] == account && s["namespace"] == NAMESPACE
-            })
-        })
-        .map(|b| {
-            let role_kind = b["roleRef"]["kind"].as_str().unwrap();
-            r.find(role_kind, b["roleRef"]["name"].as_str().unwrap())
-        })
-        .collect()
-}
-
-#[test]
-fn ingest_may_read_what_it_watches_and_nothing_more() {
-    for r in every_values_file() {
-        for role in r.of_kind("ClusterRole").chain(r.of_kind("Role")) {
-            for (group, resource, verbs) in grants(role) {
-                assert!(
-                    verbs.iter().all(|v| READ_VERBS.contains(&v.as_str())),
-                    "{}: {} grants {verbs:?} on {group}/{resource}",
-                    r.values_file,
-                    name(role)
-                );
-                assert!(group != "*" && resource != "*", "no wildcards");
-            }
-        }
-
-        let cluster_wide: Vec<_> = roles_bound_to_ingest(r, "ClusterRoleBinding")
-            .into_iter()
-            .flat_map(grants)
-            .collect();
-        let reads = |group: &str, resource: &str| {
-            cluster_wide.iter().any(|(g, res, verbs)| {
-                g == group && res == resource && READ_VERBS.iter().all(|v| verbs.contains(*v))
-            })
-        };
-        for watched in shoal_ingest::kubernetes::WATCHED {
-            assert!(
-                reads(watched.group, watched.plural),
-                "{}: ingest watches {}/{} but may not get, list and watch it",
-                r.values_file,
-                watched.group,
-                watched.plural
-            );
-        }
-        for (group, resource, _) in &cluster_wide {
-            let watched = shoal_ingest::kubernetes::WATCHED
-                .iter()
-                .any(|w| w.group == group && w.plural == resource);
-            let allowed = CLUSTER_ALLOWANCE.contains(&(group.as_str(), resource.as_str()));
-            assert!(
-                watched || allowed,
-                "{}: ingest may read {group}/{resource}, which it does not watch",
-                r.values_file
-            );
-        }
-    }
-}
-
-#[test]
-fn ingest_reads_secrets_only_in_the_release_namespace() {
-    for r in every_values_file() {
-        let roles = roles_bound_to_ingest(r, "RoleBinding");
-        assert!(
-            !roles.is_empty(),
-            "{}: no Role for remote secrets",
-            r.values_file
-        );
-        for role in roles {
-            assert_eq!(role["kind"], "Role", "a RoleBinding to a ClusterRole");
-            assert_eq!(role["metadata"]["namespace"], NAMESPACE);
-            for (group, resource, _) in grants(role) {
-                assert!(
-                    NAMESPACED_ALLOWANCE.contains(&(group.as_str(), resource.as_str())),
-                    "{}: {} grants {group}/{resource}",
-                    r.values_file,
-                    name(role)
-                );
-            }
-        }
-        // Where the remote-secret watch will look: the namespace the Role grants.
-        let ingest = &containers(r.deployment_of("ingest"))[0];
-        let system = env_named(ingest, "SHOAL_SYSTEM_NAMESPACE").expect("the system namespace");
-        assert_eq!(system["value"], NAMESPACE);
     }
 }
 
