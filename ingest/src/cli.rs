@@ -1,6 +1,7 @@
 //! The `ingest` binary's wiring: flags, NATS, the admin server, signals and drain.
 
-use crate::kubernetes::{self, KubeSource, KubeSourceConfig};
+use crate::kubernetes::remote::{RemoteClusters, RemoteClustersConfig};
+use crate::kubernetes::{self, ClusterHealth, Clusters, KubeSource, KubeSourceConfig};
 use crate::{Ingest, IngestConfig};
 use anyhow::Context;
 use clap::{ArgAction, Parser};
@@ -43,6 +44,14 @@ pub struct Args {
     /// default: all.
     #[arg(long, env = "SHOAL_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
+    /// Istio's system namespace (`--registry kubernetes`): where remote secrets are
+    /// read, and whose `topology.istio.io/network` label names a remote cluster's network.
+    #[arg(long, env = "SHOAL_SYSTEM_NAMESPACE", default_value = "istio-system")]
+    pub system_namespace: String,
+    /// Follow the remote clusters that Istio's remote secrets (Secrets labelled
+    /// `istio/multiCluster: "true"` in the system namespace) name (`--registry kubernetes`).
+    #[arg(long, env = "SHOAL_REMOTE_SECRETS", default_value_t = true, action = ArgAction::Set)]
+    pub remote_secrets: bool,
     /// This cluster's ID: stamped on every object and prefixed to its KV keys.
     #[arg(long, env = "SHOAL_CLUSTER_ID")]
     pub cluster_id: String,
@@ -138,16 +147,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .context("opening the push stream")?;
 
     let mut registry = Registry::default();
-    let ingest = Ingest::new(
-        args.ingest_config(),
-        Arc::new(kv),
-        Arc::new(bus),
-        &mut registry,
-    );
+    let (kv, bus): (Arc<NatsConfigKv>, Arc<NatsBus>) = (Arc::new(kv), Arc::new(bus));
+    let ingest = Ingest::new(args.ingest_config(), kv.clone(), bus.clone(), &mut registry);
     let handle = ingest.handle();
     let rejections = handle.rejections().clone();
+    let clusters = Clusters::default();
+    let cluster_pages = clusters.clone();
     let admin = AdminServer::new(registry, handle.readiness())
         .debug("rejections", Arc::new(move || rejections.to_json()))
+        .debug("clusters", Arc::new(move || cluster_pages.to_json()))
         .bind(args.http.http_addr)
         .await?;
 
@@ -157,12 +165,34 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         RegistryKind::Dir => supervisor.critical("ingest", ingest.run(supervisor.watcher())),
         RegistryKind::Kubernetes => {
             let client = kube_client(args.kubeconfig.as_deref()).await?;
-            let source = KubeSource::new(
-                client,
-                KubeSourceConfig {
-                    namespaces: args.namespaces.clone(),
-                },
+            let source_config = KubeSourceConfig {
+                namespaces: args.namespaces.clone(),
+            };
+            let health = ClusterHealth::new(
+                &args.cluster_id,
+                &args.network,
+                "",
+                handle.readiness(),
+                handle.rejections().clone(),
             );
+            clusters.insert(&args.cluster_id, health.clone());
+            if args.remote_secrets {
+                let remotes = RemoteClusters::new(
+                    client.clone(),
+                    RemoteClustersConfig {
+                        system_namespace: args.system_namespace.clone(),
+                        ingest: args.ingest_config(),
+                        source: source_config.clone(),
+                        stop_grace: args.drain.drain_grace,
+                    },
+                    kv,
+                    bus,
+                    &ingest,
+                    clusters,
+                );
+                supervisor.critical("remote_clusters", remotes.run(supervisor.watcher()));
+            }
+            let source = KubeSource::new(client, source_config).with_health(health);
             let span = tracing::info_span!("registry", source = kubernetes::SOURCE);
             supervisor.critical(
                 "ingest",

@@ -97,6 +97,36 @@ impl Ingest {
         }
     }
 
+    /// An ingest that counts into `metrics`, already registered by another (a remote
+    /// cluster's ingest, beside its primary's).
+    pub(crate) fn with_metrics(
+        config: IngestConfig,
+        kv: Arc<dyn ConfigKv>,
+        bus: Arc<dyn Bus>,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            config,
+            kv,
+            bus,
+            metrics,
+            handle: IngestHandle {
+                readiness: Readiness::new(),
+                rejections: Rejections::default(),
+            },
+        }
+    }
+
+    /// The same ingest for a cluster on `network`.
+    pub(crate) fn with_network(mut self, network: &str) -> Self {
+        network.clone_into(&mut self.config.network);
+        self
+    }
+
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// Sets the readiness flag to report through (e.g. one shared with an admin server
     /// that already exists). By default the ingest has its own.
     pub fn with_readiness(mut self, readiness: Readiness) -> Self {

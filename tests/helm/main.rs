@@ -20,10 +20,6 @@ use std::time::Duration;
 /// The tier binaries the chart runs, each in its own Deployment.
 const BINARIES: [&str; 3] = ["ingest", "builder", "edge"];
 
-/// Environment the chart sets that no CLI reads yet: the remote-secret work landing
-/// alongside reads it (clap ignores environment variables it does not know).
-const PENDING_ENV: &[&str] = &["SHOAL_SYSTEM_NAMESPACE"];
-
 /// A probe's or Service's port, by number or by the container port's name.
 fn resolve_port(container: &Value, port: &Value) -> u16 {
     let number = match port {
@@ -76,7 +72,7 @@ fn every_container_args_parse_with_its_binary_cli() {
             let known = cli_env(binary);
             for var in container["env"].as_array().into_iter().flatten() {
                 let var = var["name"].as_str().unwrap();
-                let ours = var.starts_with("SHOAL_") && !PENDING_ENV.contains(&var);
+                let ours = var.starts_with("SHOAL_");
                 assert!(
                     !ours || known.contains(var),
                     "{}: {binary} does not read {var}",

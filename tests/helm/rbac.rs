@@ -6,9 +6,8 @@ use crate::chart::{
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-/// Granted beyond `WATCHED`: watched by the Node-locality and remote-secret work landing
-/// alongside (Nodes cluster-wide; Secrets only in the release namespace).
-const CLUSTER_ALLOWANCE: &[(&str, &str)] = &[("", "nodes")];
+/// Granted beyond `WATCHED`, in the release namespace only: remote secrets, read by
+/// `shoal_ingest::kubernetes::remote`.
 const NAMESPACED_ALLOWANCE: &[(&str, &str)] = &[("", "secrets")];
 
 const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
@@ -86,9 +85,8 @@ fn ingest_may_read_what_it_watches_and_nothing_more() {
             let watched = shoal_ingest::kubernetes::WATCHED
                 .iter()
                 .any(|w| w.group == group && w.plural == resource);
-            let allowed = CLUSTER_ALLOWANCE.contains(&(group.as_str(), resource.as_str()));
             assert!(
-                watched || allowed,
+                watched,
                 "{}: ingest may read {group}/{resource}, which it does not watch",
                 r.values_file
             );

@@ -12,10 +12,13 @@
 //! object keeps its earlier valid version and shows in `/debug/rejections`. A watch error
 //! backs off and retries that watch alone; it never stops the others.
 
+mod clusters;
 mod convert;
 mod nodes;
+pub mod remote;
 mod resources;
 
+pub use clusters::{ClusterHealth, Clusters};
 pub use resources::{WATCHED, Watched};
 
 use crate::registry::Rejection;
@@ -56,11 +59,22 @@ pub struct KubeSourceConfig {
 pub struct KubeSource {
     client: kube::Client,
     config: KubeSourceConfig,
+    health: Option<ClusterHealth>,
 }
 
 impl KubeSource {
     pub fn new(client: kube::Client, config: KubeSourceConfig) -> Self {
-        Self { client, config }
+        Self {
+            client,
+            config,
+            health: None,
+        }
+    }
+
+    /// Reports whether the API server answers to `health` (`/debug/clusters`).
+    pub fn with_health(mut self, health: ClusterHealth) -> Self {
+        self.health = Some(health);
+        self
     }
 
     /// One watch per kind, or per kind and namespace when limited to some.
@@ -120,10 +134,16 @@ impl Source for KubeSource {
             };
             match event {
                 Ok(event) => {
+                    if let Some(health) = &self.health {
+                        health.reachable();
+                    }
                     state.on_event(&mut sink, &origin, index, target, event);
                 }
                 Err(error) => {
                     tracing::warn!(kind = %target, %error, "kubernetes watch failed; retrying with backoff");
+                    if let Some(health) = &self.health {
+                        health.failed(&error.to_string());
+                    }
                     continue;
                 }
             }
