@@ -2,7 +2,8 @@
 //! `shoal-kube-test-server` (a test stand-in for the Kubernetes API server, not
 //! Kubernetes), `ingest --registry kubernetes` watching it, builder and edge on real NATS
 //! and Redis, and a real Envoy routing between two backends; then an edit made through
-//! the API, timed until Envoy applies it.
+//! the API, timed until Envoy applies it; then edits across watch failures (watches
+//! dropped, `410 Gone`, the API server restarted) while Envoy serves.
 
 use crate::scenario::Fixture;
 use crate::support::envoy::XdsApi;
@@ -142,9 +143,65 @@ async fn objects_written_through_the_api_route_envoy() {
         first.as_secs_f64(),
         applied.as_millis()
     );
+
+    // Watch failures while Envoy serves: each fault, then an edit made across it, which
+    // must reach Envoy with no request failing.
+    api.drop_watches();
+    apply_yaml(&api, &mesh::virtual_service(100));
+    all_answer(
+        &fixture,
+        &client,
+        "v1",
+        "an edit after the watches were dropped",
+    )
+    .await;
+    api.compact();
+    api.drop_watches();
+    apply_yaml(&api, &mesh::virtual_service(0));
+    all_answer(&fixture, &client, "v2", "an edit after 410 Gone").await;
+    let edit_while_down = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        apply_yaml(&api, &mesh::virtual_service(100));
+    };
+    let (restarted, ()) = tokio::join!(api.restart(Duration::from_secs(2)), edit_while_down);
+    restarted.expect("API server restarted");
+    all_answer(
+        &fixture,
+        &client,
+        "v1",
+        "an edit made while the API server was down",
+    )
+    .await;
+    let rejections: serde_json::Value =
+        reqwest::get(format!("http://127.0.0.1:{}/debug/rejections", ingest.http))
+            .await
+            .expect("rejections")
+            .json()
+            .await
+            .expect("json");
+    assert_eq!(rejections, serde_json::json!([]), "nothing rejected");
+
     for tier in [&mut ingest.proc, &mut builder.proc, &mut edge.proc] {
         tier.assert_running();
         tier.stop(Duration::from_secs(5));
+    }
+}
+
+/// Sends requests until 20 in a row are served by `backend`; any failed request, or no
+/// such streak within 15 s, fails the test.
+async fn all_answer(fixture: &Fixture, client: &reqwest::Client, backend: &str, what: &str) {
+    let started = Instant::now();
+    let mut streak = 0;
+    while streak < 20 {
+        match fixture.get(client, None).await {
+            Ok(body) if body == backend => streak += 1,
+            Ok(_) => streak = 0,
+            Err(e) => panic!("a request failed waiting for {what}: {e}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{what} never reached Envoy"
+        );
     }
 }
 

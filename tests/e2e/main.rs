@@ -6,6 +6,7 @@
 mod support;
 
 mod kubernetes;
+mod multicluster;
 mod scenario;
 
 use shoal_infra::testing::{NatsServer, RedisServer};

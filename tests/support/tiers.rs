@@ -32,17 +32,23 @@ pub fn ingest(config_dir: &Path, nats: &str, dir: &Path) -> Tier {
 
 /// `ingest` for `cluster-1` on `nats`, reading where `source` says.
 pub fn ingest_with(source: &[&str], nats: &str, dir: &Path) -> Tier {
+    ingest_of("cluster-1", source, nats, dir)
+}
+
+/// `ingest` for `cluster` on `nats`, reading where `source` says.
+pub fn ingest_of(cluster: &str, source: &[&str], nats: &str, dir: &Path) -> Tier {
     let http = free_port();
     let mut args: Vec<String> = source.iter().map(|a| a.to_string()).collect();
     args.extend([
         "--cluster-id".into(),
-        "cluster-1".into(),
+        cluster.into(),
         "--nats-url".into(),
         nats.into(),
         "--http-addr".into(),
         format!("127.0.0.1:{http}"),
     ]);
-    let proc = Proc::spawn("ingest", &workspace_binary("ingest"), &args, &env(), dir);
+    let name = format!("ingest-{cluster}");
+    let proc = Proc::spawn(&name, &workspace_binary("ingest"), &args, &env(), dir);
     Tier { proc, http }
 }
 
