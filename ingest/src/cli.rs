@@ -1,5 +1,6 @@
 //! The `ingest` binary's wiring: flags, NATS, the admin server, signals and drain.
 
+use crate::kubernetes::discovery::LabelSelector;
 use crate::kubernetes::remote::{RemoteClusters, RemoteClustersConfig};
 use crate::kubernetes::{self, ClusterHealth, Clusters, KubeSource, KubeSourceConfig};
 use crate::{Ingest, IngestConfig};
@@ -44,6 +45,16 @@ pub struct Args {
     /// default: all.
     #[arg(long, env = "SHOAL_NAMESPACES", value_delimiter = ',')]
     pub namespaces: Vec<String>,
+    /// Istio's discovery selectors (`--registry kubernetes`): label selectors on
+    /// Namespaces (`istio-discovery=enabled`, `env in (prod,staging)`); only the objects
+    /// of namespaces one of them matches are read. Repeat the flag, or separate them
+    /// with `;`. Default: every namespace.
+    #[arg(
+        long = "discovery-selector",
+        env = "SHOAL_DISCOVERY_SELECTORS",
+        value_delimiter = ';'
+    )]
+    pub discovery_selectors: Vec<LabelSelector>,
     /// Istio's system namespace (`--registry kubernetes`): where remote secrets are
     /// read, and whose `topology.istio.io/network` label names a remote cluster's network.
     #[arg(long, env = "SHOAL_SYSTEM_NAMESPACE", default_value = "istio-system")]
@@ -167,6 +178,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let client = kube_client(args.kubeconfig.as_deref()).await?;
             let source_config = KubeSourceConfig {
                 namespaces: args.namespaces.clone(),
+                discovery_selectors: args.discovery_selectors.clone(),
             };
             let health = ClusterHealth::new(
                 &args.cluster_id,
@@ -244,5 +256,41 @@ mod tests {
         assert_eq!(args.registry, RegistryKind::Kubernetes);
         args.check().unwrap();
         assert_eq!(args.namespaces, ["shop", "pay"]);
+        assert_eq!(args.system_namespace, "istio-system");
+        assert!(args.remote_secrets);
+    }
+
+    #[test]
+    fn discovery_selectors_repeat_and_bad_ones_are_refused_by_name() {
+        let base = [
+            "ingest",
+            "--cluster-id",
+            "c1",
+            "--nats-url",
+            "nats://n:4222",
+        ];
+        let args = Args::try_parse_from(base.into_iter().chain([
+            "--discovery-selector",
+            "istio-discovery=enabled",
+            "--discovery-selector",
+            "env in (prod,staging);!legacy",
+        ]))
+        .unwrap();
+        let selectors: Vec<String> = args
+            .discovery_selectors
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            selectors,
+            [
+                "istio-discovery=enabled",
+                "env in (prod,staging)",
+                "!legacy"
+            ]
+        );
+        let err = Args::try_parse_from(base.into_iter().chain(["--discovery-selector", "a=b,,c"]))
+            .unwrap_err();
+        assert!(err.to_string().contains("\"a=b,,c\""), "{err}");
     }
 }

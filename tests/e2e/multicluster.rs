@@ -283,6 +283,7 @@ async fn two_clusters_federate_across_networks_and_localities() {
                      "labels": {"istio/multiCluster": "true"}},
         "data": {"cluster-2": base64(&api2.kubeconfig_yaml())}});
     api1.apply("secrets", secret).unwrap();
+    let secret_written = Instant::now();
     let clusters_url = format!("http://127.0.0.1:{}/debug/clusters", ingest1.http);
     wait_for("cluster-2 followed by cluster 1's ingest", || async {
         let Ok(resp) = reqwest::get(&clusters_url).await else {
@@ -296,6 +297,7 @@ async fn two_clusters_federate_across_networks_and_localities() {
             .any(|c| c["cluster"] == "cluster-2" && c["synced"] == true && c["network"] == "net-2")
     })
     .await;
+    let followed = secret_written.elapsed();
     assert!(
         reviews_hosts(&envoy, service_port)
             .await
@@ -306,10 +308,17 @@ async fn two_clusters_federate_across_networks_and_localities() {
     // Deleting the secret removes cluster 2's endpoints.
     api1.delete("secrets", "istio-system", "istio-remote-secret-cluster-2")
         .unwrap();
+    let secret_deleted = Instant::now();
     wait_for("cluster 2's endpoints removed", || async {
         reviews_hosts(&envoy, service_port).await == [(local_host.clone(), 0)]
     })
     .await;
+    println!(
+        "e2e multicluster: remote secret written → cluster synced in {} ms; secret deleted → \
+         its endpoints gone from Envoy in {} ms",
+        followed.as_millis(),
+        secret_deleted.elapsed().as_millis()
+    );
     let seen = answers(&client, service_port, 20).await;
     assert!(seen.iter().all(|b| b == "cluster-1"), "{seen:?}");
 

@@ -14,6 +14,7 @@
 
 mod clusters;
 mod convert;
+pub mod discovery;
 mod nodes;
 pub mod remote;
 mod resources;
@@ -25,6 +26,7 @@ use crate::registry::Rejection;
 use crate::source::{Source, SourceSink};
 use crate::sync::SyncError;
 use convert::Converted;
+use discovery::{Discovery, LabelSelector, Selection};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::WatchStreamExt;
@@ -50,9 +52,12 @@ pub enum KubeError {
 /// What the registry watches.
 #[derive(Clone, Debug, Default)]
 pub struct KubeSourceConfig {
-    /// Namespaces whose objects are read (Istio's discovery selectors, by name); empty:
-    /// all. Namespaces themselves are always read.
+    /// Namespaces whose objects are read (by name; only these are watched); empty: all.
+    /// Namespaces themselves are always read.
     pub namespaces: Vec<String>,
+    /// Istio's discovery selectors: of those namespaces, only the ones whose labels one
+    /// of these matches are read; empty: all.
+    pub discovery_selectors: Vec<LabelSelector>,
 }
 
 /// The Kubernetes registry, on one cluster's API server.
@@ -112,7 +117,7 @@ impl Source for KubeSource {
     ) -> Result<(), KubeError> {
         let origin = format!("kubernetes/{}", sink.origin().cluster);
         let watches = served(self.watches()).await;
-        let mut state = State::new(watches.len());
+        let mut state = State::new(watches.len(), self.config.discovery_selectors.clone());
         let streams = watches
             .into_iter()
             .enumerate()
@@ -141,7 +146,9 @@ impl Source for KubeSource {
                 }
                 Err(error) => {
                     tracing::warn!(kind = %target, %error, "kubernetes watch failed; retrying with backoff");
-                    if let Some(health) = &self.health {
+                    if let Some(health) = &self.health
+                        && unreachable(&error)
+                    {
                         health.failed(&error.to_string());
                     }
                     continue;
@@ -165,6 +172,17 @@ impl Source for KubeSource {
         }
         tracing::debug!("kubernetes registry stopped");
         Ok(())
+    }
+}
+
+/// Whether a watch error means the API server could not be reached, rather than that it
+/// answered with an error (`410 Gone` and other statuses are answers).
+fn unreachable(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => false,
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => !matches!(e, kube::Error::Api(_)),
     }
 }
 
@@ -215,12 +233,13 @@ struct State {
     /// Every watch listed once and the sink was told (HasSynced).
     synced: bool,
     nodes: NodeLocalities,
+    discovery: Discovery,
     /// The Nodes a relist in progress has seen.
     relisting_nodes: Option<BTreeSet<String>>,
 }
 
 impl State {
-    fn new(watches: usize) -> Self {
+    fn new(watches: usize, selectors: Vec<LabelSelector>) -> Self {
         Self {
             held: vec![BTreeSet::new(); watches],
             relisting: vec![None; watches],
@@ -229,6 +248,7 @@ impl State {
             rejections_changed: false,
             synced: false,
             nodes: NodeLocalities::default(),
+            discovery: Discovery::new(selectors),
             relisting_nodes: None,
         }
     }
@@ -269,9 +289,7 @@ impl State {
                     .cloned()
                     .collect::<Vec<_>>()
                 {
-                    self.accept(&gone);
-                    self.nodes.forget_pod(&gone);
-                    sink.delete(&gone);
+                    self.remove(sink, &gone);
                 }
                 self.held[index] = listed;
                 self.listed[index] = true;
@@ -284,9 +302,49 @@ impl State {
             Event::Delete(object) => {
                 if let Some(key) = convert::key_of(kind, &object) {
                     self.held[index].remove(&key);
-                    self.accept(&key);
-                    self.nodes.forget_pod(&key);
-                    sink.delete(&key);
+                    self.remove(sink, &key);
+                }
+            }
+        }
+    }
+
+    /// An object is gone (deleted, or missing from a relist).
+    fn remove(&mut self, sink: &mut SourceSink, key: &ConfigKey) {
+        self.accept(key);
+        self.nodes.forget_pod(key);
+        self.discovery.unpark_key(key);
+        sink.delete(key);
+        if key.kind == Kind::Namespace {
+            let selection = self.discovery.namespace(&key.name, None);
+            self.on_selection(sink, &key.name, selection);
+        }
+    }
+
+    /// A namespace entered the discovery selection (its parked objects are read) or
+    /// left it (its objects are parked).
+    fn on_selection(&mut self, sink: &mut SourceSink, namespace: &str, selection: Selection) {
+        match selection {
+            Selection::Unchanged => {}
+            Selection::Selected => {
+                for config in self.discovery.unpark(namespace) {
+                    // Its Node may have moved while it was parked.
+                    let config = self.nodes.restamped(&config).unwrap_or(config);
+                    sink.apply(config);
+                }
+            }
+            Selection::Unselected => {
+                let keys: Vec<ConfigKey> = self
+                    .held
+                    .iter()
+                    .flatten()
+                    .filter(|k| k.namespace == namespace && k.kind != Kind::Namespace)
+                    .cloned()
+                    .collect();
+                for key in keys {
+                    if let Some(config) = sink.get(&key).cloned() {
+                        sink.delete(&key);
+                        self.discovery.park(config);
+                    }
                 }
             }
         }
@@ -346,7 +404,18 @@ impl State {
                 self.accept(&key);
                 sink.stamp(&mut config);
                 self.nodes.stamp(&mut config);
-                sink.apply(*config);
+                if kind == Kind::Namespace {
+                    let labels = config.meta.labels.clone();
+                    sink.apply(*config);
+                    let selection = self.discovery.namespace(&key.name, Some(&labels));
+                    self.on_selection(sink, &key.name, selection);
+                } else if self.discovery.is_selected(&key.namespace) {
+                    sink.apply(*config);
+                } else {
+                    // Read while its namespace was selected, perhaps: not any more.
+                    sink.delete(&key);
+                    self.discovery.park(*config);
+                }
             }
             Converted::Rejected(rejection) => {
                 sink.count_rejection(&rejection);

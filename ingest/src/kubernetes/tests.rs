@@ -56,6 +56,10 @@ struct Env {
 
 impl Env {
     async fn start(server: TestApiServer) -> Env {
+        Self::start_with(server, KubeSourceConfig::default()).await
+    }
+
+    async fn start_with(server: TestApiServer, source_config: KubeSourceConfig) -> Env {
         shoal_infra::runtime::init_tracing();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = Kubeconfig::read_from(server.kubeconfig(dir.path()).unwrap()).unwrap();
@@ -74,7 +78,7 @@ impl Env {
         );
         let handle = ingest.handle();
         let drain = Drain::new();
-        let source = KubeSource::new(client, KubeSourceConfig::default());
+        let source = KubeSource::new(client, source_config);
         let watch = drain.watcher();
         let task = tokio::spawn(async move {
             ingest
@@ -306,5 +310,74 @@ async fn pods_carry_their_node_locality() {
             && node_locality(o, "Pod shop/web-2").as_deref() == Some("eu-west1/eu-west1-a")
     })
     .await;
+    env.stop().await;
+}
+
+fn namespace(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+}
+
+fn service_in(namespace: &str, name: &str) -> Value {
+    let mut s = service(name);
+    s["metadata"]["namespace"] = json!(namespace);
+    s
+}
+
+/// Istio's discovery selectors: only namespaces a selector matches are read, and a
+/// namespace relabelled in or out brings its objects in or takes them out at once.
+#[tokio::test]
+async fn discovery_selectors_choose_namespaces_by_label() {
+    let server = TestApiServer::start().await.unwrap();
+    server
+        .create("namespaces", namespace("shop", json!({"mesh": "on"})))
+        .unwrap();
+    server
+        .create("namespaces", namespace("legacy", json!({})))
+        .unwrap();
+    server
+        .create("services", service_in("shop", "reviews"))
+        .unwrap();
+    server
+        .create("services", service_in("legacy", "billing"))
+        .unwrap();
+    let config = KubeSourceConfig {
+        discovery_selectors: vec!["mesh=on".parse().unwrap()],
+        ..KubeSourceConfig::default()
+    };
+    let env = Env::start_with(server, config).await;
+    env.wait_for("shop's service", |o| o.contains_key("Service shop/reviews"))
+        .await;
+    let objects = env.objects().await;
+    assert!(
+        !objects.contains_key("Service legacy/billing"),
+        "{objects:?}"
+    );
+    assert!(
+        objects.contains_key("Namespace /legacy"),
+        "namespaces are always read"
+    );
+
+    env.server
+        .apply("namespaces", namespace("legacy", json!({"mesh": "on"})))
+        .unwrap();
+    env.server
+        .apply("namespaces", namespace("shop", json!({})))
+        .unwrap();
+    env.wait_for("legacy in, shop out", |o| {
+        o.contains_key("Service legacy/billing") && !o.contains_key("Service shop/reviews")
+    })
+    .await;
+    // A new object in a namespace out of the selection stays out.
+    env.server
+        .create("services", service_in("shop", "ratings"))
+        .unwrap();
+    env.server
+        .create("services", service_in("legacy", "invoices"))
+        .unwrap();
+    env.wait_for("the new legacy service", |o| {
+        o.contains_key("Service legacy/invoices")
+    })
+    .await;
+    assert!(!env.objects().await.contains_key("Service shop/ratings"));
     env.stop().await;
 }

@@ -141,9 +141,9 @@ impl RemoteClusters {
                 self.reconcile(&mut running, desired).await;
             }
         }
-        for (_, remote) in std::mem::take(&mut running) {
-            remote.stop(self.config.stop_grace).await;
-        }
+        // Every remote drains at once: the ingest's own drain grace bounds them all.
+        let grace = self.config.stop_grace;
+        futures::future::join_all(running.into_values().map(|r| r.stop(grace))).await;
         Ok(())
     }
 
