@@ -89,6 +89,10 @@ pub struct Args {
     /// Bound of the queue of changes waiting for their KV write.
     #[arg(long, env = "SHOAL_INGEST_CHANGE_QUEUE", default_value_t = 1024)]
     pub change_queue: usize,
+    /// KV writes in flight at once while no push waits on them (the initial load and
+    /// reconciles; each change that is pushed is written alone, in order).
+    #[arg(long, env = "SHOAL_INGEST_KV_PIPELINE", default_value_t = 64)]
+    pub kv_pipeline: usize,
     #[command(flatten)]
     pub drain: DrainArgs,
 }
@@ -120,6 +124,7 @@ impl Args {
         config.eds_debounce = self.eds_debounce;
         config.resync_interval = self.resync_interval;
         config.change_queue = self.change_queue;
+        config.kv_pipeline = self.kv_pipeline;
         config
     }
 }

@@ -27,6 +27,8 @@ pub struct IngestConfig {
     pub resync_interval: Duration,
     /// Bound of the queue of store changes waiting for their KV write.
     pub change_queue: usize,
+    /// KV writes in flight at once while no push waits on them (the initial load).
+    pub kv_pipeline: usize,
     /// Bound of the queue of push requests waiting for the debouncer.
     pub push_queue: usize,
     /// Bound of the file event signals queued between batches; overflow rescans.
@@ -47,6 +49,7 @@ impl IngestConfig {
             file_coalesce: Duration::from_millis(20),
             resync_interval: Duration::from_secs(60),
             change_queue: 1024,
+            kv_pipeline: 64,
             push_queue: 1024,
             watch_queue: 4096,
             retry: RetryConfig::default(),

@@ -188,6 +188,7 @@ impl Ingest {
             pushes: push_tx.clone(),
             metrics: metrics.clone(),
             retry: config.retry,
+            pipeline: config.kv_pipeline,
         };
         let writer_span = tracing::info_span!("kv_writer", cluster = %config.cluster_id);
         let mut writer = tokio::spawn(writer.run(change_rx).instrument(writer_span));

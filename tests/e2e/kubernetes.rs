@@ -207,7 +207,8 @@ async fn all_answer(fixture: &Fixture, client: &reqwest::Client, backend: &str, 
 
 /// Ingest's memory and CPU to load a large cluster through the API: `SHOAL_KUBE_SERVICES`
 /// Services (10,000), each with an EndpointSlice and `SHOAL_KUBE_PODS_PER_SERVICE` Pods
-/// (10: 100,000 Pods), in 100 namespaces, written to real NATS. The figure in
+/// (10: 100,000 Pods) on 1,000 Nodes in three zones, in 100 namespaces, written to real
+/// NATS. The figure in
 /// BENCHMARKS.md:
 /// `cargo test --release -p shoal --test e2e -- --ignored --nocapture ingest_loads_a_large_cluster`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,6 +233,18 @@ async fn ingest_loads_a_large_cluster() {
         )
         .unwrap();
     }
+    // Nodes in three zones: every Pod takes its locality from its Node.
+    const NODES: usize = 1_000;
+    for n in 0..NODES {
+        api.apply(
+            "nodes",
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {
+                "name": format!("node-{n}"), "labels": {
+                    "topology.kubernetes.io/region": "us-east1",
+                    "topology.kubernetes.io/zone": format!("us-east1-{}", ["b", "c", "d"][n % 3])}}}),
+        )
+        .unwrap();
+    }
     for s in 0..services {
         let (ns, name) = (format!("ns-{}", s % 100), format!("svc-{s}"));
         api.apply("services", serde_json::json!({
@@ -250,7 +263,7 @@ async fn ingest_loads_a_large_cluster() {
                 serde_json::json!({
                     "apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": pod, "namespace": ns, "labels": {"app": name}},
-                    "spec": {"serviceAccountName": "default"},
+                    "spec": {"serviceAccountName": "default", "nodeName": format!("node-{}", n % NODES)},
                     "status": {"podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]},
                 }),
             )

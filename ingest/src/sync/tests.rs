@@ -69,6 +69,7 @@ fn start(failures: u32) -> Harness {
             min: Duration::from_millis(10),
             max: Duration::from_millis(40),
         },
+        pipeline: 8,
     };
     let task = tokio::spawn(writer.run(rx));
     Harness {
@@ -161,6 +162,36 @@ async fn unpublished_changes_are_written_without_pushes() {
     drop(h.writer);
     h.task.await.unwrap().unwrap();
     // The writer is gone: its handle reports it.
+}
+
+/// Unpublished writes are pipelined, yet a key written twice lands in order, a pushed
+/// change waits for every earlier write, and a flush reports the highest revision.
+#[tokio::test(start_paused = true)]
+async fn pipelined_writes_keep_each_keys_order_and_pushes_follow_them() {
+    let mut h = start(0);
+    for i in 0..20 {
+        h.writer
+            .send(change(&vs(&format!("vs-{i}"), "h")), false)
+            .await
+            .unwrap();
+    }
+    h.writer
+        .send(change(&vs("vs-3", "second")), false)
+        .await
+        .unwrap();
+    let pushed = vs("pushed", "h");
+    h.writer.send(change(&pushed), true).await.unwrap();
+    assert_eq!(h.writer.flush().await.unwrap(), 22);
+    let (config, _) = kv_value(&*h.kv, &vs("vs-3", "").key()).await.unwrap();
+    let shoal_proto::config::Spec::VirtualService(spec) = &config.spec else {
+        panic!("not a VirtualService");
+    };
+    assert_eq!(spec.hosts, ["second"], "the later write of a key wins");
+    let push = h.pushes.recv().await.unwrap();
+    assert_eq!(push.revision, 22, "the push follows every earlier write");
+    assert!(h.pushes.try_recv().is_err());
+    drop(h.writer);
+    h.task.await.unwrap().unwrap();
 }
 
 #[tokio::test(start_paused = true)]

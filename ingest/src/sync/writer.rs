@@ -5,9 +5,14 @@ use super::{Change, SyncError};
 use crate::metrics::{Metrics, OpLabel};
 use crate::retry::{RetryConfig, retry};
 use bytes::Bytes;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesOrdered;
+use shoal_proto::config::ConfigKey;
 use shoal_proto::config::Origin;
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{ConfigKv, TransportError, config_kv_key, encode_config};
+use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -55,19 +60,65 @@ pub(crate) struct KvWriter {
     pub pushes: mpsc::Sender<PushRequest>,
     pub metrics: Metrics,
     pub retry: RetryConfig,
+    /// Writes in flight at once while no push waits on them (at least 1).
+    pub pipeline: usize,
 }
+
+/// The writes in flight: each resolves to its revision (`None`: nothing written).
+type InFlight<'a> = FuturesOrdered<BoxFuture<'a, Result<Option<u64>, SyncError>>>;
 
 impl KvWriter {
     /// Runs until the registry drops its handle (then every queued change is written
     /// first) or the KV fails for good.
+    ///
+    /// Writes without a push (the initial load, a reconcile) are pipelined, up to
+    /// `pipeline` at once, since nothing is published until the flush that follows them;
+    /// each one-round-trip-at-a-time would bound a large cluster's load by the KV's
+    /// latency. A write with a push, a second write of a key in flight, and a flush wait
+    /// for every earlier write first, so pushes follow their writes and a key's writes
+    /// land in order.
     pub async fn run(self, mut rx: mpsc::Receiver<WriterMsg>) -> Result<(), SyncError> {
+        let pipeline = self.pipeline.max(1);
         let mut latest = 0u64;
-        while let Some(msg) = rx.recv().await {
+        let mut in_flight: InFlight<'_> = FuturesOrdered::new();
+        let mut keys_in_flight: HashSet<ConfigKey> = HashSet::new();
+        loop {
+            let msg = if in_flight.is_empty() {
+                rx.recv().await
+            } else if in_flight.len() >= pipeline {
+                latest = latest.max(next_revision(&mut in_flight).await?);
+                continue;
+            } else {
+                tokio::select! {
+                    biased;
+                    msg = rx.recv() => msg,
+                    Some(done) = in_flight.next() => {
+                        latest = latest.max(done?.unwrap_or(0));
+                        continue;
+                    }
+                }
+            };
+            let Some(msg) = msg else {
+                break;
+            };
             match msg {
                 WriterMsg::Flush(reply) => {
+                    latest = latest.max(drain(&mut in_flight, &mut keys_in_flight).await?);
                     let _ = reply.send(latest);
                 }
+                WriterMsg::Change {
+                    change,
+                    publish: false,
+                } if !keys_in_flight.contains(&change.key) => {
+                    if in_flight.is_empty() {
+                        keys_in_flight.clear();
+                    }
+                    keys_in_flight.insert(change.key.clone());
+                    let this = &self;
+                    in_flight.push_back(Box::pin(async move { this.write(&change).await }));
+                }
                 WriterMsg::Change { change, publish } => {
+                    latest = latest.max(drain(&mut in_flight, &mut keys_in_flight).await?);
                     let Some(revision) = self.write(&change).await? else {
                         continue;
                     };
@@ -82,6 +133,7 @@ impl KvWriter {
                 }
             }
         }
+        latest = latest.max(drain(&mut in_flight, &mut keys_in_flight).await?);
         tracing::debug!(latest, "KV writer done");
         Ok(())
     }
@@ -125,4 +177,25 @@ impl KvWriter {
             Err(e) => Err(SyncError::Kv(e)),
         }
     }
+}
+
+/// The revision of the oldest write in flight (0 when it wrote nothing).
+async fn next_revision(in_flight: &mut InFlight<'_>) -> Result<u64, SyncError> {
+    match in_flight.next().await {
+        Some(done) => Ok(done?.unwrap_or(0)),
+        None => Ok(0),
+    }
+}
+
+/// Waits for every write in flight; the highest revision they wrote.
+async fn drain(
+    in_flight: &mut InFlight<'_>,
+    keys: &mut HashSet<ConfigKey>,
+) -> Result<u64, SyncError> {
+    let mut latest = 0;
+    while let Some(done) = in_flight.next().await {
+        latest = latest.max(done?.unwrap_or(0));
+    }
+    keys.clear();
+    Ok(latest)
 }
