@@ -10,7 +10,10 @@
 //!
 //! Objects go through the directory's parser and validation ([`convert`]); a rejected
 //! object keeps its earlier valid version and shows in `/debug/rejections`. A watch error
-//! backs off and retries that watch alone; it never stops the others.
+//! backs off and retries that watch alone; it never stops the others. Nodes feed Pod
+//! localities ([`nodes`]); discovery selectors choose namespaces ([`discovery`]); each
+//! event's bookkeeping is [`state`]'s. Remote clusters from Istio's remote secrets run one
+//! such source each ([`remote`]); `/debug/clusters` shows them all ([`clusters`]).
 
 mod clusters;
 mod convert;
@@ -18,23 +21,20 @@ pub mod discovery;
 mod nodes;
 pub mod remote;
 mod resources;
+mod state;
 
 pub use clusters::{ClusterHealth, Clusters};
 pub use resources::{WATCHED, Watched};
 
-use crate::registry::Rejection;
 use crate::source::{Source, SourceSink};
 use crate::sync::SyncError;
-use convert::Converted;
-use discovery::{Discovery, LabelSelector, Selection};
+use discovery::LabelSelector;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
-use nodes::NodeLocalities;
-use shoal_proto::config::{ConfigKey, Kind};
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
+use kube::runtime::watcher;
+use shoal_proto::config::Kind;
+use state::{State, Target};
 use std::future::Future;
 
 /// The Kubernetes registry's source name: its objects' `Origin::source` and KV key segment.
@@ -87,16 +87,16 @@ impl KubeSource {
         let mut watches = Vec::new();
         for w in WATCHED {
             let resource = w.api_resource();
-            let kind = match Kind::from_api(&resource.api_version, w.kind) {
+            let target = match Kind::from_api(&resource.api_version, w.kind) {
                 Some(kind) => Target::Config(kind),
                 None => Target::Nodes,
             };
             if !w.namespaced || self.config.namespaces.is_empty() {
-                watches.push((kind, Api::all_with(self.client.clone(), &resource)));
+                watches.push((target, Api::all_with(self.client.clone(), &resource)));
             } else {
                 for ns in &self.config.namespaces {
                     watches.push((
-                        kind,
+                        target,
                         Api::namespaced_with(self.client.clone(), ns, &resource),
                     ));
                 }
@@ -201,231 +201,6 @@ async fn served(watches: Vec<(Target, Api<DynamicObject>)>) -> Vec<(Target, Api<
         }
     }
     served
-}
-
-/// What one watch feeds.
-#[derive(Clone, Copy, Debug)]
-enum Target {
-    /// Mesh config of one kind.
-    Config(Kind),
-    /// Node localities, written onto Pods.
-    Nodes,
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Target::Config(kind) => kind.fmt(f),
-            Target::Nodes => f.write_str("Node"),
-        }
-    }
-}
-
-/// What the watches have delivered: per watch, the keys it holds and its relist in
-/// progress; the objects rejected now; Node localities.
-struct State {
-    held: Vec<BTreeSet<ConfigKey>>,
-    relisting: Vec<Option<BTreeSet<ConfigKey>>>,
-    listed: Vec<bool>,
-    rejected: BTreeMap<ConfigKey, Rejection>,
-    /// `rejected` changed since the sink was last told.
-    rejections_changed: bool,
-    /// Every watch listed once and the sink was told (HasSynced).
-    synced: bool,
-    nodes: NodeLocalities,
-    discovery: Discovery,
-    /// The Nodes a relist in progress has seen.
-    relisting_nodes: Option<BTreeSet<String>>,
-}
-
-impl State {
-    fn new(watches: usize, selectors: Vec<LabelSelector>) -> Self {
-        Self {
-            held: vec![BTreeSet::new(); watches],
-            relisting: vec![None; watches],
-            listed: vec![false; watches],
-            rejected: BTreeMap::new(),
-            rejections_changed: false,
-            synced: false,
-            nodes: NodeLocalities::default(),
-            discovery: Discovery::new(selectors),
-            relisting_nodes: None,
-        }
-    }
-
-    fn all_listed(&self) -> bool {
-        self.listed.iter().all(|l| *l)
-    }
-
-    /// `key` is no longer rejected (valid again, or gone).
-    fn accept(&mut self, key: &ConfigKey) {
-        self.rejections_changed |= self.rejected.remove(key).is_some();
-    }
-
-    fn on_event(
-        &mut self,
-        sink: &mut SourceSink,
-        origin: &str,
-        index: usize,
-        target: Target,
-        event: Event<DynamicObject>,
-    ) {
-        let kind = match target {
-            Target::Config(kind) => kind,
-            Target::Nodes => return self.on_node_event(sink, index, event),
-        };
-        match event {
-            Event::Init => self.relisting[index] = Some(BTreeSet::new()),
-            Event::InitApply(object) => {
-                if let Some(key) = self.apply(sink, origin, kind, &object) {
-                    self.relisting[index].get_or_insert_default().insert(key);
-                }
-            }
-            Event::InitDone => {
-                // What the relist lacks was deleted while the watch was down.
-                let listed = self.relisting[index].take().unwrap_or_default();
-                for gone in self.held[index]
-                    .difference(&listed)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                {
-                    self.remove(sink, &gone);
-                }
-                self.held[index] = listed;
-                self.listed[index] = true;
-            }
-            Event::Apply(object) => {
-                if let Some(key) = self.apply(sink, origin, kind, &object) {
-                    self.held[index].insert(key);
-                }
-            }
-            Event::Delete(object) => {
-                if let Some(key) = convert::key_of(kind, &object) {
-                    self.held[index].remove(&key);
-                    self.remove(sink, &key);
-                }
-            }
-        }
-    }
-
-    /// An object is gone (deleted, or missing from a relist).
-    fn remove(&mut self, sink: &mut SourceSink, key: &ConfigKey) {
-        self.accept(key);
-        self.nodes.forget_pod(key);
-        self.discovery.unpark_key(key);
-        sink.delete(key);
-        if key.kind == Kind::Namespace {
-            let selection = self.discovery.namespace(&key.name, None);
-            self.on_selection(sink, &key.name, selection);
-        }
-    }
-
-    /// A namespace entered the discovery selection (its parked objects are read) or
-    /// left it (its objects are parked).
-    fn on_selection(&mut self, sink: &mut SourceSink, namespace: &str, selection: Selection) {
-        match selection {
-            Selection::Unchanged => {}
-            Selection::Selected => {
-                for config in self.discovery.unpark(namespace) {
-                    // Its Node may have moved while it was parked.
-                    let config = self.nodes.restamped(&config).unwrap_or(config);
-                    sink.apply(config);
-                }
-            }
-            Selection::Unselected => {
-                let keys: Vec<ConfigKey> = self
-                    .held
-                    .iter()
-                    .flatten()
-                    .filter(|k| k.namespace == namespace && k.kind != Kind::Namespace)
-                    .cloned()
-                    .collect();
-                for key in keys {
-                    if let Some(config) = sink.get(&key).cloned() {
-                        sink.delete(&key);
-                        self.discovery.park(config);
-                    }
-                }
-            }
-        }
-    }
-
-    /// A Node event: its locality, rewritten onto its Pods when it moved.
-    fn on_node_event(&mut self, sink: &mut SourceSink, index: usize, event: Event<DynamicObject>) {
-        let name = |object: &DynamicObject| object.metadata.name.clone().unwrap_or_default();
-        match event {
-            Event::Init => self.relisting_nodes = Some(BTreeSet::new()),
-            Event::InitApply(node) => {
-                self.relisting_nodes
-                    .get_or_insert_default()
-                    .insert(name(&node));
-                self.set_node(sink, &node);
-            }
-            Event::InitDone => {
-                let listed = self.relisting_nodes.take().unwrap_or_default();
-                for gone in self.nodes.nodes() {
-                    if !listed.contains(&gone) {
-                        self.nodes.remove_node(&gone);
-                    }
-                }
-                self.listed[index] = true;
-            }
-            Event::Apply(node) => self.set_node(sink, &node),
-            Event::Delete(node) => self.nodes.remove_node(&name(&node)),
-        }
-    }
-
-    fn set_node(&mut self, sink: &mut SourceSink, node: &DynamicObject) {
-        let Some(name) = &node.metadata.name else {
-            return;
-        };
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        for pod in self.nodes.set_node(name, &labels) {
-            if let Some(moved) = sink.get(&pod).and_then(|p| self.nodes.restamped(p)) {
-                sink.apply(moved);
-            }
-        }
-    }
-
-    /// Applies one object; its key, or `None` when it names none.
-    fn apply(
-        &mut self,
-        sink: &mut SourceSink,
-        origin: &str,
-        kind: Kind,
-        object: &DynamicObject,
-    ) -> Option<ConfigKey> {
-        let key = convert::key_of(kind, object)?;
-        match convert::convert(object, origin) {
-            Converted::Config(mut config, warnings) => {
-                for warning in warnings {
-                    tracing::warn!(%key, "{warning}");
-                }
-                self.accept(&key);
-                sink.stamp(&mut config);
-                self.nodes.stamp(&mut config);
-                if kind == Kind::Namespace {
-                    let labels = config.meta.labels.clone();
-                    sink.apply(*config);
-                    let selection = self.discovery.namespace(&key.name, Some(&labels));
-                    self.on_selection(sink, &key.name, selection);
-                } else if self.discovery.is_selected(&key.namespace) {
-                    sink.apply(*config);
-                } else {
-                    // Read while its namespace was selected, perhaps: not any more.
-                    sink.delete(&key);
-                    self.discovery.park(*config);
-                }
-            }
-            Converted::Rejected(rejection) => {
-                sink.count_rejection(&rejection);
-                self.rejected.insert(key.clone(), rejection);
-                self.rejections_changed = true;
-            }
-            Converted::Skipped => return None,
-        }
-        Some(key)
-    }
 }
 
 #[cfg(test)]
