@@ -39,7 +39,7 @@ const fn kind(
 }
 
 /// The kinds the source watches, in the order their first lists are loaded. Nodes are
-/// read for their Pods' localities only ([`super::nodes`]); every other kind is config.
+/// read for their Pods' localities only (`super::nodes`); every other kind is config.
 pub const WATCHED: &[Watched] = &[
     kind("", "v1", "Namespace", "namespaces", false),
     kind("", "v1", "Node", "nodes", false),
