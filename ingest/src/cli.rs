@@ -72,6 +72,8 @@ pub struct Args {
     #[command(flatten)]
     pub http: HttpArgs,
     /// This cluster's network, labelled on Pods and WorkloadEntries that name none.
+    /// Default with `--registry kubernetes`: the `topology.istio.io/network` label of the
+    /// cluster's system namespace, as Istio reads it; none without one.
     #[arg(long, env = "SHOAL_NETWORK", default_value = "")]
     pub network: String,
     /// Quiet period before a push (e.g. `100ms`).
@@ -162,9 +164,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .context("opening the push stream")?;
 
+    let api_client = match args.registry {
+        RegistryKind::Kubernetes => Some(kube_client(args.kubeconfig.as_deref()).await?),
+        RegistryKind::Dir => None,
+    };
+    let mut config = args.ingest_config();
+    if let Some(client) = &api_client
+        && config.network.is_empty()
+    {
+        // As Istio does: the network label on the cluster's own system namespace.
+        config.network = kubernetes::network_of(client, &args.system_namespace).await;
+    }
+    let network = config.network.clone();
+
     let mut registry = Registry::default();
     let (kv, bus): (Arc<NatsConfigKv>, Arc<NatsBus>) = (Arc::new(kv), Arc::new(bus));
-    let ingest = Ingest::new(args.ingest_config(), kv.clone(), bus.clone(), &mut registry);
+    let ingest = Ingest::new(config, kv.clone(), bus.clone(), &mut registry);
     let handle = ingest.handle();
     let rejections = handle.rejections().clone();
     let clusters = Clusters::default();
@@ -177,17 +192,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let mut supervisor = Supervisor::new();
     supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
-    match args.registry {
-        RegistryKind::Dir => supervisor.critical("ingest", ingest.run(supervisor.watcher())),
-        RegistryKind::Kubernetes => {
-            let client = kube_client(args.kubeconfig.as_deref()).await?;
+    match api_client {
+        None => supervisor.critical("ingest", ingest.run(supervisor.watcher())),
+        Some(client) => {
             let source_config = KubeSourceConfig {
                 namespaces: args.namespaces.clone(),
                 discovery_selectors: args.discovery_selectors.clone(),
             };
             let health = ClusterHealth::new(
                 &args.cluster_id,
-                &args.network,
+                &network,
                 "",
                 handle.readiness(),
                 handle.rejections().clone(),

@@ -6,8 +6,9 @@
 //! own address; cluster 2's (net-2, eu-west) has a pod IP nobody on net-1 can reach, so it
 //! must be reached through net-2's east-west gateway (a backend standing in for it).
 //!
-//! 1. One ingest per cluster: Envoy's traffic reaches both clusters, cluster 2's through
-//!    the gateway; with outlier detection, all of it stays in Envoy's own locality.
+//! 1. One ingest per cluster (cluster 1's network given by `--network`, cluster 2's read
+//!    from its system namespace): Envoy's traffic reaches both clusters, cluster 2's
+//!    through the gateway; with outlier detection, all of it stays in Envoy's own locality.
 //! 2. Cluster 2's ingest stops: its endpoints stay served. A remote secret on cluster 1
 //!    hands cluster 2 to cluster 1's ingest; deleting the secret removes its endpoints.
 
@@ -200,19 +201,17 @@ async fn two_clusters_federate_across_networks_and_localities() {
     let kubeconfig2 = api2.kubeconfig(&dir2).expect("kubeconfig");
 
     let (nats, redis) = (NatsServer::start(), RedisServer::start());
-    let source = |kubeconfig: &std::path::Path, network: &str| -> Vec<String> {
+    let source = |kubeconfig: &std::path::Path| -> Vec<String> {
         ["--registry", "kubernetes", "--kubeconfig"]
             .iter()
             .map(|s| s.to_string())
-            .chain([
-                kubeconfig.display().to_string(),
-                "--network".into(),
-                network.into(),
-            ])
+            .chain([kubeconfig.display().to_string()])
             .collect()
     };
-    let args1 = source(&kubeconfig1, "net-1");
-    let args2 = source(&kubeconfig2, "net-2");
+    // Cluster 1's network is given; cluster 2's is read from its istio-system label.
+    let mut args1 = source(&kubeconfig1);
+    args1.extend(["--network".into(), "net-1".into()]);
+    let args2 = source(&kubeconfig2);
     let mut ingest1 = tiers::ingest_of("cluster-1", &refs(&args1), &nats.url(), dir.path());
     let mut ingest2 = tiers::ingest_of("cluster-2", &refs(&args2), &nats.url(), dir.path());
     let mut builder = tiers::builder(1, &nats.url(), &redis.url(), dir.path());

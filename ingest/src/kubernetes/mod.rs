@@ -26,16 +26,18 @@ mod state;
 pub use clusters::{ClusterHealth, Clusters};
 pub use resources::{WATCHED, Watched};
 
-use crate::source::{Source, SourceSink};
+use crate::source::{NETWORK_LABEL, Source, SourceSink};
 use crate::sync::SyncError;
 use discovery::LabelSelector;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use shoal_proto::config::Kind;
 use state::{State, Target};
 use std::future::Future;
+use std::time::Duration;
 
 /// The Kubernetes registry's source name: its objects' `Origin::source` and KV key segment.
 pub const SOURCE: &str = "kubernetes";
@@ -172,6 +174,32 @@ impl Source for KubeSource {
         }
         tracing::debug!("kubernetes registry stopped");
         Ok(())
+    }
+}
+
+/// How long the network lookup on a cluster's system namespace may take before the
+/// cluster is followed without one.
+const NETWORK_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The cluster's network: the `topology.istio.io/network` label of its system namespace,
+/// as Istio reads it; empty when unlabelled or not readable in time.
+pub async fn network_of(client: &kube::Client, system_namespace: &str) -> String {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match tokio::time::timeout(NETWORK_LOOKUP_TIMEOUT, namespaces.get_opt(system_namespace)).await {
+        Ok(Ok(Some(ns))) => ns
+            .metadata
+            .labels
+            .and_then(|l| l.get(NETWORK_LABEL).cloned())
+            .unwrap_or_default(),
+        Ok(Ok(None)) => String::new(),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "reading the cluster's system namespace for its network failed; none");
+            String::new()
+        }
+        Err(_) => {
+            tracing::warn!("the cluster's API server did not answer in time for its network; none");
+            String::new()
+        }
     }
 }
 

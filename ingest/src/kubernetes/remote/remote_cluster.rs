@@ -2,12 +2,10 @@
 //! and the removal of its config once no secret names it.
 
 use super::RemoteClustersConfig;
-use crate::kubernetes::{ClusterHealth, Clusters, KubeError, KubeSource, SOURCE};
+use crate::kubernetes::{ClusterHealth, Clusters, KubeError, KubeSource, SOURCE, network_of};
 use crate::metrics::Metrics;
-use crate::source::{NETWORK_LABEL, Source, SourceSink};
+use crate::source::{Source, SourceSink};
 use crate::{Ingest, IngestError};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use shoal_infra::runtime::Drain;
 use shoal_proto::transport::{Bus, ConfigKv};
@@ -16,10 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
-
-/// How long the network lookup on a remote's system namespace may take before the
-/// remote is followed without one.
-const NETWORK_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What every remote's ingest shares with the primary's.
 pub(super) struct Shared {
@@ -164,26 +158,4 @@ async fn client(kubeconfig: &str) -> Result<kube::Client, String> {
         .await
         .map_err(|e| e.to_string())?;
     kube::Client::try_from(config).map_err(|e| e.to_string())
-}
-
-/// The cluster's network: the `topology.istio.io/network` label of its system namespace,
-/// as Istio reads it; empty when unlabelled or not readable in time.
-async fn network_of(client: &kube::Client, system_namespace: &str) -> String {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    match tokio::time::timeout(NETWORK_LOOKUP_TIMEOUT, namespaces.get_opt(system_namespace)).await {
-        Ok(Ok(Some(ns))) => ns
-            .metadata
-            .labels
-            .and_then(|l| l.get(NETWORK_LABEL).cloned())
-            .unwrap_or_default(),
-        Ok(Ok(None)) => String::new(),
-        Ok(Err(error)) => {
-            tracing::warn!(%error, "reading the remote's system namespace for its network failed; none");
-            String::new()
-        }
-        Err(_) => {
-            tracing::warn!("the remote's API server did not answer in time for its network; none");
-            String::new()
-        }
-    }
 }
