@@ -1,6 +1,7 @@
 use serde_json::Value;
 
-use super::{Result, SelectorError, split_requirements};
+use super::{Result, SelectorError};
+use shoal_proto::config::selector::split_requirements;
 
 /// A parsed `fieldSelector` on `metadata.name` / `metadata.namespace`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

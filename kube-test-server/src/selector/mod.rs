@@ -59,29 +59,5 @@ impl Selection {
     }
 }
 
-/// Splits at the commas that separate requirements, not those inside `in (a,b)`.
-fn split_requirements(selector: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let mut depth = 0_i32;
-    let mut start = 0;
-    for (at, c) in selector.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&selector[start..at]);
-                start = at + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&selector[start..]);
-    parts
-        .into_iter()
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests;

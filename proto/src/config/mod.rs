@@ -9,6 +9,7 @@ pub mod k8s;
 mod kind;
 mod meta;
 pub mod parse;
+pub mod selector;
 pub mod validate;
 
 pub use kind::Kind;
