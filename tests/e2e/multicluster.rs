@@ -208,10 +208,10 @@ async fn two_clusters_federate_across_networks_and_localities() {
             .chain([kubeconfig.display().to_string()])
             .collect()
     };
-    // Cluster 1's network is given; cluster 2's is read from its istio-system label.
     let mut args1 = source(&kubeconfig1);
     args1.extend(["--network".into(), "net-1".into()]);
-    let args2 = source(&kubeconfig2);
+    let mut args2 = source(&kubeconfig2);
+    args2.extend(["--network".into(), "net-2".into()]);
     let mut ingest1 = tiers::ingest_of("cluster-1", &refs(&args1), &nats.url(), dir.path());
     let mut ingest2 = tiers::ingest_of("cluster-2", &refs(&args2), &nats.url(), dir.path());
     let mut builder = tiers::builder(1, &nats.url(), &redis.url(), dir.path());
