@@ -34,6 +34,9 @@ impl NodeLocalities {
     /// Writes its Node's locality onto a Pod and remembers which node it runs on; other
     /// kinds pass through.
     pub fn stamp(&mut self, config: &mut Config) {
+        if !matches!(config.spec, Spec::Pod(_)) {
+            return;
+        }
         let key = config.key();
         let Spec::Pod(pod) = &mut config.spec else {
             return;
