@@ -284,7 +284,7 @@ fn needs_push(conn: &mut Conn, event: &PushEvent) -> bool {
     let proxy = conn.stream.proxy();
     let scope = event.push.sidecar_scope(&proxy.namespace, &proxy.labels);
     let prev = std::mem::replace(&mut conn.scope, scope.clone());
-    proxy_needs_push(proxy.proxy_type, &prev, &scope, &event.changes)
+    proxy_needs_push(proxy.kind, &prev, &scope, &event.changes)
 }
 
 /// What one change cost: decided, queued, generated and diffed for every connection.

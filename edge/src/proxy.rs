@@ -6,30 +6,12 @@
 use envoy_types::pb::envoy::config::core::v3::{Locality, Node};
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
 use shoal_proto::xds::node_metadata::{
-    CLUSTER_ID, INTERCEPTION_MODE, LABELS, NAMESPACE, NETWORK, NodeId, NodeIdError,
+    CLUSTER_ID, GENERATOR, INTERCEPTION_MODE, LABELS, NAMESPACE, NETWORK, NodeIdError,
 };
 use std::collections::BTreeMap;
 
 pub use shoal_proto::xds::node_metadata::{InterceptionMode, ProxyType};
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Proxy {
-    /// The full node ID.
-    pub id: String,
-    pub proxy_type: ProxyType,
-    pub ip: String,
-    /// `<pod>.<namespace>`.
-    pub workload: String,
-    pub namespace: String,
-    pub labels: BTreeMap<String, String>,
-    pub interception: InterceptionMode,
-    pub cluster_id: String,
-    /// Metadata `NETWORK`; empty: none.
-    pub network: String,
-    /// The node's `region/zone/subzone`, with trailing empty parts left out; empty:
-    /// unknown.
-    pub locality: String,
-}
+pub use shoal_proto::xds::{NodeMetadata, Proxy, ProxyKind};
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProxyError {
@@ -50,46 +32,40 @@ impl From<NodeIdError> for ProxyError {
     }
 }
 
-impl Proxy {
-    pub fn from_node(node: Option<&Node>) -> Result<Proxy, ProxyError> {
-        let node = node.ok_or(ProxyError::MissingNode)?;
-        let id = NodeId::parse(&node.id)?;
-        let meta = node.metadata.as_ref();
-        let namespace = meta_string(meta, NAMESPACE).unwrap_or_else(|| id.namespace().to_string());
-        let labels = meta
-            .and_then(|m| m.fields.get(LABELS))
-            .and_then(|v| match &v.kind {
-                Some(ValueKind::StructValue(s)) => Some(
-                    s.fields
-                        .iter()
-                        .filter_map(|(k, v)| match &v.kind {
-                            Some(ValueKind::StringValue(s)) => Some((k.clone(), s.clone())),
-                            _ => None,
-                        })
-                        .collect(),
-                ),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let interception =
-            InterceptionMode::from_metadata(meta_string(meta, INTERCEPTION_MODE).as_deref());
-        Ok(Proxy {
-            id: node.id.clone(),
-            proxy_type: id.proxy_type,
-            ip: id.ip.to_string(),
-            workload: id.workload.to_string(),
-            namespace,
-            labels,
-            interception,
-            cluster_id: meta_string(meta, CLUSTER_ID).unwrap_or_default(),
-            network: meta_string(meta, NETWORK).unwrap_or_default(),
-            locality: node
-                .locality
-                .as_ref()
-                .map(locality_string)
-                .unwrap_or_default(),
+/// The proxy an xDS request's `Node` describes.
+pub fn from_node(node: Option<&Node>) -> Result<Proxy, ProxyError> {
+    let node = node.ok_or(ProxyError::MissingNode)?;
+    let meta = node.metadata.as_ref();
+    let labels = meta
+        .and_then(|m| m.fields.get(LABELS))
+        .and_then(|v| match &v.kind {
+            Some(ValueKind::StructValue(s)) => Some(
+                s.fields
+                    .iter()
+                    .filter_map(|(k, v)| match &v.kind {
+                        Some(ValueKind::StringValue(s)) => Some((k.clone(), s.clone())),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            _ => None,
         })
-    }
+        .unwrap_or_default();
+    let string = |key| meta_string(meta, key).unwrap_or_default();
+    let metadata = NodeMetadata {
+        namespace: string(NAMESPACE),
+        labels,
+        interception_mode: string(INTERCEPTION_MODE),
+        cluster_id: string(CLUSTER_ID),
+        network: string(NETWORK),
+        generator: string(GENERATOR),
+    };
+    let locality = node
+        .locality
+        .as_ref()
+        .map(locality_string)
+        .unwrap_or_default();
+    Ok(Proxy::from_node(&node.id, metadata, locality)?)
 }
 
 /// `region/zone/subzone`, as endpoints write theirs.
@@ -145,12 +121,12 @@ mod tests {
             metadata: Some(node_metadata("shop", &labels, "NONE")),
             ..Default::default()
         };
-        let p = Proxy::from_node(Some(&node)).unwrap();
+        let p = from_node(Some(&node)).unwrap();
         assert_eq!(p.ip, "10.1.2.3");
         assert_eq!(p.namespace, "shop");
         assert_eq!(p.labels, labels);
         assert_eq!(p.interception, InterceptionMode::None);
-        assert_eq!(p.proxy_type, ProxyType::Sidecar);
+        assert_eq!(p.kind, ProxyKind::Sidecar);
     }
 
     #[test]
@@ -160,9 +136,9 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(
-            Proxy::from_node(Some(&node)),
+            from_node(Some(&node)),
             Err(ProxyError::BadNodeId(_))
         ));
-        assert_eq!(Proxy::from_node(None), Err(ProxyError::MissingNode));
+        assert_eq!(from_node(None), Err(ProxyError::MissingNode));
     }
 }

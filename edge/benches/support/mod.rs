@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use shoal_edge::proxy::{InterceptionMode, Proxy, ProxyType};
+use shoal_edge::proxy::{InterceptionMode, Proxy, ProxyKind, ProxyType};
 use shoal_proto::xds::node_metadata::NodeId;
 use shoal_test_support::fixtures::CLUSTER;
 use shoal_test_support::meshgen::{Mesh, MeshSpec};
@@ -34,7 +34,7 @@ pub fn proxy(mesh: &Mesh, i: usize) -> Proxy {
     let pod = format!("{}-{i}", svc.name);
     Proxy {
         id: NodeId::format(ProxyType::Sidecar, &ip, &pod, &svc.namespace),
-        proxy_type: ProxyType::Sidecar,
+        kind: ProxyKind::Sidecar,
         workload: format!("{pod}.{}", svc.namespace),
         ip,
         namespace: svc.namespace.clone(),

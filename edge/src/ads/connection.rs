@@ -53,7 +53,7 @@ where
                 )));
             }
         };
-    let proxy = Proxy::from_node(M::node(&first)).map_err(AdsError::from)?;
+    let proxy = crate::proxy::from_node(M::node(&first)).map_err(AdsError::from)?;
     // Another edge owns the proxy: its stream is relayed there, unless it was relayed
     // here already or the owner cannot take it.
     let owner = match (relayed_in, shared.placement.get()) {

@@ -3,7 +3,7 @@
 
 use super::registry::{Connection, PushJob};
 use super::shared::Shared;
-use crate::proxy::ProxyType;
+use crate::proxy::ProxyKind;
 use crate::push_queue::{DoneGuard, PushEvent};
 use crate::snapshot::SnapshotUpdate;
 use shoal_proto::change::ChangeSet;
@@ -73,15 +73,15 @@ pub(crate) fn needs_push(conn: &Connection, event: &PushEvent) -> bool {
         .push
         .sidecar_scope(&conn.proxy.namespace, &conn.proxy.labels);
     let prev = conn.swap_scope(scope.clone());
-    proxy_needs_push(conn.proxy.proxy_type, &prev, &scope, &event.changes)
+    proxy_needs_push(conn.proxy.kind, &prev, &scope, &event.changes)
 }
 
 /// Istio's `ProxyNeedsPush` for a proxy whose scope was `prev` and is `scope`: a full
 /// change if its scope (now or before) depends on a changed key, an endpoint change if
 /// its scope sees a changed service. A change of everything concerns everyone; routers
-/// take every full change.
+/// (whose config is not cut by a Sidecar scope) take every full change.
 pub fn proxy_needs_push(
-    proxy_type: ProxyType,
+    kind: ProxyKind,
     prev: &Arc<SidecarScope>,
     scope: &Arc<SidecarScope>,
     changes: &ChangeSet,
@@ -92,7 +92,7 @@ pub fn proxy_needs_push(
     if !changes.full {
         return changes.keys.iter().any(|k| scope.sees_endpoints_of(k));
     }
-    if proxy_type != ProxyType::Sidecar {
+    if kind == ProxyKind::Router {
         return true;
     }
     let scope_changed = !Arc::ptr_eq(prev, scope);

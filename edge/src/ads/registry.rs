@@ -217,7 +217,7 @@ mod tests {
 
     fn proxy(id: &str) -> Proxy {
         let node = crate::ads::testing::node(id);
-        Proxy::from_node(Some(&node)).unwrap()
+        crate::proxy::from_node(Some(&node)).unwrap()
     }
 
     #[test]

@@ -83,7 +83,7 @@ pub(crate) fn node(id: &str) -> Node {
 }
 
 pub(crate) fn proxy() -> Proxy {
-    Proxy::from_node(Some(&node(
+    crate::proxy::from_node(Some(&node(
         "sidecar~10.0.0.1~web-1.shop~shop.svc.cluster.local",
     )))
     .unwrap()

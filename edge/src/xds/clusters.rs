@@ -11,7 +11,6 @@ mod traffic_policy;
 
 use super::endpoints::locality::LocalityLb;
 use super::endpoints::{EndpointFilter, by_locality};
-use super::policy;
 use super::util::{
     BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
     ads_config_source, any, cluster_name, duration, socket_address,
@@ -27,6 +26,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
 use prost::Name;
 use shoal_proto::config::istio::{self, DestinationRule};
 use shoal_proto::model::{Endpoint, Resolution, Service, ServiceKey, ServicePort};
+use shoal_proto::push_context::policy;
 use shoal_proto::push_context::{PushContext, SidecarScope};
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -6,12 +6,11 @@
 //!
 //! ```text
 //!  Generator::generate(type, proxy, push, names)
+//!     │ generator = table[(proxy.kind, type)]   generator/table.rs
 //!     │ scope = push.sidecar_scope(ns, labels)
-//!     ├─ CDS  clusters.rs   per (scope, generation, captured?)    ──┐
-//!     ├─ EDS  endpoints.rs  per (cluster, endpoint chunk, subset)   │ cache.rs: encoded
-//!     ├─ LDS  listeners.rs  per (scope, generation, mode, bound ip) │ once, shared as Arc
-//!     └─ RDS  routes.rs     per (scope, generation[, labels])     ──┘
-//!  policy.rs: the DestinationRule policy for one cluster; util.rs: proto helpers.
+//!     └─ generator/sidecar/  CDS, EDS, LDS, RDS, each with its own cache key,
+//!        built by clusters.rs, endpoints.rs, listeners.rs, routes.rs; encoded once
+//!        and shared as Arc (cache.rs)
 //! ```
 
 /// The xDS type URLs, from proto's contracts (the stream state machines name them here).
@@ -30,12 +29,14 @@ pub struct XdsResource {
 
 impl XdsResource {
     pub fn new(name: String, type_url: &str, value: Vec<u8>) -> Self {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        value.hash(&mut h);
         XdsResource {
             name,
-            hash: h.finish(),
+            hash: {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                value.hash(&mut h);
+                h.finish()
+            },
             resource: Any {
                 type_url: type_url.to_string(),
                 value,
@@ -49,7 +50,6 @@ pub mod clusters;
 pub mod endpoints;
 mod generator;
 pub mod listeners;
-mod policy;
 pub mod routes;
 pub mod util;
 

@@ -13,7 +13,6 @@ mod retry;
 mod translate;
 
 use super::listeners::http_ports;
-use super::policy;
 use super::util::{PASSTHROUGH_CLUSTER, cluster_name, duration, sort_by_name};
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route,
@@ -22,6 +21,7 @@ use envoy_types::pb::envoy::config::route::v3::{
 use envoy_types::pb::google::protobuf::BoolValue;
 use shoal_proto::config::istio::VirtualService;
 use shoal_proto::model::{DOMAIN_SUFFIX, NamedConfig, Service, host_matches};
+use shoal_proto::push_context::policy;
 use shoal_proto::push_context::{SidecarScope, TrafficMode};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

@@ -12,7 +12,7 @@
 //! ```
 
 use super::XdsResource;
-use crate::proxy::{InterceptionMode, Proxy, ProxyType};
+use crate::proxy::{InterceptionMode, Proxy, ProxyKind};
 use shoal_proto::config::istio::*;
 use shoal_proto::model::{
     Endpoint, ExportTo, NamedConfig, NamespaceConfig, Protocol, Resolution, Service,
@@ -368,7 +368,7 @@ pub fn mesh() -> PushContext {
 pub fn proxy(ns: &str, ip: &str, interception: InterceptionMode) -> Proxy {
     Proxy {
         id: format!("sidecar~{ip}~app-1.{ns}~{ns}.svc.cluster.local"),
-        proxy_type: ProxyType::Sidecar,
+        kind: ProxyKind::Sidecar,
         ip: ip.into(),
         workload: format!("app-1.{ns}"),
         namespace: ns.into(),

@@ -8,6 +8,7 @@
 //! computed from it) and swaps only the changed endpoint chunks.
 
 mod index;
+pub mod policy;
 mod scope;
 
 pub use index::{ConfigIndex, NetworkGateways};

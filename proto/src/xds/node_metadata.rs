@@ -19,6 +19,8 @@ pub const CLUSTER_ID: &str = "CLUSTER_ID";
 /// The network the proxy is on (a string; Istio's `ISTIO_META_NETWORK`): endpoints on
 /// other networks are reached through their gateways.
 pub const NETWORK: &str = "NETWORK";
+/// Which xDS generator serves the proxy (a string): `grpc` for proxyless gRPC clients.
+pub const GENERATOR: &str = "GENERATOR";
 
 /// The first field of the node ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

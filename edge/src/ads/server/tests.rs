@@ -246,7 +246,7 @@ async fn the_resident_stream_task_stays_small() {
     let (out_tx, _out_rx) = mpsc::channel(1);
     let (close_tx, _close_rx) = oneshot::channel();
     let permit = s.shared.streams.clone().try_acquire_owned().unwrap();
-    let proxy = crate::proxy::Proxy::from_node(Some(&node(NODE))).unwrap();
+    let proxy = crate::proxy::from_node(Some(&node(NODE))).unwrap();
     let task = crate::ads::connection::serve::<SotwStream, _>(
         s.shared.clone(),
         proxy,

@@ -3,7 +3,6 @@
 //! balancer.
 
 use super::discovery;
-use crate::xds::policy::Policy;
 use crate::xds::util::{any, parse_duration, u32_value};
 use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, Cluster, OutlierDetection as EnvoyOutlier, circuit_breakers::Thresholds,
@@ -19,6 +18,7 @@ use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::UInt64Value;
 use prost::Name;
 use shoal_proto::model::Protocol;
+use shoal_proto::push_context::policy::Policy;
 
 /// Istio's default thresholds: effectively unlimited (Envoy's own defaults, e.g. 3
 /// parallel retries, cause 503s during rollouts).

@@ -1,5 +1,7 @@
 use super::super::testing::*;
 use super::*;
+use crate::proxy::InterceptionMode;
+use crate::xds::types;
 use shoal_proto::snapshot::Chunk;
 
 const V1: &str = "outbound|9080|v1|reviews.shop.svc.cluster.local";

@@ -4,7 +4,6 @@ use super::matching::route_match;
 use super::prefix_match;
 use super::retry::retry_policy;
 use crate::xds::listeners::single_port;
-use crate::xds::policy;
 use crate::xds::util::{cluster_name, duration, parse_duration, u32_value};
 use envoy_types::pb::envoy::config::route::v3::{
     RedirectAction, Route, RouteAction, WeightedCluster, redirect_action, route, route_action,
@@ -15,6 +14,7 @@ use shoal_proto::config::istio::{
 };
 use shoal_proto::model::NamedConfig;
 use shoal_proto::push_context::SidecarScope;
+use shoal_proto::push_context::policy;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! subset's policy then overrides the parts it sets, and its own port-level setting
 //! replaces every part.
 
-use shoal_proto::config::istio::{
+use crate::config::istio::{
     ConnectionPoolSettings, ConsistentHashLb, DestinationRule, LoadBalancerSettings,
     OutlierDetection, Subset, TrafficPolicy,
 };
@@ -81,7 +81,7 @@ pub fn effective<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_proto::config::istio::{PortSelector, PortTrafficPolicy};
+    use crate::config::istio::{PortSelector, PortTrafficPolicy};
 
     fn lb(simple: &str) -> Option<LoadBalancerSettings> {
         Some(LoadBalancerSettings {

@@ -1,0 +1,114 @@
+//! CDS for sidecars: one encoded list per (scope, captured?), with what EDS needs to
+//! answer for its clusters.
+
+use super::super::super::XdsResource;
+use super::super::super::cache::{TypeCache, TypeStats};
+use super::super::super::clusters::{self, EdsTarget};
+use super::super::super::util::resource;
+use super::super::GeneratorConfig;
+use super::super::table::{Request, ResourceGenerator, select};
+use super::{Resources, ScopeKey, same_chunk, scope_key};
+use crate::proxy::InterceptionMode;
+use shoal_proto::model::{ServiceEndpoints, ServiceKey};
+use shoal_proto::push_context::{PushContext, SidecarScope};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A scope's encoded clusters and what EDS needs to answer for them.
+#[derive(Clone)]
+pub(super) struct ClusterEntry {
+    pub resources: Resources,
+    pub eds: Arc<BTreeMap<String, EdsCluster>>,
+    /// The endpoint chunks of DNS services, inlined into their clusters.
+    dns: Arc<Vec<(ServiceKey, Option<Arc<ServiceEndpoints>>)>>,
+}
+
+/// One EDS cluster of a scope, with the keys its lookups use, made once per scope rather
+/// than on every request.
+pub(super) struct EdsCluster {
+    pub target: EdsTarget,
+    /// The service whose endpoint chunk the assignment is built from.
+    pub service: ServiceKey,
+    /// The cluster's key in the endpoint cache.
+    pub cache_key: EndpointKey,
+}
+
+/// (cluster name, namespace of the service it was built for), shared so that a lookup
+/// does not allocate.
+pub(super) type EndpointKey = Arc<(String, String)>;
+
+pub(super) struct SidecarClusters {
+    config: clusters::ClusterDefaults,
+    /// Keyed by scope and whether the inbound passthrough cluster is included.
+    cache: TypeCache<(ScopeKey, bool), ClusterEntry>,
+}
+
+impl SidecarClusters {
+    pub fn new(config: &GeneratorConfig) -> Self {
+        SidecarClusters {
+            config: config.clusters.clone(),
+            cache: TypeCache::new(config.scope_cache_capacity),
+        }
+    }
+
+    /// The clusters of `scope` for proxies that are (`inbound`) or are not captured.
+    pub fn entry(&self, scope: &SidecarScope, push: &PushContext, inbound: bool) -> ClusterEntry {
+        let fresh = |e: &ClusterEntry| {
+            e.dns
+                .iter()
+                .all(|(key, chunk)| same_chunk(chunk.as_ref(), push.endpoints(key)))
+        };
+        self.cache
+            .get_or_build((scope_key(scope), inbound), fresh, || {
+                let built = clusters::build(scope, push, &self.config, inbound);
+                let dns = built
+                    .dns_services
+                    .iter()
+                    .map(|k| (k.clone(), push.endpoints(k).cloned()))
+                    .collect();
+                ClusterEntry {
+                    resources: Arc::new(
+                        built
+                            .clusters
+                            .iter()
+                            .map(|c| resource(c.name.clone(), c))
+                            .collect(),
+                    ),
+                    eds: Arc::new(
+                        built
+                            .eds
+                            .into_iter()
+                            .map(|(name, target)| {
+                                let cluster = EdsCluster {
+                                    service: target.service.key(),
+                                    cache_key: Arc::new((
+                                        name.clone(),
+                                        target.service.namespace.clone(),
+                                    )),
+                                    target,
+                                };
+                                (name, cluster)
+                            })
+                            .collect(),
+                    ),
+                    dns: Arc::new(dns),
+                }
+            })
+    }
+}
+
+/// Whether the proxy's inbound traffic is captured (and so needs the inbound clusters).
+pub(super) fn captured(mode: InterceptionMode) -> bool {
+    mode != InterceptionMode::None
+}
+
+impl ResourceGenerator for SidecarClusters {
+    fn generate(&self, req: &Request<'_>, names: &[String]) -> Vec<Arc<XdsResource>> {
+        let entry = self.entry(req.scope, req.push, captured(req.proxy.interception));
+        select(&entry.resources, names)
+    }
+
+    fn stats(&self) -> TypeStats {
+        self.cache.stats()
+    }
+}
