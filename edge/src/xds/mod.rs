@@ -24,6 +24,8 @@ pub struct XdsResource {
     pub name: String,
     pub resource: Any,
     /// A hash of the encoded resource: equal hashes mean "unchanged, do not resend".
+    /// A content hash (BLAKE3), so that every edge and every build gives a resource the
+    /// same Delta version, and a proxy that moves between edges resends nothing.
     pub hash: u64,
 }
 
@@ -31,18 +33,21 @@ impl XdsResource {
     pub fn new(name: String, type_url: &str, value: Vec<u8>) -> Self {
         XdsResource {
             name,
-            hash: {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                value.hash(&mut h);
-                h.finish()
-            },
+            hash: content_hash(&value),
             resource: Any {
                 type_url: type_url.to_string(),
                 value,
             },
         }
     }
+}
+
+/// The first 64 bits of the BLAKE3 hash of `bytes`: stable across processes and builds.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    let digest = blake3::hash(bytes);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest.as_bytes()[..8]);
+    u64::from_le_bytes(first)
 }
 
 mod cache;

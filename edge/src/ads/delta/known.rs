@@ -153,6 +153,12 @@ mod tests {
     }
 
     #[test]
+    fn versions_are_the_same_on_every_edge_and_build() {
+        // BLAKE3("hello") begins ea8f163db3868292: its first eight bytes, little-endian.
+        assert_eq!(version_of(&r("a", b"hello")), "928286b33d168fea");
+    }
+
+    #[test]
     fn versions_parse_only_as_this_edge_writes_them() {
         let a = r("a", b"1");
         assert_eq!(parse_version(&version_of(&a)), Some(a.hash));
