@@ -46,11 +46,21 @@ pub fn build(namespace: &str, objects: &NamespaceObjects<'_>) -> NamespaceConfig
             for d in &mut route.route {
                 d.destination.host = resolve(&d.destination.host);
             }
-        }
-        for route in &mut vs.tcp {
-            for d in &mut route.route {
-                d.destination.host = resolve(&d.destination.host);
+            for m in route
+                .mirror
+                .iter_mut()
+                .chain(route.mirrors.iter_mut().map(|m| &mut m.destination))
+            {
+                m.host = resolve(&m.host);
             }
+        }
+        for d in vs
+            .tcp
+            .iter_mut()
+            .flat_map(|r| r.route.iter_mut())
+            .chain(vs.tls.iter_mut().flat_map(|r| r.route.iter_mut()))
+        {
+            d.destination.host = resolve(&d.destination.host);
         }
         config.virtual_services.push(named(c, vs));
     }

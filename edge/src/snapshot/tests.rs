@@ -35,6 +35,7 @@ fn namespace(timeout: &str) -> NamespaceConfig {
                     ..Default::default()
                 },
                 weight: 0,
+                headers: None,
             }],
             timeout: Some(timeout.into()),
             ..Default::default()

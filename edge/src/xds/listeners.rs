@@ -13,6 +13,7 @@
 //! application dials the proxy, so each listener binds the proxy's own address (several
 //! proxies may share a host, so neither the wildcard nor the fixed ports 15001/15006).
 
+use super::routes;
 use super::util::{
     BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER, VIRTUAL_INBOUND,
     VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND, VIRTUAL_OUTBOUND_PORT, WILDCARD_IP, address,
@@ -23,6 +24,8 @@ use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, Listener, ListenerFilter, filter, listener_filter,
 };
+use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
+use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::OriginalDst;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
@@ -170,13 +173,28 @@ fn http_filter_chain(port: u32) -> FilterChain {
             config_source: Some(ads_config_source()),
             route_config_name: port.to_string(),
         })),
-        http_filters: vec![HttpFilter {
-            name: "envoy.filters.http.router".into(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(
-                any(&Router::default()),
-            )),
-            ..Default::default()
-        }],
+        // Fault injection and CORS act only where a route configures them, as in Istio.
+        http_filters: vec![
+            HttpFilter {
+                name: routes::FAULT_FILTER.into(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(any(
+                    &HttpFault::default(),
+                ))),
+                ..Default::default()
+            },
+            HttpFilter {
+                name: routes::CORS_FILTER.into(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(any(&Cors::default()))),
+                ..Default::default()
+            },
+            HttpFilter {
+                name: "envoy.filters.http.router".into(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(
+                    any(&Router::default()),
+                )),
+                ..Default::default()
+            },
+        ],
         use_remote_address: Some(BoolValue { value: false }),
         normalize_path: Some(BoolValue { value: true }),
         upgrade_configs: vec![http_connection_manager::UpgradeConfig {

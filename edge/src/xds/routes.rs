@@ -8,7 +8,11 @@
 //!         └─ allow_any (* → PassthroughCluster)   or block_all (* → 502) for REGISTRY_ONLY
 //! ```
 
+mod cors;
+mod fault;
+mod headers;
 mod matching;
+mod mirror;
 mod retry;
 mod translate;
 
@@ -27,6 +31,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use cors::CORS_FILTER;
+pub use fault::FAULT_FILTER;
 pub use retry::{DEFAULT_RETRY_ON, retry_policy};
 
 /// The route configurations of a scope, and what deserves an operator's attention.
@@ -41,13 +47,17 @@ pub struct ScopeRoutes {
 /// Whether any visible VirtualService routes by the client's labels: only then do the
 /// routes of a scope differ between its proxies.
 pub fn uses_source_labels(scope: &SidecarScope) -> bool {
-    scope.virtual_services.iter().any(|vs| {
-        vs.spec
-            .http
-            .iter()
-            .flat_map(|r| r.matches.iter())
-            .any(|m| !m.source_labels.is_empty())
-    })
+    scope
+        .virtual_services
+        .iter()
+        .chain(scope.delegates())
+        .any(|vs| {
+            vs.spec
+                .http
+                .iter()
+                .flat_map(|r| r.matches.iter())
+                .any(|m| !m.source_labels.is_empty())
+        })
 }
 
 /// Every route configuration of `scope`, for proxies with `labels`.

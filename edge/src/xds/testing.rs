@@ -99,6 +99,7 @@ fn dest(host: &str, subset: &str, weight: i32) -> HttpRouteDestination {
             port: None,
         },
         weight,
+        headers: None,
     }
 }
 
@@ -130,6 +131,41 @@ pub fn reviews_vs() -> VirtualService {
                     attempts: 3,
                     per_try_timeout: Some("2s".into()),
                     retry_on: "5xx,503".into(),
+                    retry_remote_localities: None,
+                }),
+                ..Default::default()
+            },
+            features_route(),
+            HttpRoute {
+                name: "down".into(),
+                matches: vec![HttpMatchRequest {
+                    uri: exact("/down"),
+                    ..Default::default()
+                }],
+                direct_response: Some(HttpDirectResponse {
+                    status: 503,
+                    body: Some(HttpBody {
+                        string: Some("down".into()),
+                        bytes: None,
+                    }),
+                }),
+                ..Default::default()
+            },
+            HttpRoute {
+                name: "moved".into(),
+                matches: vec![HttpMatchRequest {
+                    uri: Some(StringMatch {
+                        prefix: Some("/old".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                redirect: Some(HttpRedirect {
+                    uri: "/new".into(),
+                    authority: "new.example.com".into(),
+                    port: Some(8443),
+                    scheme: "https".into(),
+                    redirect_code: 308,
                 }),
                 ..Default::default()
             },
@@ -139,6 +175,73 @@ pub fn reviews_vs() -> VirtualService {
                 ..Default::default()
             },
         ],
+        ..Default::default()
+    }
+}
+
+/// A route with every per-route feature: fault, mirror, CORS, header operations on the
+/// route and a destination, a regex rewrite and retries across localities.
+fn features_route() -> HttpRoute {
+    let ops = |k: &str| HeaderOperations {
+        set: BTreeMap::from([(format!("x-{k}-set"), "1".to_string())]),
+        add: BTreeMap::from([(format!("x-{k}-add"), "2".to_string())]),
+        remove: vec![format!("x-{k}-remove")],
+    };
+    let headers = Headers {
+        request: Some(ops("req")),
+        response: Some(ops("resp")),
+    };
+    let mut v1 = dest(REVIEWS, "v1", 50);
+    v1.headers = Some(headers.clone());
+    HttpRoute {
+        name: "features".into(),
+        matches: vec![HttpMatchRequest {
+            uri: Some(StringMatch {
+                prefix: Some("/features".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        route: vec![v1, dest(REVIEWS, "v2", 50)],
+        rewrite: Some(HttpRewrite {
+            uri_regex_rewrite: Some(RegexRewrite {
+                pattern: "^/features/(.*)$".into(),
+                rewrite: "/\\1".into(),
+            }),
+            ..Default::default()
+        }),
+        retries: Some(HttpRetry {
+            attempts: 2,
+            retry_remote_localities: Some(true),
+            ..Default::default()
+        }),
+        fault: Some(HttpFaultInjection {
+            delay: Some(FaultDelay {
+                fixed_delay: Some("1s".into()),
+                percentage: Some(Percent { value: 10.0 }),
+                percent: None,
+            }),
+            abort: Some(FaultAbort {
+                http_status: Some(503),
+                percentage: Some(Percent { value: 0.5 }),
+                ..Default::default()
+            }),
+        }),
+        mirror: Some(Destination {
+            host: REVIEWS.into(),
+            subset: "v2".into(),
+            port: None,
+        }),
+        mirror_percentage: Some(Percent { value: 25.0 }),
+        cors_policy: Some(CorsPolicy {
+            allow_origins: vec![exact("https://a.example").unwrap()],
+            allow_methods: vec!["GET".into(), "POST".into()],
+            allow_headers: vec!["x-token".into()],
+            max_age: Some("24h".into()),
+            allow_credentials: Some(true),
+            ..Default::default()
+        }),
+        headers: Some(headers),
         ..Default::default()
     }
 }

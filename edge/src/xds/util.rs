@@ -30,6 +30,15 @@ pub fn cluster_name(port: u32, subset: &str, host: &str) -> String {
     format!("outbound|{port}|{subset}|{host}")
 }
 
+/// Istio's percentage (0–100, with fractions) as Envoy's fraction of a million.
+pub fn fractional_percent(percent: f64) -> envoy_types::pb::envoy::r#type::v3::FractionalPercent {
+    use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent};
+    FractionalPercent {
+        numerator: (percent.clamp(0.0, 100.0) * 10_000.0).round() as u32,
+        denominator: fractional_percent::DenominatorType::Million as i32,
+    }
+}
+
 /// Encodes `msg` once into a shareable resource.
 pub fn resource<M: Message + Name>(name: impl Into<String>, msg: &M) -> Arc<XdsResource> {
     Arc::new(XdsResource::new(

@@ -152,6 +152,7 @@ mod tests {
                             ..Default::default()
                         },
                         weight: 0,
+                        headers: None,
                     }],
                     timeout: Some(timeout.into()),
                     ..Default::default()

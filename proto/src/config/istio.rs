@@ -14,6 +14,7 @@ pub struct VirtualService {
     pub hosts: Vec<String>,
     pub gateways: Vec<String>,
     pub http: Vec<HttpRoute>,
+    pub tls: Vec<TlsRoute>,
     pub tcp: Vec<TcpRoute>,
     pub export_to: Vec<String>,
 }
@@ -26,10 +27,114 @@ pub struct HttpRoute {
     pub matches: Vec<HttpMatchRequest>,
     pub route: Vec<HttpRouteDestination>,
     pub redirect: Option<HttpRedirect>,
+    pub direct_response: Option<HttpDirectResponse>,
+    /// Routes of another VirtualService (one without hosts) take this route's place.
+    pub delegate: Option<Delegate>,
     pub rewrite: Option<HttpRewrite>,
     /// Istio duration string, e.g. `"5s"`, `"250ms"`.
     pub timeout: Option<String>,
     pub retries: Option<HttpRetry>,
+    pub fault: Option<HttpFaultInjection>,
+    pub mirror: Option<Destination>,
+    /// Deprecated integer form of `mirror_percentage`.
+    pub mirror_percent: Option<u32>,
+    pub mirror_percentage: Option<Percent>,
+    pub mirrors: Vec<HttpMirrorPolicy>,
+    pub cors_policy: Option<CorsPolicy>,
+    pub headers: Option<Headers>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpDirectResponse {
+    pub status: u32,
+    pub body: Option<HttpBody>,
+}
+
+/// One of `string` or `bytes` (base64).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpBody {
+    pub string: Option<String>,
+    pub bytes: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Delegate {
+    pub name: String,
+    /// Empty: the delegating VirtualService's namespace.
+    pub namespace: String,
+}
+
+/// A percentage in [0, 100], with fractions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Percent {
+    pub value: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpFaultInjection {
+    pub delay: Option<FaultDelay>,
+    pub abort: Option<FaultAbort>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FaultDelay {
+    pub fixed_delay: Option<String>,
+    pub percentage: Option<Percent>,
+    /// Deprecated integer form of `percentage`.
+    pub percent: Option<u32>,
+}
+
+/// One of `http_status` or `grpc_status` (a gRPC code name, e.g. `UNAVAILABLE`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FaultAbort {
+    pub http_status: Option<u32>,
+    pub grpc_status: Option<String>,
+    pub percentage: Option<Percent>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpMirrorPolicy {
+    pub destination: Destination,
+    pub percentage: Option<Percent>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CorsPolicy {
+    pub allow_origins: Vec<StringMatch>,
+    /// Deprecated exact origins.
+    pub allow_origin: Vec<String>,
+    pub allow_methods: Vec<String>,
+    pub allow_headers: Vec<String>,
+    pub expose_headers: Vec<String>,
+    pub max_age: Option<String>,
+    pub allow_credentials: Option<bool>,
+    /// `FORWARD` or `IGNORE`; unset forwards.
+    pub unmatched_preflights: Option<String>,
+}
+
+/// Header manipulation, on requests and responses.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Headers {
+    pub request: Option<HeaderOperations>,
+    pub response: Option<HeaderOperations>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HeaderOperations {
+    pub set: BTreeMap<String, String>,
+    pub add: BTreeMap<String, String>,
+    pub remove: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -64,6 +169,7 @@ pub struct StringMatch {
 pub struct HttpRouteDestination {
     pub destination: Destination,
     pub weight: i32,
+    pub headers: Option<Headers>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +191,8 @@ pub struct PortSelector {
 pub struct HttpRedirect {
     pub uri: String,
     pub authority: String,
+    pub port: Option<u32>,
+    pub scheme: String,
     pub redirect_code: u32,
 }
 
@@ -93,6 +201,15 @@ pub struct HttpRedirect {
 pub struct HttpRewrite {
     pub uri: String,
     pub authority: String,
+    pub uri_regex_rewrite: Option<RegexRewrite>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RegexRewrite {
+    #[serde(rename = "match")]
+    pub pattern: String,
+    pub rewrite: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -101,6 +218,26 @@ pub struct HttpRetry {
     pub attempts: i32,
     pub per_try_timeout: Option<String>,
     pub retry_on: String,
+    pub retry_remote_localities: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TlsRoute {
+    #[serde(rename = "match")]
+    pub matches: Vec<TlsMatchAttributes>,
+    pub route: Vec<RouteDestination>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TlsMatchAttributes {
+    pub sni_hosts: Vec<String>,
+    pub destination_subnets: Vec<String>,
+    pub port: Option<u32>,
+    pub source_labels: BTreeMap<String, String>,
+    pub gateways: Vec<String>,
+    pub source_namespace: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

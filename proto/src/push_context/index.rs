@@ -19,6 +19,9 @@ pub struct ConfigIndex {
     /// VirtualServices bound to sidecars (`gateways` empty or containing `mesh`), sorted
     /// by (namespace, name).
     pub virtual_services: Vec<Arc<NamedConfig<istio::VirtualService>>>,
+    /// VirtualServices without hosts, which only `delegate` routes use, by (namespace,
+    /// name).
+    pub delegates: HashMap<(String, String), Arc<NamedConfig<istio::VirtualService>>>,
     pub destination_rules: Vec<Arc<NamedConfig<istio::DestinationRule>>>,
     /// Positions in `destination_rules` of the rules for each exact host, ascending.
     destination_rules_by_host: HashMap<String, Vec<usize>>,
@@ -56,15 +59,18 @@ impl ConfigIndex {
                     .push(svc.clone());
                 index.services.push(svc);
             }
-            index.virtual_services.extend(
-                ns.virtual_services
-                    .iter()
-                    .filter(|vs| {
-                        vs.spec.gateways.is_empty() || vs.spec.gateways.iter().any(|g| g == "mesh")
-                    })
-                    .cloned()
-                    .map(Arc::new),
-            );
+            for vs in &ns.virtual_services {
+                if vs.spec.hosts.is_empty() {
+                    index.delegates.insert(
+                        (vs.namespace.clone(), vs.name.clone()),
+                        Arc::new(vs.clone()),
+                    );
+                } else if vs.spec.gateways.is_empty()
+                    || vs.spec.gateways.iter().any(|g| g == "mesh")
+                {
+                    index.virtual_services.push(Arc::new(vs.clone()));
+                }
+            }
             index
                 .destination_rules
                 .extend(ns.destination_rules.iter().cloned().map(Arc::new));

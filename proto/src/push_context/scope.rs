@@ -26,6 +26,8 @@ pub struct SidecarScope {
     pub services: Vec<Arc<Service>>,
     /// Visible VirtualServices, the proxy's namespace first, then by (namespace, name).
     pub virtual_services: Vec<Arc<NamedConfig<istio::VirtualService>>>,
+    /// The delegate VirtualServices those delegate to, by (namespace, name).
+    delegates: HashMap<(String, String), Arc<NamedConfig<istio::VirtualService>>>,
     /// The egress listeners of the Sidecar (empty without one).
     pub egress: Vec<istio::EgressListener>,
     pub outbound_mode: TrafficMode,
@@ -67,7 +69,9 @@ impl SidecarScope {
         sidecar: Option<&NamedConfig<istio::Sidecar>>,
     ) -> Self {
         let egress = sidecar.map(|s| s.spec.egress.clone()).unwrap_or_default();
-        let selectors: Vec<HostSelector> = match sidecar {
+        // A Sidecar without egress listeners (only an outbound policy) sees everything,
+        // as Istio's default egress listener (`*/*`) does.
+        let selectors: Vec<HostSelector> = match sidecar.filter(|sc| !sc.spec.egress.is_empty()) {
             Some(sc) => sc
                 .spec
                 .egress
@@ -121,21 +125,36 @@ impl SidecarScope {
             ));
         }
 
-        // Services: visible and selected, plus every visible destination of a selected VS.
+        // Delegates: found by (namespace, name), when exported to the delegating
+        // VirtualService's namespace.
+        let mut delegates = HashMap::new();
+        for vs in &virtual_services {
+            for d in vs.spec.http.iter().filter_map(|r| r.delegate.as_ref()) {
+                let ns = if d.namespace.is_empty() {
+                    vs.namespace.clone()
+                } else {
+                    d.namespace.clone()
+                };
+                let key = (ns, d.name.clone());
+                if let Some(delegate) = index.delegates.get(&key)
+                    && export_visible(&delegate.spec.export_to, &delegate.namespace, &vs.namespace)
+                {
+                    configs.insert(ConfigKey::new(
+                        Kind::VirtualService,
+                        &delegate.namespace,
+                        &delegate.name,
+                    ));
+                    delegates.insert(key, delegate.clone());
+                }
+            }
+        }
+
+        // Services: visible and selected, plus every visible destination of a selected VS
+        // (and of the VirtualServices it delegates to).
         let vs_destinations: HashSet<&str> = virtual_services
             .iter()
-            .flat_map(|vs| {
-                vs.spec
-                    .http
-                    .iter()
-                    .flat_map(|r| r.route.iter().map(|d| d.destination.host.as_str()))
-                    .chain(
-                        vs.spec
-                            .tcp
-                            .iter()
-                            .flat_map(|r| r.route.iter().map(|d| d.destination.host.as_str())),
-                    )
-            })
+            .chain(delegates.values())
+            .flat_map(|vs| destination_hosts(&vs.spec))
             .collect();
         let mut by_host: BTreeMap<String, Arc<Service>> = BTreeMap::new();
         for svc in &index.services {
@@ -208,6 +227,7 @@ impl SidecarScope {
             generation: index.generation,
             services,
             virtual_services,
+            delegates,
             egress,
             outbound_mode,
             destination_rules,
@@ -222,6 +242,25 @@ impl SidecarScope {
         hostname: &str,
     ) -> Option<&Arc<NamedConfig<istio::DestinationRule>>> {
         self.destination_rules.get(hostname)
+    }
+
+    /// Every delegate VirtualService the scope's VirtualServices delegate to.
+    pub fn delegates(&self) -> impl Iterator<Item = &Arc<NamedConfig<istio::VirtualService>>> {
+        self.delegates.values()
+    }
+
+    /// The delegate VirtualService a route of a VirtualService in `vs_namespace` names.
+    pub fn delegate(
+        &self,
+        vs_namespace: &str,
+        delegate: &istio::Delegate,
+    ) -> Option<&Arc<NamedConfig<istio::VirtualService>>> {
+        let ns = if delegate.namespace.is_empty() {
+            vs_namespace
+        } else {
+            delegate.namespace.as_str()
+        };
+        self.delegates.get(&(ns.to_string(), delegate.name.clone()))
     }
 
     /// The first VirtualService whose hosts match `hostname`.
@@ -272,6 +311,25 @@ impl SidecarScope {
             None => true,
         }
     }
+}
+
+/// Every host a VirtualService sends traffic to: route destinations and mirrors (Istio's
+/// `VirtualServiceDestinationHosts`).
+fn destination_hosts(vs: &istio::VirtualService) -> impl Iterator<Item = &str> {
+    let http = vs.http.iter().flat_map(|r| {
+        r.route
+            .iter()
+            .map(|d| &d.destination)
+            .chain(&r.mirror)
+            .chain(r.mirrors.iter().map(|m| &m.destination))
+    });
+    let l4 = vs
+        .tcp
+        .iter()
+        .flat_map(|r| r.route.iter())
+        .chain(vs.tls.iter().flat_map(|r| r.route.iter()))
+        .map(|d| &d.destination);
+    http.chain(l4).map(|d| d.host.as_str())
 }
 
 fn export_visible(export_to: &[String], owner: &str, from: &str) -> bool {

@@ -29,7 +29,9 @@ use std::sync::Arc;
 /// The first byte of every encoded chunk, page and manifest; bumped whenever a layout
 /// changes. 1: one flat manifest listing every chunk. 2: a root manifest listing pages.
 /// 3: namespace chunks carry network gateways, load balancers their locality setting.
-pub const FORMAT_VERSION: u8 = 3;
+/// 4: VirtualServices carry TLS routes, faults, mirrors, CORS, header operations,
+/// direct responses and delegates.
+pub const FORMAT_VERSION: u8 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -39,8 +41,8 @@ pub enum SnapshotError {
     Decode(String),
     #[error(
         "snapshot format {0} is not the format this build reads ({FORMAT_VERSION}; 1 was \
-         the flat manifest listing every chunk, 2 had no network gateways): builders and \
-         edges must share a snapshot format"
+         the flat manifest listing every chunk, 2 had no network gateways, 3 no fault \
+         injection or mirrors): builders and edges must share a snapshot format"
     )]
     Format(u8),
     #[error("chunk {0} does not match its hash")]

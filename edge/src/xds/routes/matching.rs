@@ -97,7 +97,7 @@ fn regex(re: &str) -> Result<RegexMatcher, String> {
     })
 }
 
-fn string_matcher(sm: &StringMatch) -> Result<Option<StringMatcher>, String> {
+pub(super) fn string_matcher(sm: &StringMatch) -> Result<Option<StringMatcher>, String> {
     if is_present_match(sm) {
         return Ok(None);
     }
@@ -122,7 +122,8 @@ fn header(name: &str, sm: &StringMatch) -> Result<HeaderMatcher, String> {
         None => header_matcher::HeaderMatchSpecifier::PresentMatch(true),
     };
     Ok(HeaderMatcher {
-        name: name.to_string(),
+        // Envoy compares header names in lower case; Istio accepts any case.
+        name: name.to_ascii_lowercase(),
         header_match_specifier: Some(specifier),
         ..Default::default()
     })

@@ -3,12 +3,15 @@
 use crate::xds::util::{any, parse_duration, u32_value};
 use envoy_types::pb::envoy::config::route::v3::{RetryPolicy, retry_policy as retry};
 use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate;
+use envoy_types::pb::envoy::extensions::retry::priority::previous_priorities::v3::PreviousPrioritiesConfig;
 use shoal_proto::config::istio::HttpRetry;
 
 /// Istio's default `retryOn` for outbound routes.
 pub const DEFAULT_RETRY_ON: &str =
     "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
 const DEFAULT_ATTEMPTS: u32 = 2;
+/// What `retriable-status-codes` means in Istio's default policy: 503.
+const DEFAULT_RETRIABLE_STATUS_CODES: [u32; 1] = [503];
 
 /// No policy: 2 attempts on connection-level failures, trying
 /// another host each time (unless hashing, where the host is the point). `attempts: 0`
@@ -17,6 +20,7 @@ pub fn retry_policy(r: Option<&HttpRetry>, consistent_hash: bool) -> Option<Retr
     let mut out = RetryPolicy {
         retry_on: DEFAULT_RETRY_ON.into(),
         num_retries: Some(u32_value(DEFAULT_ATTEMPTS)),
+        retriable_status_codes: DEFAULT_RETRIABLE_STATUS_CODES.to_vec(),
         host_selection_retry_max_attempts: 5,
         ..Default::default()
     };
@@ -37,6 +41,17 @@ pub fn retry_policy(r: Option<&HttpRetry>, consistent_hash: bool) -> Option<Retr
         out.retriable_status_codes = codes;
     }
     out.per_try_timeout = parse_duration(r.per_try_timeout.as_deref());
+    if r.retry_remote_localities == Some(true) {
+        // Each retry after the first avoids the priorities (localities) already tried.
+        out.retry_priority = Some(retry::RetryPriority {
+            name: "envoy.retry_priorities.previous_priorities".into(),
+            config_type: Some(retry::retry_priority::ConfigType::TypedConfig(any(
+                &PreviousPrioritiesConfig {
+                    update_frequency: i32::try_from(attempts).unwrap_or(i32::MAX - 1) + 1,
+                },
+            ))),
+        });
+    }
     Some(out)
 }
 
@@ -77,6 +92,7 @@ mod tests {
     fn retry_defaults_and_disable() {
         let d = retry_policy(None, false).unwrap();
         assert_eq!(d.retry_on, DEFAULT_RETRY_ON);
+        assert_eq!(d.retriable_status_codes, [503]);
         assert_eq!(d.num_retries.unwrap().value, 2);
         assert_eq!(d.retry_host_predicate.len(), 1);
         assert!(
@@ -87,5 +103,32 @@ mod tests {
         );
         let off = HttpRetry::default();
         assert_eq!(retry_policy(Some(&off), false), None);
+
+        // Attempts alone keep the default conditions; `retryOn` replaces them.
+        let three = HttpRetry {
+            attempts: 3,
+            retry_remote_localities: Some(true),
+            ..Default::default()
+        };
+        let p = retry_policy(Some(&three), false).unwrap();
+        assert_eq!(
+            (p.retry_on.as_str(), p.retriable_status_codes.as_slice()),
+            (DEFAULT_RETRY_ON, &[503][..])
+        );
+        assert_eq!(
+            p.retry_priority.unwrap().name,
+            "envoy.retry_priorities.previous_priorities"
+        );
+        let reset = HttpRetry {
+            attempts: 3,
+            retry_on: "reset".into(),
+            ..Default::default()
+        };
+        assert!(
+            retry_policy(Some(&reset), false)
+                .unwrap()
+                .retriable_status_codes
+                .is_empty()
+        );
     }
 }

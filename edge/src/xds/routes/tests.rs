@@ -56,7 +56,10 @@ fn virtual_service_routes_in_order() {
     let rc = route_config("shop", "9080");
     let vh = vhost(&rc, "reviews.shop.svc.cluster.local:9080");
     let names: Vec<_> = vh.routes.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["jason", "api", "split"]);
+    assert_eq!(
+        names,
+        ["jason", "api", "features", "down", "moved", "split"]
+    );
 
     // The header match comes first and wins for jason.
     let jason = &vh.routes[0];
@@ -101,7 +104,7 @@ fn virtual_service_routes_in_order() {
     assert_eq!(retry.retriable_status_codes, [503]);
 
     // The 80/20 split to the subsets, matching everything.
-    let split = &vh.routes[2];
+    let split = &vh.routes[5];
     assert_eq!(
         split.r#match.as_ref().unwrap().path_specifier,
         Some(route_match::PathSpecifier::Prefix("/".into()))
@@ -227,6 +230,7 @@ fn undefined_subset_still_names_the_cluster_and_warns() {
                     port: None,
                 },
                 weight: 0,
+                headers: None,
             }],
             ..Default::default()
         }],
@@ -281,8 +285,9 @@ fn source_labels_select_routes_per_proxy() {
             .map(|r| r.name.clone())
             .collect::<Vec<_>>()
     };
-    assert_eq!(route_names("tester"), ["jason", "api", "split"]);
-    assert_eq!(route_names("productpage"), ["api", "split"]);
+    let all = ["jason", "api", "features", "down", "moved", "split"];
+    assert_eq!(route_names("tester"), all);
+    assert_eq!(route_names("productpage"), all[1..]);
 }
 
 #[test]
@@ -307,4 +312,152 @@ fn vs_index_agrees_with_the_scope() {
         assert_eq!(got, want, "{}", svc.hostname);
     }
     assert_eq!(index.lookup(REVIEWS).unwrap().name, "a-wild");
+}
+
+#[test]
+fn fault_mirror_cors_and_headers_translate_as_istio_does() {
+    use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
+    use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
+    use prost::Message;
+    let rc = route_config("shop", "9080");
+    let vh = vhost(&rc, "reviews.shop.svc.cluster.local:9080");
+    let features = vh.routes.iter().find(|r| r.name == "features").unwrap();
+
+    let fault = HttpFault::decode(&*features.typed_per_filter_config[FAULT_FILTER].value).unwrap();
+    assert_eq!(fault.delay.unwrap().percentage.unwrap().numerator, 100_000);
+    assert_eq!(fault.abort.unwrap().percentage.unwrap().numerator, 5_000);
+    let cors = CorsPolicy::decode(&*features.typed_per_filter_config[CORS_FILTER].value).unwrap();
+    assert_eq!(
+        (cors.allow_methods.as_str(), cors.max_age.as_str()),
+        ("GET,POST", "86400")
+    );
+
+    // Route-level header operations: set overwrites, add appends, remove removes.
+    let added: Vec<_> = features
+        .request_headers_to_add
+        .iter()
+        .map(|h| (h.header.as_ref().unwrap().key.as_str(), h.append_action))
+        .collect();
+    use envoy_types::pb::envoy::config::core::v3::header_value_option::HeaderAppendAction;
+    assert_eq!(
+        added,
+        [
+            (
+                "x-req-set",
+                HeaderAppendAction::OverwriteIfExistsOrAdd as i32
+            ),
+            ("x-req-add", HeaderAppendAction::AppendIfExistsOrAdd as i32)
+        ]
+    );
+    assert_eq!(features.request_headers_to_remove, ["x-req-remove"]);
+    assert_eq!(features.response_headers_to_remove, ["x-resp-remove"]);
+
+    let a = action(features);
+    let mirror = &a.request_mirror_policies[0];
+    assert_eq!(
+        mirror.cluster,
+        "outbound|9080|v2|reviews.shop.svc.cluster.local"
+    );
+    assert_eq!(
+        mirror
+            .runtime_fraction
+            .as_ref()
+            .unwrap()
+            .default_value
+            .unwrap()
+            .numerator,
+        250_000
+    );
+    assert_eq!(a.regex_rewrite.as_ref().unwrap().substitution, "/\\1");
+    let retry = a.retry_policy.as_ref().unwrap();
+    assert_eq!(
+        retry.retry_priority.as_ref().unwrap().name,
+        "envoy.retry_priorities.previous_priorities"
+    );
+    // A weighted destination's header operations stay on its cluster weight.
+    let Some(route_action::ClusterSpecifier::WeightedClusters(w)) = &a.cluster_specifier else {
+        panic!("weighted");
+    };
+    assert_eq!(w.clusters[0].request_headers_to_add.len(), 2);
+    assert!(w.clusters[1].request_headers_to_add.is_empty());
+
+    let down = vh.routes.iter().find(|r| r.name == "down").unwrap();
+    let Some(route::Action::DirectResponse(d)) = &down.action else {
+        panic!("direct response");
+    };
+    assert_eq!(d.status, 503);
+    let moved = vh.routes.iter().find(|r| r.name == "moved").unwrap();
+    let Some(route::Action::Redirect(r)) = &moved.action else {
+        panic!("redirect");
+    };
+    assert_eq!((r.port_redirect, r.response_code), (8443, 4));
+}
+
+#[test]
+fn a_delegate_replaces_the_route_that_names_it() {
+    use shoal_proto::config::istio::{Delegate, HttpMatchRequest, StringMatch};
+    let prefix = |p: &str| {
+        vec![HttpMatchRequest {
+            uri: Some(StringMatch {
+                prefix: Some(p.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]
+    };
+    let root = VirtualService {
+        hosts: vec![REVIEWS.into()],
+        http: vec![HttpRoute {
+            name: "root".into(),
+            matches: prefix("/r"),
+            delegate: Some(Delegate {
+                name: "reviews-routes".into(),
+                namespace: String::new(),
+            }),
+            timeout: Some("7s".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let child = VirtualService {
+        http: vec![HttpRoute {
+            name: "v2".into(),
+            matches: prefix("/r/v2"),
+            route: vec![HttpRouteDestination {
+                destination: Destination {
+                    host: REVIEWS.into(),
+                    subset: "v2".into(),
+                    port: None,
+                },
+                weight: 0,
+                headers: None,
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut shop = shop();
+    shop.virtual_services = [("root", root), ("reviews-routes", child)]
+        .into_iter()
+        .map(|(name, spec)| NamedConfig {
+            name: name.into(),
+            namespace: "shop".into(),
+            spec,
+        })
+        .collect();
+    let push = shoal_proto::push_context::PushContext::from_chunks(2, [Chunk::Namespace(shop)]);
+    let p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
+    let [rc]: [RouteConfiguration; 1] = generate(ROUTE, &p, &push, &["9080"]).try_into().unwrap();
+    let vh = vhost(&rc, "reviews.shop.svc.cluster.local:9080");
+    let r = &vh.routes[0];
+    assert_eq!(r.name, "root-v2");
+    assert_eq!(
+        r.r#match.as_ref().unwrap().path_specifier,
+        Some(route_match::PathSpecifier::Prefix("/r/v2".into()))
+    );
+    assert_eq!(action(r).timeout, secs(7), "inherited from the root");
+    assert_eq!(
+        cluster(r),
+        "outbound|9080|v2|reviews.shop.svc.cluster.local"
+    );
 }

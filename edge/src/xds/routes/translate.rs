@@ -1,20 +1,30 @@
 //! VirtualService HTTP routes → Envoy routes (Istio's `TranslateRoute`).
 
+use super::cors::{CORS_FILTER, cors_policy};
+use super::fault::{FAULT_FILTER, http_fault};
+use super::headers::{self, HeaderChanges};
 use super::matching::route_match;
+use super::mirror::{mirror_policy, mirrors};
 use super::prefix_match;
 use super::retry::retry_policy;
 use crate::xds::listeners::single_port;
-use crate::xds::util::{cluster_name, duration, parse_duration, u32_value};
+use crate::xds::util::{any, cluster_name, duration, parse_duration, u32_value};
+use base64::Engine;
+use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
 use envoy_types::pb::envoy::config::route::v3::{
-    RedirectAction, Route, RouteAction, WeightedCluster, redirect_action, route, route_action,
-    route_match, weighted_cluster,
+    DirectResponseAction, RedirectAction, Route, RouteAction, WeightedCluster, redirect_action,
+    route, route_action, route_match, weighted_cluster,
 };
+use envoy_types::pb::envoy::r#type::matcher::v3::{RegexMatchAndSubstitute, RegexMatcher};
 use shoal_proto::config::istio::{
-    ConsistentHashLb, Destination, HttpMatchRequest, HttpRedirect, HttpRoute, VirtualService,
+    ConsistentHashLb, Destination, HttpDirectResponse, HttpMatchRequest, HttpRedirect, HttpRoute,
+    VirtualService,
 };
 use shoal_proto::model::NamedConfig;
 use shoal_proto::push_context::SidecarScope;
+use shoal_proto::push_context::delegate::merge_delegate;
 use shoal_proto::push_context::policy;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -34,39 +44,42 @@ pub fn virtual_service_routes(
         port,
         warnings,
     };
-    for http in &vs.spec.http {
-        if http.matches.is_empty() {
-            out.extend(ctx.translate(http, None));
-            break;
-        }
-        let mut catch_all = false;
-        for m in http
-            .matches
-            .iter()
-            .filter(|m| applies(m, port, labels, &scope.namespace))
-        {
-            if let Some(r) = ctx.translate(http, Some(m)) {
-                catch_all = is_catch_all(&r);
-                out.push(r);
-                if catch_all {
-                    break;
+    for root in &vs.spec.http {
+        let routes: Vec<Cow<'_, HttpRoute>> = match &root.delegate {
+            None => vec![Cow::Borrowed(root)],
+            Some(d) => match scope.delegate(&vs.namespace, d) {
+                Some(child) => merge_delegate(root, &child.spec.http)
+                    .into_iter()
+                    .map(Cow::Owned)
+                    .collect(),
+                None => {
+                    ctx.warn(format!(
+                        "route {:?} delegates to {}/{}, which does not exist or is not exported to it: route skipped",
+                        root.name,
+                        if d.namespace.is_empty() { &vs.namespace } else { &d.namespace },
+                        d.name
+                    ));
+                    continue;
                 }
+            },
+        };
+        for http in &routes {
+            if ctx.add(&mut out, http, labels) {
+                return out;
             }
-        }
-        if catch_all {
-            break;
         }
     }
     out
 }
 
-/// Whether a match condition can apply to this proxy's traffic on `port`.
+/// Whether a match condition can apply to this proxy's traffic on `port`: a sidecar is
+/// the `mesh` gateway, and its labels and namespace are the source's.
 fn applies(m: &HttpMatchRequest, port: u32, labels: &BTreeMap<String, String>, ns: &str) -> bool {
     if m.port.is_some_and(|p| p != port) {
         return false;
     }
-    if !m.gateways.is_empty() {
-        return m.gateways.iter().any(|g| g == "mesh");
+    if !m.gateways.is_empty() && !m.gateways.iter().any(|g| g == "mesh") {
+        return false;
     }
     m.source_labels
         .iter()
@@ -100,6 +113,35 @@ impl Context<'_> {
         ));
     }
 
+    /// Adds the Envoy routes of `http` to `out`; true once one matches every request
+    /// (nothing after it could match).
+    fn add(
+        &mut self,
+        out: &mut Vec<Route>,
+        http: &HttpRoute,
+        labels: &BTreeMap<String, String>,
+    ) -> bool {
+        if http.matches.is_empty() {
+            out.extend(self.translate(http, None));
+            return true;
+        }
+        let (port, namespace) = (self.port, &self.scope.namespace);
+        for m in http
+            .matches
+            .iter()
+            .filter(|m| applies(m, port, labels, namespace))
+        {
+            if let Some(r) = self.translate(http, Some(m)) {
+                let catch_all = is_catch_all(&r);
+                out.push(r);
+                if catch_all {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// One Envoy route for (`http`, `m`); `None` when it cannot be expressed, which drops
     /// this route rather than have Envoy reject the whole configuration.
     fn translate(&mut self, http: &HttpRoute, m: Option<&HttpMatchRequest>) -> Option<Route> {
@@ -119,16 +161,41 @@ impl Context<'_> {
             },
             None => prefix_match("/"),
         };
-        let action = match &http.redirect {
-            Some(redirect) => route::Action::Redirect(self.redirect(redirect, &name)?),
-            None => route::Action::Route(self.route_action(http, &name)?),
+        let action = if let Some(redirect) = &http.redirect {
+            route::Action::Redirect(self.redirect(redirect, &name)?)
+        } else if let Some(direct) = &http.direct_response {
+            route::Action::DirectResponse(direct_response(direct))
+        } else {
+            route::Action::Route(self.route_action(http, &name)?)
         };
-        Some(Route {
+        // A single destination's header operations apply to the whole route; those of
+        // weighted destinations go on their cluster weights.
+        let single = match http.route.as_slice() {
+            [only] => only.headers.as_ref(),
+            _ => None,
+        };
+        let (request, response) = headers::changes(http.headers.iter().chain(single));
+        let mut route = Route {
             name,
             r#match: Some(r#match),
             action: Some(action),
+            request_headers_to_add: request.add,
+            request_headers_to_remove: request.remove,
+            response_headers_to_add: response.add,
+            response_headers_to_remove: response.remove,
             ..Default::default()
-        })
+        };
+        if let Some(fault) = &http.fault {
+            route
+                .typed_per_filter_config
+                .insert(FAULT_FILTER.into(), any(&http_fault(fault)));
+        }
+        if let Some(cors) = &http.cors_policy {
+            route
+                .typed_per_filter_config
+                .insert(CORS_FILTER.into(), any(&cors_policy(cors)));
+        }
+        Some(route)
     }
 
     fn redirect(&mut self, r: &HttpRedirect, route: &str) -> Option<RedirectAction> {
@@ -148,6 +215,9 @@ impl Context<'_> {
         };
         Some(RedirectAction {
             host_redirect: r.authority.clone(),
+            port_redirect: r.port.unwrap_or(0),
+            scheme_rewrite_specifier: (!r.scheme.is_empty())
+                .then(|| redirect_action::SchemeRewriteSpecifier::SchemeRedirect(r.scheme.clone())),
             path_rewrite_specifier: (!r.uri.is_empty())
                 .then(|| redirect_action::PathRewriteSpecifier::PathRedirect(r.uri.clone())),
             response_code: code as i32,
@@ -215,19 +285,27 @@ impl Context<'_> {
                 let mut clusters: Vec<_> = many
                     .iter()
                     .filter(|d| d.weight > 0)
-                    .map(|d| (&d.destination, u32::try_from(d.weight).unwrap_or(0)))
+                    .map(|d| (d, u32::try_from(d.weight).unwrap_or(0)))
                     .collect();
                 if clusters.is_empty() {
                     // All weights zero is an invalid split: spread evenly rather than
                     // give Envoy a total weight of zero.
-                    clusters = many.iter().map(|d| (&d.destination, 1)).collect();
+                    clusters = many.iter().map(|d| (d, 1)).collect();
                 }
                 let clusters = clusters
                     .into_iter()
-                    .map(|(d, weight)| weighted_cluster::ClusterWeight {
-                        name: self.cluster(d),
-                        weight: Some(u32_value(weight)),
-                        ..Default::default()
+                    .map(|(d, weight)| {
+                        let (request, response) = headers::changes(d.headers.iter());
+                        let HeaderChanges { add, remove } = request;
+                        weighted_cluster::ClusterWeight {
+                            name: self.cluster(&d.destination),
+                            weight: Some(u32_value(weight)),
+                            request_headers_to_add: add,
+                            request_headers_to_remove: remove,
+                            response_headers_to_add: response.add,
+                            response_headers_to_remove: response.remove,
+                            ..Default::default()
+                        }
                     })
                     .collect();
                 action.cluster_specifier = Some(route_action::ClusterSpecifier::WeightedClusters(
@@ -246,9 +324,24 @@ impl Context<'_> {
             }
         }
         action.retry_policy = retry_policy(http.retries.as_ref(), consistent_hash);
+        for (d, share) in mirrors(http) {
+            let cluster = self.cluster(d);
+            action
+                .request_mirror_policies
+                .push(mirror_policy(cluster, share));
+        }
         if let Some(rw) = &http.rewrite {
             if !rw.uri.is_empty() {
                 action.prefix_rewrite = rw.uri.clone();
+            }
+            if let Some(re) = &rw.uri_regex_rewrite {
+                action.regex_rewrite = Some(RegexMatchAndSubstitute {
+                    pattern: Some(RegexMatcher {
+                        regex: re.pattern.clone(),
+                        ..Default::default()
+                    }),
+                    substitution: re.rewrite.clone(),
+                });
             }
             if !rw.authority.is_empty() {
                 action.host_rewrite_specifier = Some(
@@ -257,6 +350,30 @@ impl Context<'_> {
             }
         }
         Some(action)
+    }
+}
+
+/// A fixed response, with its body inline.
+fn direct_response(d: &HttpDirectResponse) -> DirectResponseAction {
+    let body = d.body.as_ref().and_then(|b| {
+        let specifier = match (&b.string, &b.bytes) {
+            (Some(s), _) => data_source::Specifier::InlineString(s.clone()),
+            (None, Some(bytes)) => data_source::Specifier::InlineBytes(
+                base64::engine::general_purpose::STANDARD
+                    .decode(bytes)
+                    .unwrap_or_default(),
+            ),
+            (None, None) => return None,
+        };
+        Some(DataSource {
+            specifier: Some(specifier),
+            ..Default::default()
+        })
+    });
+    DirectResponseAction {
+        status: d.status,
+        body,
+        ..Default::default()
     }
 }
 

@@ -560,16 +560,18 @@ fn bad_indentation_reports_its_line() {
 }
 
 #[test]
-fn virtual_service_without_hosts() {
+fn virtual_service_without_hosts_is_a_delegate_and_may_not_bind_gateways() {
+    let delegate = "  http:\n  - route:\n    - destination:\n        host: a\n";
+    one(&istio("v1", "VirtualService", "r", delegate));
     let e = rejected(&istio(
         "v1",
         "VirtualService",
         "r",
-        "  http:\n  - route:\n    - destination:\n        host: a\n",
+        &format!("  gateways: [gw]\n{delegate}"),
     ));
     assert_eq!(e.object, "VirtualService shop/r");
     assert_eq!(e.location.to_string(), "bad.yaml:1");
-    assert!(e.reason.contains("host"), "{}", e.reason);
+    assert!(e.reason.contains("delegate"), "{}", e.reason);
 }
 
 #[test]
@@ -592,7 +594,7 @@ fn invalid_regex() {
 fn string_match_with_two_kinds_is_rejected() {
     let spec = "  hosts: [a]\n  http:\n  - match:\n    - uri:\n        exact: /a\n        prefix: /b\n    route:\n    - destination:\n        host: a\n";
     let e = rejected(&istio("v1", "VirtualService", "r", spec));
-    assert!(e.reason.contains("exactly one"), "{}", e.reason);
+    assert!(e.reason.contains("only one of"), "{}", e.reason);
 }
 
 #[test]
@@ -752,4 +754,107 @@ fn locality_lb_settings_by_istio_rules() {
         "{:?}",
         p.warnings
     );
+}
+
+/// What Istio accepts, Shoal accepts (each of these was once rejected).
+#[test]
+fn istio_accepts_these_and_so_does_shoal() {
+    let cases = [
+        (
+            "VirtualService",
+            "upper-case header names and empty header and query matches",
+            "  hosts: [a]\n  http:\n  - match:\n    - headers:\n        X-User: {}\n      queryParams:\n        debug: {}\n    route:\n    - destination:\n        host: a\n",
+        ),
+        (
+            "VirtualService",
+            "only a direct response",
+            "  hosts: [a]\n  http:\n  - directResponse:\n      status: 503\n      body:\n        string: down\n",
+        ),
+        (
+            "VirtualService",
+            "a delegate",
+            "  hosts: [a]\n  http:\n  - match:\n    - uri:\n        prefix: /r\n    delegate:\n      name: r\n      namespace: shop\n",
+        ),
+        (
+            "VirtualService",
+            "only tls routes",
+            "  hosts: [a.example.com]\n  tls:\n  - match:\n    - sniHosts: [a.example.com]\n      port: 443\n    route:\n    - destination:\n        host: a.example.com\n",
+        ),
+        (
+            "Sidecar",
+            "only an outbound traffic policy",
+            "  outboundTrafficPolicy:\n    mode: REGISTRY_ONLY\n",
+        ),
+    ];
+    for (kind, what, spec) in cases {
+        let mut out = parse_documents("f.yaml", &istio("v1", kind, "r", spec));
+        assert!(
+            matches!(out.pop(), Some(Ok(_))),
+            "{kind} with {what} was rejected: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn route_features_parse_and_bad_ones_name_the_field() {
+    let spec = "  hosts: [a]
+  http:
+  - fault:
+      delay:
+        fixedDelay: 1s
+        percentage: {value: 50}
+      abort:
+        httpStatus: 418
+    mirror: {host: a, subset: shadow}
+    mirrorPercentage: {value: 25.5}
+    corsPolicy:
+      allowOrigins: [{exact: https://a.example}]
+      allowMethods: [GET, POST]
+      maxAge: 24h
+    headers:
+      request:
+        set: {x-a: b}
+        remove: [x-c]
+    route:
+    - destination: {host: a}
+      headers:
+        response:
+          add: {x-d: e}
+";
+    let p = one(&istio("v1", "VirtualService", "r", spec));
+    let crate::config::Spec::VirtualService(vs) = &p.config.spec else {
+        panic!("a VirtualService");
+    };
+    let http = &vs.http[0];
+    assert_eq!(
+        http.fault
+            .as_ref()
+            .and_then(|f| f.abort.as_ref())
+            .and_then(|a| a.http_status),
+        Some(418)
+    );
+    assert_eq!(http.mirror_percentage.map(|p| p.value), Some(25.5));
+    assert!(http.route[0].headers.is_some());
+
+    for (bad, field) in [
+        (
+            spec.replace("httpStatus: 418", "httpStatus: 99"),
+            "http[0].fault.abort.httpStatus",
+        ),
+        (
+            spec.replace("value: 25.5", "value: 101"),
+            "http[0].mirrorPercentage",
+        ),
+        (
+            spec.replace("[GET, POST]", "[GET, FETCH]"),
+            "http[0].corsPolicy.allowMethods",
+        ),
+        (
+            spec.replace("remove: [x-c]", "remove: [host]"),
+            "http[0].headers.request.remove",
+        ),
+    ] {
+        let e = rejected(&istio("v1", "VirtualService", "r", &bad));
+        assert!(e.reason.contains(field), "{field}: {}", e.reason);
+    }
 }

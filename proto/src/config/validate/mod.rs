@@ -3,17 +3,20 @@
 //! An error rejects the object (an earlier valid version stays served); warnings accept
 //! it and are logged, as Istio's analyzers would report them.
 
+mod virtual_service;
+
 use super::{Config, Spec, istio};
 use std::collections::BTreeSet;
 use std::time::Duration;
+use virtual_service::virtual_service;
 
 /// The reason an object was rejected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid(pub String);
 
-type Check = Result<(), Invalid>;
+pub(super) type Check = Result<(), Invalid>;
 
-fn invalid(msg: impl Into<String>) -> Invalid {
+pub(super) fn invalid(msg: impl Into<String>) -> Invalid {
     Invalid(msg.into())
 }
 
@@ -74,7 +77,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, Invalid> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn duration_field(value: &Option<String>, field: &str) -> Check {
+pub(super) fn duration_field(value: &Option<String>, field: &str) -> Check {
     if let Some(v) = value {
         let d = parse_duration(v).map_err(|e| invalid(format!("{field}: {}", e.0)))?;
         if d < Duration::from_millis(1) && d != Duration::ZERO {
@@ -84,7 +87,7 @@ fn duration_field(value: &Option<String>, field: &str) -> Check {
     Ok(())
 }
 
-fn port_number(port: u32, field: &str) -> Check {
+pub(super) fn port_number(port: u32, field: &str) -> Check {
     if port == 0 || port > 65535 {
         return Err(invalid(format!("{field}: port {port} is not in 1-65535")));
     }
@@ -93,7 +96,7 @@ fn port_number(port: u32, field: &str) -> Check {
 
 /// A host name as VirtualServices and ServiceEntries use it: a DNS name, optionally with
 /// one leading `*` wildcard label, or `*` alone.
-fn host(h: &str, field: &str) -> Check {
+pub(super) fn host(h: &str, field: &str) -> Check {
     if h.is_empty() {
         return Err(invalid(format!("{field}: host must not be empty")));
     }
@@ -121,14 +124,15 @@ fn host(h: &str, field: &str) -> Check {
     Ok(())
 }
 
-fn string_match(m: &istio::StringMatch, field: &str) -> Check {
+pub(super) fn string_match(m: &istio::StringMatch, field: &str) -> Check {
     let set = [&m.exact, &m.prefix, &m.regex]
         .iter()
         .filter(|v| v.is_some())
         .count();
-    if set != 1 {
+    // None set is Istio's "present" match (for headers and query parameters).
+    if set > 1 {
         return Err(invalid(format!(
-            "{field}: exactly one of exact, prefix or regex must be set"
+            "{field}: only one of exact, prefix or regex may be set"
         )));
     }
     if let Some(re) = &m.regex {
@@ -138,7 +142,7 @@ fn string_match(m: &istio::StringMatch, field: &str) -> Check {
     Ok(())
 }
 
-fn destination(d: &istio::Destination, field: &str) -> Check {
+pub(super) fn destination(d: &istio::Destination, field: &str) -> Check {
     host(&d.host, &format!("{field}.host"))?;
     if d.host.contains('*') {
         return Err(invalid(format!(
@@ -152,7 +156,7 @@ fn destination(d: &istio::Destination, field: &str) -> Check {
     Ok(())
 }
 
-fn weights(ws: impl Iterator<Item = i32> + Clone, count: usize, field: &str) -> Check {
+pub(super) fn weights(ws: impl Iterator<Item = i32> + Clone, count: usize, field: &str) -> Check {
     if let Some(w) = ws.clone().find(|w| *w < 0) {
         return Err(invalid(format!("{field}: weight {w} must not be negative")));
     }
@@ -160,100 +164,6 @@ fn weights(ws: impl Iterator<Item = i32> + Clone, count: usize, field: &str) -> 
         return Err(invalid(format!(
             "{field}: total weight of {count} destinations is 0"
         )));
-    }
-    Ok(())
-}
-
-fn virtual_service(vs: &istio::VirtualService, warnings: &mut Vec<String>) -> Check {
-    if vs.hosts.is_empty() {
-        return Err(invalid("virtual service must have at least one host"));
-    }
-    for (i, h) in vs.hosts.iter().enumerate() {
-        host(h, &format!("hosts[{i}]"))?;
-    }
-    if vs.http.is_empty() && vs.tcp.is_empty() {
-        return Err(invalid("http or tcp must be provided in virtual service"));
-    }
-    for (i, route) in vs.http.iter().enumerate() {
-        let f = format!("http[{i}]");
-        if route.route.is_empty() && route.redirect.is_none() {
-            return Err(invalid(format!("{f}: route or redirect is required")));
-        }
-        if !route.route.is_empty() && route.redirect.is_some() {
-            return Err(invalid(format!(
-                "{f}: route and redirect cannot both be set"
-            )));
-        }
-        for (j, m) in route.matches.iter().enumerate() {
-            let mf = format!("{f}.match[{j}]");
-            for (name, sm) in [
-                ("uri", &m.uri),
-                ("scheme", &m.scheme),
-                ("method", &m.method),
-                ("authority", &m.authority),
-            ] {
-                if let Some(sm) = sm {
-                    string_match(sm, &format!("{mf}.{name}"))?;
-                }
-            }
-            for (hname, sm) in m.headers.iter().chain(&m.without_headers) {
-                if hname.is_empty() || hname.chars().any(|c| c.is_ascii_uppercase()) {
-                    return Err(invalid(format!(
-                        "{mf}.headers: header name {hname:?} must be non-empty lowercase"
-                    )));
-                }
-                string_match(sm, &format!("{mf}.headers[{hname}]"))?;
-            }
-            for (qname, sm) in &m.query_params {
-                string_match(sm, &format!("{mf}.queryParams[{qname}]"))?;
-            }
-            if let Some(p) = m.port {
-                port_number(p, &format!("{mf}.port"))?;
-            }
-        }
-        for (j, d) in route.route.iter().enumerate() {
-            destination(&d.destination, &format!("{f}.route[{j}].destination"))?;
-        }
-        weights(
-            route.route.iter().map(|d| d.weight),
-            route.route.len(),
-            &format!("{f}.route"),
-        )?;
-        duration_field(&route.timeout, &format!("{f}.timeout"))?;
-        if let Some(r) = &route.retries {
-            if r.attempts < 0 {
-                return Err(invalid(format!(
-                    "{f}.retries.attempts must not be negative"
-                )));
-            }
-            duration_field(&r.per_try_timeout, &format!("{f}.retries.perTryTimeout"))?;
-        }
-        if let Some(rd) = &route.redirect
-            && rd.redirect_code != 0
-            && !matches!(rd.redirect_code, 301 | 302 | 303 | 307 | 308)
-        {
-            return Err(invalid(format!(
-                "{f}.redirect.redirectCode {} is not a redirect status",
-                rd.redirect_code
-            )));
-        }
-    }
-    for (i, route) in vs.tcp.iter().enumerate() {
-        let f = format!("tcp[{i}]");
-        if route.route.is_empty() {
-            return Err(invalid(format!("{f}: route is required")));
-        }
-        for (j, d) in route.route.iter().enumerate() {
-            destination(&d.destination, &format!("{f}.route[{j}].destination"))?;
-        }
-        weights(
-            route.route.iter().map(|d| d.weight),
-            route.route.len(),
-            &format!("{f}.route"),
-        )?;
-    }
-    if !vs.gateways.is_empty() && !vs.gateways.iter().any(|g| g == "mesh") {
-        warnings.push("bound only to gateways: sidecars ignore it".into());
     }
     Ok(())
 }
@@ -502,8 +412,10 @@ fn workload_entry(we: &istio::WorkloadEntry) -> Check {
 }
 
 fn sidecar(sc: &istio::Sidecar) -> Check {
-    if sc.egress.is_empty() {
-        return Err(invalid("sidecar: at least one egress listener is required"));
+    if sc.egress.is_empty() && sc.outbound_traffic_policy.is_none() {
+        return Err(invalid(
+            "sidecar: empty configuration provided (set egress or outboundTrafficPolicy)",
+        ));
     }
     for (i, e) in sc.egress.iter().enumerate() {
         if e.hosts.is_empty() {
