@@ -123,13 +123,19 @@ fn from_kube(namespace: &str, config: &Config, spec: &k8s::ServiceSpec) -> Servi
         export_to: export_to_annotation(config),
         labels: config.meta.labels.clone(),
         clusters: vec![config.meta.origin.cluster.clone()],
+        external_name: if resolution == Resolution::Dns {
+            spec.external_name.clone()
+        } else {
+            String::new()
+        },
     }
 }
 
 fn from_entry(namespace: &str, config: &Config, spec: &istio::ServiceEntry) -> Vec<Service> {
     let resolution = match spec.resolution.as_deref().unwrap_or("NONE") {
         "STATIC" => Resolution::ClientSideLb,
-        "DNS" | "DNS_ROUND_ROBIN" => Resolution::Dns,
+        "DNS" => Resolution::Dns,
+        "DNS_ROUND_ROBIN" => Resolution::DnsRoundRobin,
         _ => Resolution::Passthrough,
     };
     spec.hosts
@@ -144,7 +150,7 @@ fn from_entry(namespace: &str, config: &Config, spec: &istio::ServiceEntry) -> V
                 .map(|p| ServicePort {
                     name: p.name.clone(),
                     port: p.number,
-                    protocol: Protocol::infer(&p.name, None, &p.protocol),
+                    protocol: Protocol::of_entry_port(&p.protocol, &p.name),
                 })
                 .collect(),
             addresses: spec.addresses.clone(),
@@ -153,6 +159,7 @@ fn from_entry(namespace: &str, config: &Config, spec: &istio::ServiceEntry) -> V
             export_to: ExportTo(spec.export_to.clone()),
             labels: config.meta.labels.clone(),
             clusters: vec![config.meta.origin.cluster.clone()],
+            external_name: String::new(),
         })
         .collect()
 }

@@ -311,3 +311,40 @@ spec: {type: LoadBalancer}
         ]
     );
 }
+
+/// A ServiceEntry port's `protocol` decides, not its name; `DNS_ROUND_ROBIN` stays
+/// distinct from `DNS`; an ExternalName Service keeps the name it aliases.
+#[test]
+fn entry_port_protocols_dns_round_robin_and_external_names() {
+    let yaml = r#"
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: shop}
+spec:
+  hosts: [db.example.com]
+  resolution: DNS_ROUND_ROBIN
+  ports: [{number: 80, name: http-looking, protocol: TCP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: legacy, namespace: shop}
+spec:
+  type: ExternalName
+  externalName: legacy.example.org
+  ports: [{name: http, port: 80}]
+"#;
+    let b = build("shop", &configs("c1", yaml));
+    let find = |host: &str| {
+        b.config
+            .services
+            .iter()
+            .find(|s| s.hostname == host)
+            .unwrap()
+    };
+    let db = find("db.example.com");
+    assert_eq!(db.ports[0].protocol, Protocol::Tcp);
+    assert_eq!(db.resolution, Resolution::DnsRoundRobin);
+    let legacy = find("legacy.shop.svc.cluster.local");
+    assert_eq!(legacy.resolution, Resolution::Dns);
+    assert_eq!(legacy.external_name, "legacy.example.org");
+}

@@ -97,7 +97,7 @@ pub fn build(
     let mut sources: Vec<(String, ClusterSource<'_>)> = Vec::new();
     for svc in &scope.services {
         let rule = scope.destination_rule(&svc.hostname).map(|r| &r.spec);
-        if svc.resolution == Resolution::Dns {
+        if matches!(svc.resolution, Resolution::Dns | Resolution::DnsRoundRobin) {
             out.dns_services.push(svc.key());
         }
         for port in &svc.ports {
@@ -199,8 +199,13 @@ fn outbound(
             });
             eds = Some(filter);
         }
-        Resolution::Dns => {
-            c.cluster_discovery_type = discovery(cluster::DiscoveryType::StrictDns);
+        Resolution::Dns | Resolution::DnsRoundRobin => {
+            let kind = if svc.resolution == Resolution::Dns {
+                cluster::DiscoveryType::StrictDns
+            } else {
+                cluster::DiscoveryType::LogicalDns
+            };
+            c.cluster_discovery_type = discovery(kind);
             c.dns_lookup_family = cluster::DnsLookupFamily::V4Only as i32;
             c.load_assignment = Some(dns_assignment(&name, svc, port, &filter, push)?);
         }
@@ -259,8 +264,14 @@ fn dns_assignment(
             );
             return None;
         }
+        // No endpoints: the host itself, or the name an ExternalName Service aliases.
+        let target = if svc.external_name.is_empty() {
+            &svc.hostname
+        } else {
+            &svc.external_name
+        };
         fallback = Endpoint {
-            address: svc.hostname.clone(),
+            address: target.clone(),
             port: port.port,
             service_port: port.port,
             labels: Default::default(),
@@ -272,6 +283,11 @@ fn dns_assignment(
             service_account: String::new(),
         };
         selected.push(&fallback);
+    }
+    if svc.resolution == Resolution::DnsRoundRobin {
+        // LOGICAL_DNS takes exactly one endpoint: Istio uses the first.
+        selected.sort_by(|a, b| (&a.address, a.port).cmp(&(&b.address, b.port)));
+        selected.truncate(1);
     }
     Some(ClusterLoadAssignment {
         cluster_name: name.to_string(),

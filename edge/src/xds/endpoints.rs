@@ -72,8 +72,9 @@ pub struct AssignmentInput<'a> {
     pub gateways: &'a NetworkGateways,
 }
 
-/// The assignment of an EDS cluster for a proxy. Endpoints whose address is not an IP
-/// are left out: Envoy rejects the whole assignment over one hostname.
+/// The assignment of an EDS cluster for a proxy: its ready endpoints. Endpoints whose
+/// address is not an IP are left out: Envoy rejects the whole assignment over one
+/// hostname.
 pub fn load_assignment(
     cluster: &str,
     endpoints: Option<&ServiceEndpoints>,
@@ -82,7 +83,9 @@ pub fn load_assignment(
     let selected = endpoints
         .into_iter()
         .flat_map(|e| e.endpoints.iter())
-        .filter(|ep| input.filter.selects(ep));
+        // Not-ready endpoints are left out, as Istio leaves them out by default
+        // (PILOT_SEND_UNHEALTHY_ENDPOINTS off), rather than sent as UNHEALTHY.
+        .filter(|ep| ep.healthy && input.filter.selects(ep));
     let reachable = network::reachable(selected, &input.view.network, input.gateways);
     let addressable = reachable.iter().map(|ep| &**ep).filter(|ep| {
         let ok = is_ip(&ep.address);

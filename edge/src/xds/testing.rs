@@ -58,6 +58,7 @@ pub fn service(ns: &str, name: &str, ports: Vec<ServicePort>, vip: Option<&str>)
         export_to: ExportTo::default(),
         labels: Default::default(),
         clusters: vec!["c1".into()],
+        external_name: String::new(),
     }
 }
 
@@ -355,6 +356,7 @@ pub fn shop() -> NamespaceConfig {
         export_to: ExportTo::default(),
         labels: Default::default(),
         clusters: vec!["c1".into()],
+        external_name: String::new(),
     };
     NamespaceConfig {
         namespace: "shop".into(),

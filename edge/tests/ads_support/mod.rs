@@ -41,6 +41,7 @@ pub fn service(name: &str, port: u32) -> Service {
         export_to: ExportTo::default(),
         labels: Default::default(),
         clusters: vec!["c1".into()],
+        external_name: String::new(),
     }
 }
 

@@ -231,6 +231,7 @@ mod tests {
             export_to: Default::default(),
             labels: Default::default(),
             clusters: Vec::new(),
+            external_name: String::new(),
         };
         let keys = service_changes(
             &[svc("a.ns", 80), svc("b.ns", 80)],

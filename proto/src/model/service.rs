@@ -60,6 +60,16 @@ impl Protocol {
         }
     }
 
+    /// A ServiceEntry port's protocol: its `protocol` field, which Istio requires; the
+    /// port name only when the field is empty.
+    pub fn of_entry_port(protocol: &str, port_name: &str) -> Protocol {
+        if protocol.is_empty() {
+            Protocol::infer(port_name, None, "")
+        } else {
+            Protocol::infer("", None, protocol)
+        }
+    }
+
     pub fn is_http(self) -> bool {
         matches!(self, Protocol::Http | Protocol::Http2 | Protocol::Grpc)
     }
@@ -80,6 +90,9 @@ pub enum Resolution {
     Dns,
     /// Forward to the original destination.
     Passthrough,
+    /// Endpoints are DNS names Envoy resolves, connecting to the first address only
+    /// (`DNS_ROUND_ROBIN`: Envoy's LOGICAL_DNS).
+    DnsRoundRobin,
 }
 
 /// Istio `exportTo`: empty means public (`*`).
@@ -122,6 +135,8 @@ pub struct Service {
     pub labels: BTreeMap<String, String>,
     /// Clusters that define this service, sorted.
     pub clusters: Vec<String>,
+    /// The DNS name an ExternalName Service aliases (its endpoint); empty otherwise.
+    pub external_name: String,
 }
 
 impl Service {

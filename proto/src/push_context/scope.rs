@@ -179,42 +179,47 @@ impl SidecarScope {
         let services: Vec<_> = by_host.into_values().collect();
         let hosts: HashSet<String> = services.iter().map(|s| s.hostname.clone()).collect();
 
-        // DestinationRules: for each service, the proxy namespace's, then the service
-        // namespace's, then the root namespace's; the most specific host first.
+        // DestinationRules: for each service, the proxy namespace's, else the service
+        // namespace's, else the root namespace's (Istio never looks elsewhere); within
+        // that namespace the most specific host, and every rule for it merged.
         let mut destination_rules = HashMap::new();
         for svc in &services {
-            let candidates = index
+            let candidates: Vec<&Arc<NamedConfig<istio::DestinationRule>>> = index
                 .destination_rule_candidates(&svc.hostname)
                 .filter(|dr| {
                     host_matches(&dr.spec.host, &svc.hostname)
                         && export_visible(&dr.spec.export_to, &dr.namespace, proxy_ns)
                         && dr.spec.workload_selector.is_none()
-                });
-            let best = candidates.min_by_key(|dr| {
-                let ns_rank = if dr.namespace == proxy_ns {
-                    0
-                } else if dr.namespace == svc.namespace {
-                    1
-                } else if dr.namespace == ROOT_NAMESPACE {
-                    2
-                } else {
-                    3
-                };
-                let exact = dr.spec.host != svc.hostname;
-                (
-                    ns_rank,
-                    exact,
-                    std::cmp::Reverse(dr.spec.host.len()),
-                    dr.name.clone(),
-                )
-            });
-            if let Some(dr) = best {
+                })
+                .collect();
+            let levels = [proxy_ns, svc.namespace.as_str(), ROOT_NAMESPACE];
+            let Some(level) = levels
+                .iter()
+                .find(|ns| candidates.iter().any(|dr| dr.namespace == **ns))
+            else {
+                continue;
+            };
+            let mut rules: Vec<_> = candidates
+                .into_iter()
+                .filter(|dr| dr.namespace == *level)
+                .collect();
+            // Exact before wildcard, then the longest wildcard.
+            let best = rules
+                .iter()
+                .map(|dr| dr.spec.host.as_str())
+                .min_by_key(|h| (h.starts_with('*'), std::cmp::Reverse(h.len())))
+                .map(str::to_string);
+            rules.retain(|dr| Some(&dr.spec.host) == best.as_ref());
+            rules.sort_by(|a, b| a.name.cmp(&b.name));
+            for dr in &rules {
                 configs.insert(ConfigKey::new(
                     Kind::DestinationRule,
                     &dr.namespace,
                     &dr.name,
                 ));
-                destination_rules.insert(svc.hostname.clone(), dr.clone());
+            }
+            if let Some(rule) = merge_destination_rules(&rules) {
+                destination_rules.insert(svc.hostname.clone(), rule);
             }
         }
 
@@ -311,6 +316,33 @@ impl SidecarScope {
             None => true,
         }
     }
+}
+
+/// Several DestinationRules for one host in one namespace, merged as Istio merges them
+/// (`mergeDestinationRule`): the first traffic policy set wins, and subsets are
+/// appended, a later subset of a name already defined being dropped.
+fn merge_destination_rules(
+    rules: &[&Arc<NamedConfig<istio::DestinationRule>>],
+) -> Option<Arc<NamedConfig<istio::DestinationRule>>> {
+    let (first, rest) = rules.split_first()?;
+    if rest.is_empty() {
+        return Some((*first).clone());
+    }
+    let mut merged = (***first).clone();
+    for dr in rest {
+        if merged.spec.traffic_policy.is_none() {
+            merged
+                .spec
+                .traffic_policy
+                .clone_from(&dr.spec.traffic_policy);
+        }
+        for subset in &dr.spec.subsets {
+            if !merged.spec.subsets.iter().any(|s| s.name == subset.name) {
+                merged.spec.subsets.push(subset.clone());
+            }
+        }
+    }
+    Some(Arc::new(merged))
 }
 
 /// Every host a VirtualService sends traffic to: route destinations and mirrors (Istio's

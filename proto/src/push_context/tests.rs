@@ -18,6 +18,7 @@ fn svc(ns: &str, name: &str) -> Service {
         export_to: ExportTo::default(),
         labels: Default::default(),
         clusters: vec!["c1".into()],
+        external_name: String::new(),
     }
 }
 
@@ -185,6 +186,58 @@ fn destination_rule_precedence() {
             .name,
         "dr-a"
     );
+}
+
+/// A rule in an unrelated namespace never applies; several rules for one host in one
+/// namespace are merged (subsets appended, the first traffic policy kept).
+#[test]
+fn destination_rules_of_unrelated_namespaces_are_ignored_and_same_host_rules_merge() {
+    let subset = |name: &str| istio::Subset {
+        name: name.into(),
+        ..Default::default()
+    };
+    let lb = |simple: &str| istio::TrafficPolicy {
+        load_balancer: Some(istio::LoadBalancerSettings {
+            simple: Some(simple.into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let dr = |ns: &str, name: &str, subsets: Vec<istio::Subset>, tp| NamedConfig {
+        name: name.into(),
+        namespace: ns.to_string(),
+        spec: istio::DestinationRule {
+            host: "x.a.svc.cluster.local".into(),
+            subsets,
+            traffic_policy: tp,
+            ..Default::default()
+        },
+    };
+    let a = NamespaceConfig {
+        namespace: "a".into(),
+        services: vec![svc("a", "x")],
+        destination_rules: vec![
+            dr("a", "one", vec![subset("v1")], None),
+            dr(
+                "a",
+                "two",
+                vec![subset("v1"), subset("v2")],
+                Some(lb("RANDOM")),
+            ),
+        ],
+        ..Default::default()
+    };
+    let unrelated = NamespaceConfig {
+        namespace: "b".into(),
+        destination_rules: vec![dr("b", "elsewhere", vec![subset("v9")], None)],
+        ..Default::default()
+    };
+    let pc = PushContext::from_chunks(1, [Chunk::Namespace(a), Chunk::Namespace(unrelated)]);
+    let from_c = pc.sidecar_scope("c", &Default::default());
+    let rule = from_c.destination_rule("x.a.svc.cluster.local").unwrap();
+    let subsets: Vec<_> = rule.spec.subsets.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(subsets, ["v1", "v2"], "b's rule is not c's nor x's");
+    assert_eq!(rule.spec.traffic_policy, Some(lb("RANDOM")));
 }
 
 #[test]

@@ -55,6 +55,7 @@ fn svc(ns: &str, name: &str) -> Service {
         export_to: ExportTo::default(),
         labels: Default::default(),
         clusters: vec![],
+        external_name: String::new(),
     }
 }
 

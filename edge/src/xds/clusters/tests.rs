@@ -280,3 +280,46 @@ fn clusters_made_in_name_order_are_those_sorted_after_making() {
         }
     }
 }
+
+/// `DNS_ROUND_ROBIN` is LOGICAL_DNS with one endpoint (Envoy takes no more), and an
+/// ExternalName Service with no endpoints resolves the name it aliases.
+#[test]
+fn dns_round_robin_and_external_name() {
+    let mut shop = shop();
+    let api = shop
+        .services
+        .iter_mut()
+        .find(|s| s.hostname == API)
+        .unwrap();
+    api.resolution = shoal_proto::model::Resolution::DnsRoundRobin;
+    let mut legacy = service(
+        "shop",
+        "legacy",
+        vec![port("http", 80, shoal_proto::model::Protocol::Http)],
+        None,
+    );
+    legacy.resolution = shoal_proto::model::Resolution::Dns;
+    legacy.external_name = "legacy.example.org".into();
+    shop.services.push(legacy);
+    let push = PushContext::from_chunks(1, [Chunk::Namespace(shop)]);
+    let cs: Vec<Cluster> = generate(
+        CLUSTER,
+        &proxy("shop", "10.1.0.5", InterceptionMode::Redirect),
+        &push,
+        &[],
+    );
+    let api = find(&cs, "outbound|443||api.example.com");
+    assert_eq!(kind(api), cluster::DiscoveryType::LogicalDns);
+    let endpoints: usize = api
+        .load_assignment
+        .iter()
+        .flat_map(|la| la.endpoints.iter())
+        .map(|l| l.lb_endpoints.len())
+        .sum();
+    assert_eq!(endpoints, 1);
+
+    let legacy = find(&cs, "outbound|80||legacy.shop.svc.cluster.local");
+    assert_eq!(kind(legacy), cluster::DiscoveryType::StrictDns);
+    let addr = format!("{:?}", legacy.load_assignment);
+    assert!(addr.contains("legacy.example.org"), "{addr}");
+}
