@@ -25,9 +25,11 @@ fn vs(name: &str, host: &str) -> String {
     )
 }
 
-fn vs_without_hosts(name: &str) -> String {
+/// A VirtualService Istio rejects: its one HTTP route has no route, redirect,
+/// directResponse or delegate.
+fn vs_without_destination(name: &str) -> String {
     format!(
-        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  http:\n  - route:\n    - destination:\n        host: x\n"
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  hosts: [x]\n  http:\n  - timeout: 1s\n"
     )
 }
 
@@ -212,7 +214,11 @@ async fn startup_loads_reconciles_and_pushes_once() {
     let files = [
         (
             "a.yaml",
-            &*format!("{}---\n{}", vs("r1", "one"), vs_without_hosts("broken")),
+            &*format!(
+                "{}---\n{}",
+                vs("r1", "one"),
+                vs_without_destination("broken")
+            ),
         ),
         (
             "sub/ns.yml",
@@ -369,14 +375,18 @@ async fn malformed_edit_keeps_the_old_version_and_counts_the_rejection() {
     let env = Env::start(&[("a.yaml", &vs("r", "good"))], &[]).await;
     env.wait_host("r", Some("good")).await;
 
-    env.write("a.yaml", &vs_without_hosts("r"));
+    env.write("a.yaml", &vs_without_destination("r"));
     wait_for("the rejection", || async {
         env.handle.rejections().list().len() == 1
     })
     .await;
     let rejection = &env.handle.rejections().list()[0];
     assert_eq!(rejection.object, "VirtualService shop/r");
-    assert!(rejection.reason.contains("host"), "{}", rejection.reason);
+    assert!(
+        rejection.reason.contains("route, redirect"),
+        "{}",
+        rejection.reason
+    );
     assert_eq!(env.host("r").await.as_deref(), Some("good"));
 
     // Broken YAML: nothing can be named, everything the file had is kept.

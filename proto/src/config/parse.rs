@@ -42,7 +42,9 @@ pub struct Parsed {
 }
 
 /// Parses every document of `text`. Documents that are empty or only comments are
-/// skipped; kinds Shoal does not read (ConfigMaps, Deployments...) are skipped silently.
+/// skipped; kinds Shoal has no business with (ConfigMaps, Deployments...) are skipped
+/// silently, while Istio and Gateway API kinds it does not implement are reported as
+/// errors saying so (nothing is served for them either way).
 pub fn parse_documents(source: &str, text: &str) -> Vec<Result<Parsed, ParseError>> {
     split_documents(text)
         .into_iter()
@@ -132,23 +134,21 @@ fn parse_document(
         ));
     }
     let Some(kind) = Kind::from_api(&header.api_version, &header.kind) else {
-        if header.api_version.starts_with("networking.istio.io/") {
-            // Named as every other object is (`Kind namespace/name`), so the registry can
-            // tell which object the rejection is about.
-            let namespace = match header.metadata.namespace.as_str() {
-                "" => "default",
-                ns => ns,
-            };
-            return Err(fail(
-                format!("{} {namespace}/{}", header.kind, header.metadata.name),
-                format!(
-                    "unsupported Istio kind or version {}/{}",
-                    header.api_version, header.kind
-                ),
-                None,
-            ));
-        }
-        return Ok(None);
+        let Some(reason) = unsupported::unsupported_kind(&header.api_version, &header.kind, doc)
+        else {
+            return Ok(None);
+        };
+        // Named as every other object is (`Kind namespace/name`), so the registry can
+        // tell which object the report is about.
+        let namespace = match header.metadata.namespace.as_str() {
+            "" => "default",
+            ns => ns,
+        };
+        return Err(fail(
+            format!("{} {namespace}/{}", header.kind, header.metadata.name),
+            reason,
+            None,
+        ));
     };
     let mut meta = ConfigMeta {
         name: header.metadata.name,
@@ -175,8 +175,15 @@ fn parse_document(
         let line = e.location().map(|l| l.line());
         fail(object.clone(), yaml_reason(&e), line)
     })?;
+    let unknown = unsupported::unknown_fields(&spec, doc);
     let config = Config { meta, spec };
-    let warnings = validate::validate(&config).map_err(|e| fail(object.clone(), e.0, None))?;
+    let mut warnings = validate::validate(&config).map_err(|e| fail(object.clone(), e.0, None))?;
+    if !unknown.is_empty() {
+        warnings.push(format!(
+            "fields not supported by Shoal, ignored: {}",
+            unknown.join(", ")
+        ));
+    }
     Ok(Some(Parsed {
         config,
         location,
@@ -332,6 +339,8 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
         node_locality: String::new(),
     })
 }
+
+mod unsupported;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,172 @@
+//! What Shoal does not implement is said, never silently dropped: spec fields of Istio
+//! kinds it does not model (warnings on the object), and whole kinds of Istio's and the
+//! Gateway API's it does not read (reported like rejections, so that logs, the rejected
+//! metric and `/debug/rejections` show them).
+
+use super::super::Spec;
+use serde_json::Value;
+
+/// API groups whose kinds change traffic or policy: an object of one Shoal does not read
+/// is reported rather than skipped like a ConfigMap.
+const POLICY_GROUPS: [&str; 5] = [
+    "networking.istio.io",
+    "security.istio.io",
+    "telemetry.istio.io",
+    "extensions.istio.io",
+    "gateway.networking.k8s.io",
+];
+
+/// Why an object of `api_version`/`kind` is not applied, when its group is one of
+/// [`POLICY_GROUPS`]; `None` for kinds Shoal has no business with.
+pub fn unsupported_kind(api_version: &str, kind: &str, doc: &str) -> Option<String> {
+    let group = api_version.split_once('/').map_or("", |(g, _)| g);
+    if !POLICY_GROUPS.contains(&group) {
+        return None;
+    }
+    let consequence = match (group, kind) {
+        ("security.istio.io", "AuthorizationPolicy") => {
+            let action = authorization_action(doc);
+            match action.as_str() {
+                "DENY" => "its DENY rules are NOT enforced: traffic they would deny is let through",
+                "ALLOW" => {
+                    "its ALLOW rules are NOT enforced: traffic they would deny (everything they do not allow) is let through"
+                }
+                _ => "it is NOT enforced",
+            }
+        }
+        ("security.istio.io", "PeerAuthentication") => "mTLS modes are not enforced",
+        ("security.istio.io", "RequestAuthentication") => "JWTs are not validated",
+        ("telemetry.istio.io", _) => "telemetry is not configured by it",
+        ("gateway.networking.k8s.io", _) => {
+            "the Gateway API is not implemented: use networking.istio.io Gateways and VirtualServices"
+        }
+        _ => "it has no effect",
+    };
+    Some(format!(
+        "unsupported by Shoal, ignored: {api_version} {kind} ({consequence})"
+    ))
+}
+
+/// An AuthorizationPolicy's `spec.action` (Istio's default: ALLOW).
+fn authorization_action(doc: &str) -> String {
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Policy {
+        spec: Option<PolicySpec>,
+    }
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct PolicySpec {
+        action: String,
+    }
+    let action = serde_norway::from_str::<Policy>(doc)
+        .ok()
+        .and_then(|p| p.spec)
+        .map(|s| s.action)
+        .unwrap_or_default();
+    if action.is_empty() {
+        "ALLOW".into()
+    } else {
+        action
+    }
+}
+
+/// The spec fields written in `doc` that the typed `spec` does not model, as
+/// `spec.a.b[0].c` paths: Istio fields Shoal does not implement (or misspellings).
+/// Only Istio kinds are checked: Kubernetes objects carry many fields Shoal ignores by
+/// design.
+pub fn unknown_fields(spec: &Spec, doc: &str) -> Vec<String> {
+    let typed = match spec {
+        Spec::ServiceEntry(s) => serde_json::to_value(s),
+        Spec::WorkloadEntry(s) => serde_json::to_value(s),
+        Spec::VirtualService(s) => serde_json::to_value(s),
+        Spec::DestinationRule(s) => serde_json::to_value(s),
+        Spec::Sidecar(s) => serde_json::to_value(s),
+        Spec::Gateway(s) => serde_json::to_value(s),
+        _ => return Vec::new(),
+    };
+    #[derive(serde::Deserialize, Default)]
+    #[serde(default)]
+    struct Raw {
+        spec: Option<Value>,
+    }
+    let raw = serde_norway::from_str::<Raw>(doc).ok().and_then(|r| r.spec);
+    let (Ok(typed), Some(raw)) = (typed, raw) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    compare(&raw, &typed, "spec", &mut out);
+    out
+}
+
+/// Aliases the typed model accepts under another name.
+fn alias_of(key: &str) -> Option<&'static str> {
+    match key {
+        "matchLabels" => Some("labels"),
+        _ => None,
+    }
+}
+
+fn compare(raw: &Value, typed: &Value, path: &str, out: &mut Vec<String>) {
+    match (raw, typed) {
+        (Value::Object(raw), Value::Object(typed)) => {
+            for (key, value) in raw {
+                let known = typed
+                    .get(key)
+                    .or_else(|| alias_of(key).and_then(|a| typed.get(a)));
+                match known {
+                    Some(t) => compare(value, t, &format!("{path}.{key}"), out),
+                    None => out.push(format!("{path}.{key}")),
+                }
+            }
+        }
+        (Value::Array(raw), Value::Array(typed)) => {
+            for (i, (r, t)) in raw.iter().zip(typed).enumerate() {
+                compare(r, t, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::istio::VirtualService;
+
+    #[test]
+    fn unknown_fields_are_named_by_path() {
+        let doc = "spec:
+  hosts: [a]
+  http:
+  - route:
+    - destination: {host: a}
+    mirrorPolicy: {}
+    match:
+    - uri: {prefix: /}
+      statPrefix: x
+";
+        let vs: VirtualService = serde_norway::from_str::<serde_json::Value>(doc)
+            .ok()
+            .and_then(|v| serde_json::from_value(v["spec"].clone()).ok())
+            .unwrap();
+        assert_eq!(
+            unknown_fields(&Spec::VirtualService(vs), doc),
+            [
+                "spec.http[0].match[0].statPrefix",
+                "spec.http[0].mirrorPolicy"
+            ]
+        );
+    }
+
+    #[test]
+    fn authorization_policies_say_what_is_not_enforced() {
+        let deny = "spec:\n  action: DENY\n";
+        let reason = unsupported_kind("security.istio.io/v1", "AuthorizationPolicy", deny).unwrap();
+        assert!(reason.contains("DENY rules are NOT enforced"), "{reason}");
+        let allow = unsupported_kind("security.istio.io/v1", "AuthorizationPolicy", "spec: {}\n");
+        assert!(allow.unwrap().contains("ALLOW rules"));
+        assert!(unsupported_kind("gateway.networking.k8s.io/v1", "HTTPRoute", "").is_some());
+        assert_eq!(unsupported_kind("v1", "ConfigMap", ""), None);
+    }
+}
