@@ -1,0 +1,65 @@
+//! A plain TCP server that writes back every chunk it reads, prefixed with its name, so
+//! a client of a TCP route can tell which backend the bytes reached.
+
+use crate::harness::workloads::Workload;
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+pub struct TcpEcho {
+    name: String,
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Drop for TcpEcho {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl TcpEcho {
+    pub async fn start(name: &str) -> TcpEcho {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind echo");
+        let addr = listener.local_addr().expect("echo addr");
+        let prefix = format!("{name}: ");
+        let task = tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let prefix = prefix.clone();
+                tokio::spawn(async move {
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let n = match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        let mut reply = prefix.clone().into_bytes();
+                        reply.extend_from_slice(&chunk[..n]);
+                        if sock.write_all(&reply).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        TcpEcho {
+            name: name.to_string(),
+            addr,
+            task,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// This backend as the Pod of a service's `version`.
+    pub fn workload(&self, version: &str) -> Workload {
+        Workload::new(&self.name, version, self.port())
+    }
+}
