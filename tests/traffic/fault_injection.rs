@@ -80,7 +80,8 @@ async fn faults_delay_and_abort_requests() {
         backend.received()
     );
 
-    let r = mesh.must_get(port, &host, "/delay").await;
+    let delayed = mesh.must_get(port, &host, "/delay").await;
+    let r = &delayed;
     assert_eq!(
         r.served_by(),
         Ok("ratings-v1"),
@@ -110,6 +111,10 @@ async fn faults_delay_and_abort_requests() {
     assert!(
         (30..=70).contains(&aborted),
         "the 50% abort fault aborted {aborted} of 100 requests"
+    );
+    println!(
+        "fault: the 1s delay took {:?}; the 50% abort aborted {aborted} of 100",
+        delayed.elapsed
     );
     mesh.finish().await;
 }
