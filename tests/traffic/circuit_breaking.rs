@@ -3,7 +3,7 @@
 //! Envoy marks `x-envoy-overloaded`, instead of piling onto a slow backend.
 
 use crate::SERIAL;
-use crate::backend::HttpBackend;
+use crate::backend::{Backend, HttpBackend};
 use crate::harness::{CLIENT_NS, Mesh, Reply, expect, fqdn, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;

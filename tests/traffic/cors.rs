@@ -2,7 +2,7 @@
 //! requests from the allowed origins, and grant nothing to other origins.
 
 use crate::SERIAL;
-use crate::backend::HttpBackend;
+use crate::backend::{Backend, HttpBackend};
 use crate::harness::{CLIENT_NS, Mesh, Reply, expect, fqdn, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;

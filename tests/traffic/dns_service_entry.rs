@@ -8,7 +8,7 @@
 //! is Envoy's own listener.
 
 use crate::SERIAL;
-use crate::backend::HttpBackend;
+use crate::backend::{Backend, HttpBackend};
 use crate::harness::Mesh;
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;

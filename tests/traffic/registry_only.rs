@@ -7,7 +7,7 @@
 //! ALLOW_ANY is checked in the route configuration Envoy holds, not with traffic.
 
 use crate::SERIAL;
-use crate::backend::HttpBackend;
+use crate::backend::{Backend, HttpBackend};
 use crate::harness::{CLIENT_NS, Mesh, expect, fqdn, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;

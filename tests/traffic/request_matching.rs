@@ -3,7 +3,7 @@
 //! subset; what matches none goes to the last, unconditional route.
 
 use crate::SERIAL;
-use crate::backend::HttpBackend;
+use crate::backend::{Backend, HttpBackend};
 use crate::harness::{CLIENT_NS, Mesh, expect, fqdn, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;

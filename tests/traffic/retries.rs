@@ -2,7 +2,7 @@
 //! up to the number of attempts it allows.
 
 use crate::SERIAL;
-use crate::backend::HttpBackend;
+use crate::backend::{Backend, HttpBackend};
 use crate::harness::{CLIENT_NS, Mesh, expect, fqdn, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;

@@ -2,7 +2,7 @@
 //! (named `tcp-...`) to the subset it names.
 
 use crate::SERIAL;
-use crate::backend::TcpEcho;
+use crate::backend::{Backend, TcpEcho};
 use crate::harness::{CLIENT_NS, Mesh, expect, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;

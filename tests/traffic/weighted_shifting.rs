@@ -1,7 +1,7 @@
 //! Weighted routing: traffic moves between subsets as a VirtualService shifts weights.
 
 use crate::SERIAL;
-use crate::backend::HttpBackend;
+use crate::backend::{Backend, HttpBackend};
 use crate::harness::{CLIENT_NS, Mesh, expect, fqdn, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;

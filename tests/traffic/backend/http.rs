@@ -11,7 +11,7 @@
 //! Hand-rolled rather than hyper: the root package has no HTTP server dependency, and
 //! the tests send small requests only (bodies with `content-length`).
 
-use crate::harness::workloads::Workload;
+use super::Backend;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -103,19 +103,6 @@ impl HttpBackend {
             state,
             task,
         }
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub fn port(&self) -> u16 {
-        self.addr.port()
-    }
-
-    /// This backend as the Pod of a service's `version`.
-    pub fn workload(&self, version: &str) -> Workload {
-        Workload::new(&self.name, version, self.port())
     }
 
     /// Answer `status` to the next `n` requests, then recover.
@@ -248,5 +235,15 @@ fn reason(status: u16) -> &'static str {
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
         _ => "Status",
+    }
+}
+
+impl Backend for HttpBackend {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.addr
     }
 }

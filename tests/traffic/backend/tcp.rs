@@ -1,7 +1,7 @@
 //! A plain TCP server that writes back every chunk it reads, prefixed with its name, so
 //! a client of a TCP route can tell which backend the bytes reached.
 
-use crate::harness::workloads::Workload;
+use super::Backend;
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -49,17 +49,14 @@ impl TcpEcho {
             task,
         }
     }
+}
 
-    pub fn name(&self) -> &str {
+impl Backend for TcpEcho {
+    fn name(&self) -> &str {
         &self.name
     }
 
-    pub fn port(&self) -> u16 {
-        self.addr.port()
-    }
-
-    /// This backend as the Pod of a service's `version`.
-    pub fn workload(&self, version: &str) -> Workload {
-        Workload::new(&self.name, version, self.port())
+    fn addr(&self) -> SocketAddr {
+        self.addr
     }
 }
