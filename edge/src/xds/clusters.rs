@@ -100,7 +100,7 @@ pub fn build(
         if matches!(svc.resolution, Resolution::Dns | Resolution::DnsRoundRobin) {
             out.dns_services.push(svc.key());
         }
-        for port in &svc.ports {
+        for port in svc.ports.iter().filter(|p| p.protocol.is_proxied()) {
             let subsets = std::iter::once(None)
                 .chain(rule.into_iter().flat_map(|r| r.subsets.iter()).map(Some));
             for subset in subsets {

@@ -124,7 +124,11 @@ pub fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<Listener> {
         by_bind.insert((bind.ip, port), Box::new(listener));
     }
     for svc in &scope.services {
-        for port in svc.ports.iter().filter(|p| !http.contains(&p.port)) {
+        for port in svc
+            .ports
+            .iter()
+            .filter(|p| p.protocol.is_proxied() && !http.contains(&p.port))
+        {
             let bind = bind_for(scope, opts, port.port, vip(svc));
             let key = (bind.ip.clone(), port.port);
             if let Some(existing) = by_bind.get(&key) {

@@ -27,12 +27,18 @@ pub enum Protocol {
     Tcp,
     /// Not declared: treated as TCP (Istio would sniff).
     Unknown,
+    /// UDP: the mesh does not proxy it (no listener, no cluster), as in Istio.
+    Udp,
 }
 
 impl Protocol {
     /// Istio's protocol selection: `appProtocol`, then the port name prefix
     /// (`http-web`, `grpc`, ...), then the protocol field.
     pub fn infer(port_name: &str, app_protocol: Option<&str>, protocol: &str) -> Protocol {
+        // A UDP port is UDP whatever its name says (Kubernetes' `protocol: UDP`).
+        if protocol.eq_ignore_ascii_case("UDP") {
+            return Protocol::Udp;
+        }
         let from = |s: &str| match s.to_ascii_lowercase().as_str() {
             "http" | "http1" => Some(Protocol::Http),
             "http2" | "h2c" | "kubernetes.io/h2c" => Some(Protocol::Http2),
@@ -68,6 +74,11 @@ impl Protocol {
         } else {
             Protocol::infer("", None, protocol)
         }
+    }
+
+    /// Whether sidecars proxy traffic to the port at all.
+    pub fn is_proxied(self) -> bool {
+        self != Protocol::Udp
     }
 
     pub fn is_http(self) -> bool {
@@ -220,6 +231,9 @@ mod tests {
         assert_eq!(Protocol::infer("web", Some("grpc"), "TCP"), Protocol::Grpc);
         assert_eq!(Protocol::infer("web", None, "TCP"), Protocol::Tcp);
         assert_eq!(Protocol::infer("", None, ""), Protocol::Unknown);
+        assert_eq!(Protocol::infer("dns", None, "UDP"), Protocol::Udp);
+        assert_eq!(Protocol::infer("http-dns", None, "UDP"), Protocol::Udp);
+        assert_eq!(Protocol::of_entry_port("UDP", "http"), Protocol::Udp);
         assert_eq!(Protocol::infer("x", None, "HTTP"), Protocol::Http);
     }
 

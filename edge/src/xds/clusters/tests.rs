@@ -323,3 +323,38 @@ fn dns_round_robin_and_external_name() {
     let addr = format!("{:?}", legacy.load_assignment);
     assert!(addr.contains("legacy.example.org"), "{addr}");
 }
+
+/// A UDP port gets neither a cluster nor a listener (a TCP one would take its traffic):
+/// Istio's sidecars do not proxy UDP.
+#[test]
+fn udp_ports_are_not_proxied() {
+    use super::super::types::LISTENER;
+    use envoy_types::pb::envoy::config::listener::v3::Listener;
+    use shoal_proto::model::Protocol;
+    let mut shop = shop();
+    shop.services.push(service(
+        "shop",
+        "dns",
+        vec![
+            port("dns-udp", 5353, Protocol::Udp),
+            port("dns-tcp", 5354, Protocol::Tcp),
+        ],
+        Some("10.0.9.9"),
+    ));
+    let push = PushContext::from_chunks(1, [Chunk::Namespace(shop)]);
+    let p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
+    let cs: Vec<Cluster> = generate(CLUSTER, &p, &push, &[]);
+    let names: Vec<_> = cs
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|n| n.contains("dns.shop"))
+        .collect();
+    assert_eq!(names, ["outbound|5354||dns.shop.svc.cluster.local"]);
+    let ls: Vec<Listener> = generate(LISTENER, &p, &push, &[]);
+    assert!(
+        ls.iter().all(|l| !l.name.ends_with("_5353")),
+        "{:?}",
+        ls.iter().map(|l| &l.name).collect::<Vec<_>>()
+    );
+    assert!(ls.iter().any(|l| l.name.ends_with("_5354")));
+}
