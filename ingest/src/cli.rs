@@ -238,6 +238,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The flags every registry needs.
+    const BASE: [&str; 5] = [
+        "ingest",
+        "--cluster-id",
+        "c1",
+        "--nats-url",
+        "nats://n:4222",
+    ];
     use clap::CommandFactory;
 
     #[test]
@@ -256,13 +265,7 @@ mod tests {
 
     #[test]
     fn the_directory_needs_a_config_dir_and_kubernetes_does_not() {
-        let base = [
-            "ingest",
-            "--cluster-id",
-            "c1",
-            "--nats-url",
-            "nats://n:4222",
-        ];
+        let base = BASE;
         let err = Args::try_parse_from(base).unwrap().check().unwrap_err();
         assert!(err.to_string().contains("--config-dir"), "{err}");
         let args = Args::try_parse_from(base.into_iter().chain([
@@ -281,13 +284,7 @@ mod tests {
 
     #[test]
     fn discovery_selectors_repeat_and_bad_ones_are_refused_by_name() {
-        let base = [
-            "ingest",
-            "--cluster-id",
-            "c1",
-            "--nats-url",
-            "nats://n:4222",
-        ];
+        let base = BASE;
         let args = Args::try_parse_from(base.into_iter().chain([
             "--discovery-selector",
             "istio-discovery=enabled",

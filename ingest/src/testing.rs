@@ -8,6 +8,7 @@ use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{
     Bus, ConfigKv, Delivery, KvEntry, Result, SnapshotEvent, TransportError,
 };
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -88,5 +89,13 @@ pub(crate) async fn owned_objects(
                 .is(owner)
                 .then(|| (key, shoal_proto::transport::decode_config(&value).unwrap()))
         })
+        .collect()
+}
+
+/// Labels from `(key, value)` pairs.
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }

@@ -97,7 +97,7 @@ pub fn build(
     let mut sources: Vec<(String, ClusterSource<'_>)> = Vec::new();
     for svc in &scope.services {
         let rule = scope.destination_rule(&svc.hostname).map(|r| &r.spec);
-        if matches!(svc.resolution, Resolution::Dns | Resolution::DnsRoundRobin) {
+        if svc.resolution.is_dns() {
             out.dns_services.push(svc.key());
         }
         for port in svc.ports.iter().filter(|p| p.protocol.is_proxied()) {

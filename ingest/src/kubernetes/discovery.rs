@@ -85,13 +85,7 @@ impl Discovery {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::testing::labels;
 
     #[test]
     fn namespaces_move_in_and_out_of_the_selection() {

@@ -109,14 +109,8 @@ impl NodeLocalities {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::labels;
     use shoal_proto::config::{ConfigMeta, Kind};
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     fn pod(name: &str, node: &str) -> Config {
         Config {

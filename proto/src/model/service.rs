@@ -106,6 +106,13 @@ pub enum Resolution {
     DnsRoundRobin,
 }
 
+impl Resolution {
+    /// Whether Envoy resolves the endpoints itself (`DNS` or `DNS_ROUND_ROBIN`).
+    pub fn is_dns(self) -> bool {
+        matches!(self, Resolution::Dns | Resolution::DnsRoundRobin)
+    }
+}
+
 /// Istio `exportTo`: empty means public (`*`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExportTo(pub Vec<String>);

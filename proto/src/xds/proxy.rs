@@ -79,9 +79,7 @@ impl Proxy {
         } else {
             meta.namespace
         };
-        let interception = InterceptionMode::from_metadata(
-            Some(meta.interception_mode.as_str()).filter(|m| !m.is_empty()),
-        );
+        let interception = InterceptionMode::from_metadata(Some(&meta.interception_mode));
         Ok(Proxy {
             id: id.to_string(),
             kind,

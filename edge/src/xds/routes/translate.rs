@@ -24,7 +24,6 @@ use shoal_proto::model::NamedConfig;
 use shoal_proto::push_context::SidecarScope;
 use shoal_proto::push_context::delegate::merge_delegate;
 use shoal_proto::push_context::policy;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -45,26 +44,23 @@ pub fn virtual_service_routes(
         warnings,
     };
     for root in &vs.spec.http {
-        let routes: Vec<Cow<'_, HttpRoute>> = match &root.delegate {
-            None => vec![Cow::Borrowed(root)],
-            Some(d) => match scope.delegate(&vs.namespace, d) {
-                Some(child) => merge_delegate(root, &child.spec.http)
-                    .into_iter()
-                    .map(Cow::Owned)
-                    .collect(),
-                None => {
-                    ctx.warn(format!(
-                        "route {:?} delegates to {}/{}, which does not exist or is not exported to it: route skipped",
-                        root.name,
-                        if d.namespace.is_empty() { &vs.namespace } else { &d.namespace },
-                        d.name
-                    ));
-                    continue;
-                }
-            },
+        let Some(d) = &root.delegate else {
+            if ctx.add(&mut out, root, labels) {
+                return out;
+            }
+            continue;
         };
-        for http in &routes {
-            if ctx.add(&mut out, http, labels) {
+        let Some(child) = scope.delegate(&vs.namespace, d) else {
+            ctx.warn(format!(
+                "route {:?} delegates to {}/{}, which does not exist or is not exported to it: route skipped",
+                root.name,
+                if d.namespace.is_empty() { &vs.namespace } else { &d.namespace },
+                d.name
+            ));
+            continue;
+        };
+        for http in merge_delegate(root, &child.spec.http) {
+            if ctx.add(&mut out, &http, labels) {
                 return out;
             }
         }

@@ -300,10 +300,10 @@ fn fault_injection(fault: &HttpFaultInjection, f: &str) -> Check {
         return Err(invalid(format!("{f}: one of delay or abort must be set")));
     }
     if let Some(d) = &fault.delay {
-        let Some(fixed) = &d.fixed_delay else {
+        if d.fixed_delay.is_none() {
             return Err(invalid(format!("{f}.delay.fixedDelay is required")));
-        };
-        duration_field(&Some(fixed.clone()), &format!("{f}.delay.fixedDelay"))?;
+        }
+        duration_field(&d.fixed_delay, &format!("{f}.delay.fixedDelay"))?;
         percentage(d.percentage, &format!("{f}.delay.percentage"))?;
         if d.percent.is_some_and(|p| p > 100) {
             return Err(invalid(format!("{f}.delay.percent must be in 0-100")));
@@ -349,7 +349,6 @@ fn cors_policy(cors: &CorsPolicy, f: &str) -> Check {
         }
     }
     if let Some(age) = &cors.max_age {
-        duration_field(&Some(age.clone()), &format!("{f}.maxAge"))?;
         let d = super::parse_duration(age).map_err(|e| invalid(format!("{f}.maxAge: {}", e.0)))?;
         if d.subsec_nanos() != 0 {
             return Err(invalid(format!(
