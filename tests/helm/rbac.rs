@@ -95,7 +95,7 @@ fn ingest_may_read_what_it_watches_and_nothing_more() {
 }
 
 #[test]
-fn ingest_reads_secrets_only_in_the_release_namespace() {
+fn remote_cluster_secrets_are_granted_only_in_the_release_namespace() {
     for r in every_values_file() {
         let roles = roles_bound_to_ingest(r, "RoleBinding");
         assert!(

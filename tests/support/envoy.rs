@@ -1,4 +1,4 @@
-//! A real Envoy, bootstrapped to an ADS server as an Istio sidecar with
+//! A real Envoy, bootstrapped to an ADS server as an Istio sidecar (or router) with
 //! `INTERCEPTION_MODE: NONE`.
 
 use super::process::Proc;
@@ -39,6 +39,35 @@ pub fn bootstrap(
     xds_ports: &[u16],
     admin_port: u16,
 ) -> String {
+    let node = Node {
+        kind: "sidecar",
+        ip: node_ip,
+        namespace,
+        pod,
+        labels: &format!("{{app: {pod}}}"),
+    };
+    bootstrap_node(api, &node, xds_ports, admin_port)
+}
+
+/// Who an Envoy is to Shoal: its node type (`sidecar` or `router`), address, pod and
+/// labels (a YAML flow map).
+pub struct Node<'a> {
+    pub kind: &'a str,
+    pub ip: &'a str,
+    pub namespace: &'a str,
+    pub pod: &'a str,
+    pub labels: &'a str,
+}
+
+/// [`bootstrap`] for any [`Node`].
+pub fn bootstrap_node(api: XdsApi, node: &Node<'_>, xds_ports: &[u16], admin_port: u16) -> String {
+    let Node {
+        kind,
+        ip: node_ip,
+        namespace,
+        pod,
+        labels,
+    } = *node;
     let api_type = api.api_type();
     let endpoints: String = xds_ports
         .iter()
@@ -50,12 +79,12 @@ pub fn bootstrap(
         .collect();
     format!(
         r#"node:
-  id: sidecar~{node_ip}~{pod}.{namespace}~{namespace}.svc.cluster.local
+  id: {kind}~{node_ip}~{pod}.{namespace}~{namespace}.svc.cluster.local
   cluster: {pod}.{namespace}
   metadata:
     NAMESPACE: {namespace}
     INTERCEPTION_MODE: NONE
-    LABELS: {{app: {pod}}}
+    LABELS: {labels}
 admin:
   address: {{socket_address: {{address: 127.0.0.1, port_value: {admin_port}}}}}
 dynamic_resources:

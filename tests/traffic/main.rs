@@ -17,6 +17,7 @@ mod harness;
 mod circuit_breaking;
 mod consistent_hashing;
 mod dns_service_entry;
+mod ingress_gateway;
 mod outlier_detection;
 mod registry_only;
 mod request_matching;

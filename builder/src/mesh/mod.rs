@@ -60,9 +60,11 @@ impl Feeds {
             Kind::Pod | Kind::EndpointSlice | Kind::Endpoints | Kind::WorkloadEntry => {
                 Feeds::Endpoints
             }
-            Kind::VirtualService | Kind::DestinationRule | Kind::Sidecar | Kind::Gateway => {
-                Feeds::Routing
-            }
+            Kind::VirtualService
+            | Kind::DestinationRule
+            | Kind::Sidecar
+            | Kind::Gateway
+            | Kind::Secret => Feeds::Routing,
         }
     }
 }

@@ -80,6 +80,12 @@ pub fn build(namespace: &str, objects: &NamespaceObjects<'_>) -> NamespaceConfig
         let Spec::Gateway(gw) = &c.spec else { continue };
         config.gateways.push(named(c, gw.clone()));
     }
+    for c in dedup(objects.of(Kind::Secret)) {
+        let Spec::Secret(secret) = &c.spec else {
+            continue;
+        };
+        config.credentials.push(named(c, secret.clone()));
+    }
     config
 }
 

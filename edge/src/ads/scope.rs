@@ -59,7 +59,8 @@ pub(crate) fn host_selected(hosts: Option<&BTreeSet<String>>, name: &str) -> boo
     hosts.is_none_or(|h| h.contains(cluster_host(name)))
 }
 
-/// Istio's short type names, for metric labels: `cds`, `eds`, `lds`, `rds` or `other`.
+/// Istio's short type names, for metric labels: `cds`, `eds`, `lds`, `rds`, `sds` or
+/// `other`.
 pub fn short_type(type_url: &str) -> &'static str {
     use crate::xds::types::*;
     match type_url {
@@ -67,6 +68,7 @@ pub fn short_type(type_url: &str) -> &'static str {
         ENDPOINT => "eds",
         LISTENER => "lds",
         ROUTE => "rds",
+        SECRET => "sds",
         _ => "other",
     }
 }

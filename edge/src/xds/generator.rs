@@ -1,8 +1,10 @@
 //! The entry point of xDS generation: finds the generator for a proxy's kind and the
 //! requested type in the [`table`], and hands it the proxy's scope.
 
+mod router;
 mod sidecar;
 mod table;
+mod warnings;
 
 use super::XdsResource;
 use super::cache::CacheStats;
@@ -58,9 +60,11 @@ impl Generator {
 
     pub fn with_config(config: GeneratorConfig) -> Self {
         let mut table = GeneratorTable::default();
-        // Routers and proxyless gRPC clients are served as sidecars until their own
-        // generators are registered.
+        // Proxyless gRPC clients are served as sidecars until their own generators are
+        // registered; routers take a sidecar's clusters and endpoints, and their own
+        // listeners, routes and secrets.
         sidecar::register(&mut table, &config, &ProxyKind::ALL);
+        router::register(&mut table, &config);
         Generator { table }
     }
 

@@ -33,7 +33,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use envoy_types::pb::google::protobuf::BoolValue;
-use shoal_proto::config::istio::EgressListener;
+use shoal_proto::config::istio::{Destination, EgressListener, RouteDestination};
 use shoal_proto::model::{Protocol, Service};
 use shoal_proto::push_context::{SidecarScope, TrafficMode};
 use std::collections::{BTreeMap, BTreeSet};
@@ -177,28 +177,7 @@ fn http_filter_chain(port: u32) -> FilterChain {
             config_source: Some(ads_config_source()),
             route_config_name: port.to_string(),
         })),
-        // Fault injection and CORS act only where a route configures them, as in Istio.
-        http_filters: vec![
-            HttpFilter {
-                name: routes::FAULT_FILTER.into(),
-                config_type: Some(http_filter::ConfigType::TypedConfig(any(
-                    &HttpFault::default(),
-                ))),
-                ..Default::default()
-            },
-            HttpFilter {
-                name: routes::CORS_FILTER.into(),
-                config_type: Some(http_filter::ConfigType::TypedConfig(any(&Cors::default()))),
-                ..Default::default()
-            },
-            HttpFilter {
-                name: "envoy.filters.http.router".into(),
-                config_type: Some(http_filter::ConfigType::TypedConfig(
-                    any(&Router::default()),
-                )),
-                ..Default::default()
-            },
-        ],
+        http_filters: http_filters(),
         use_remote_address: Some(BoolValue { value: false }),
         normalize_path: Some(BoolValue { value: true }),
         upgrade_configs: vec![http_connection_manager::UpgradeConfig {
@@ -214,6 +193,32 @@ fn http_filter_chain(port: u32) -> FilterChain {
         }],
         ..Default::default()
     }
+}
+
+/// The HTTP filters of an HTTP connection manager. Fault injection and CORS act only
+/// where a route configures them, as in Istio.
+pub fn http_filters() -> Vec<HttpFilter> {
+    vec![
+        HttpFilter {
+            name: routes::FAULT_FILTER.into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(any(
+                &HttpFault::default(),
+            ))),
+            ..Default::default()
+        },
+        HttpFilter {
+            name: routes::CORS_FILTER.into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(any(&Cors::default()))),
+            ..Default::default()
+        },
+        HttpFilter {
+            name: "envoy.filters.http.router".into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(
+                any(&Router::default()),
+            )),
+            ..Default::default()
+        },
+    ]
 }
 
 /// Where a TCP listener for `svc:port` sends traffic: the service's cluster, or the
@@ -239,7 +244,22 @@ fn tcp_target(
             tcp_proxy::ClusterSpecifier::Cluster(default),
         );
     };
-    let dest_cluster = |d: &shoal_proto::config::istio::Destination| {
+    let target = route_destinations(scope, &route.route, port);
+    let stat = match &target {
+        tcp_proxy::ClusterSpecifier::Cluster(single) => single.clone(),
+        _ => default,
+    };
+    (stat, target)
+}
+
+/// Where a TCP or TLS route's destinations take a connection on `port`: one cluster, or
+/// a weighted split.
+pub fn route_destinations(
+    scope: &SidecarScope,
+    route: &[RouteDestination],
+    port: u32,
+) -> tcp_proxy::ClusterSpecifier {
+    let dest_cluster = |d: &Destination| {
         let dest_port = d
             .port
             .as_ref()
@@ -248,12 +268,10 @@ fn tcp_target(
             .unwrap_or(port);
         cluster_name(dest_port, &d.subset, &d.host)
     };
-    if let [only] = route.route.as_slice() {
-        let name = dest_cluster(&only.destination);
-        return (name.clone(), tcp_proxy::ClusterSpecifier::Cluster(name));
+    if let [only] = route {
+        return tcp_proxy::ClusterSpecifier::Cluster(dest_cluster(&only.destination));
     }
     let mut clusters: Vec<_> = route
-        .route
         .iter()
         .filter(|d| d.weight > 0)
         .map(|d| tcp_proxy::weighted_cluster::ClusterWeight {
@@ -265,7 +283,6 @@ fn tcp_target(
     if clusters.is_empty() {
         // All weights zero: an invalid split; spread evenly rather than send nowhere.
         clusters = route
-            .route
             .iter()
             .map(|d| tcp_proxy::weighted_cluster::ClusterWeight {
                 name: dest_cluster(&d.destination),
@@ -274,10 +291,7 @@ fn tcp_target(
             })
             .collect();
     }
-    (
-        default,
-        tcp_proxy::ClusterSpecifier::WeightedClusters(tcp_proxy::WeightedCluster { clusters }),
-    )
+    tcp_proxy::ClusterSpecifier::WeightedClusters(tcp_proxy::WeightedCluster { clusters })
 }
 
 /// The port of a destination service that has exactly one (Istio's default port).
@@ -288,7 +302,7 @@ pub fn single_port(scope: &SidecarScope, host: &str) -> Option<u32> {
     }
 }
 
-fn tcp_proxy_filter(stat_prefix: &str, target: tcp_proxy::ClusterSpecifier) -> Filter {
+pub fn tcp_proxy_filter(stat_prefix: &str, target: tcp_proxy::ClusterSpecifier) -> Filter {
     let proxy = TcpProxy {
         stat_prefix: stat_prefix.to_string(),
         cluster_specifier: Some(target),

@@ -1,4 +1,5 @@
-//! xDS generation: CDS, EDS, LDS and RDS for a proxy from a PushContext.
+//! xDS generation: CDS, EDS, LDS, RDS (and SDS for gateways) for a proxy from a
+//! PushContext.
 //!
 //! Pure functions of (type, proxy, SidecarScope, PushContext). Resources that depend only
 //! on the scope and the snapshot are generated and encoded once and shared (`Arc`) by
@@ -8,9 +9,11 @@
 //!  Generator::generate(type, proxy, push, names)
 //!     │ generator = table[(proxy.kind, type)]   generator/table.rs
 //!     │ scope = push.sidecar_scope(ns, labels)
-//!     └─ generator/sidecar/  CDS, EDS, LDS, RDS, each with its own cache key,
-//!        built by clusters.rs, endpoints.rs, listeners.rs, routes.rs; encoded once
-//!        and shared as Arc (cache.rs)
+//!     ├─ generator/sidecar/  CDS, EDS, LDS, RDS, each with its own cache key,
+//!     │  built by clusters.rs, endpoints.rs, listeners.rs, routes.rs; encoded once
+//!     │  and shared as Arc (cache.rs)
+//!     └─ generator/router/   LDS, RDS, SDS for gateways, built by gateway/ from the
+//!        Gateways that select the router (CDS and EDS are the sidecar's)
 //! ```
 
 /// The xDS type URLs, from proto's contracts (the stream state machines name them here).
@@ -53,6 +56,7 @@ pub fn content_hash(bytes: &[u8]) -> u64 {
 mod cache;
 pub mod clusters;
 pub mod endpoints;
+pub mod gateway;
 mod generator;
 pub mod listeners;
 pub mod routes;

@@ -34,6 +34,7 @@ use std::time::Duration;
 pub use cors::CORS_FILTER;
 pub use fault::FAULT_FILTER;
 pub use retry::{DEFAULT_RETRY_ON, retry_policy};
+pub use translate::{Binding, virtual_service_routes};
 
 /// The route configurations of a scope, and what deserves an operator's attention.
 #[derive(Debug, Default)]
@@ -231,7 +232,8 @@ fn vhost_routes(
     warnings: &mut Vec<String>,
 ) -> Vec<Route> {
     if let Some(vs) = vs_index.lookup(&svc.hostname) {
-        let routes = translate::virtual_service_routes(scope, vs, port, labels, warnings);
+        let routes =
+            translate::virtual_service_routes(scope, vs, port, labels, Binding::Mesh, warnings);
         if !routes.is_empty() {
             return routes;
         }

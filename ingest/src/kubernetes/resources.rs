@@ -82,6 +82,9 @@ pub const WATCHED: &[Watched] = &[
     ),
     kind("networking.istio.io", "v1", "Sidecar", "sidecars", true),
     kind("networking.istio.io", "v1", "Gateway", "gateways", true),
+    // Gateways' TLS credentials (`credentialName`), as istiod reads them: every
+    // Secret is listed, only those with TLS material are kept.
+    kind("", "v1", "Secret", "secrets", true),
 ];
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ pub fn service_changes(old: &[Service], new: &[Service]) -> BTreeSet<ChangeKey> 
 }
 
 /// The routing changes (VirtualServices and DestinationRules by the hostnames they
-/// name, Sidecars and Gateways by key); services are left out. `None` when a wildcard
+/// name, Sidecars, Gateways and credentials by key); services are left out. `None` when a wildcard
 /// host keeps the change from being narrowed.
 pub fn routing_changes(
     old: &NamespaceConfig,
@@ -80,6 +80,14 @@ pub fn routing_changes(
     for name in changed_names(&old.gateways, &new.gateways) {
         keys.insert(ChangeKey::Config(ConfigKey::new(
             Kind::Gateway,
+            namespace,
+            name,
+        )));
+    }
+    // So do their credentials.
+    for name in changed_names(&old.credentials, &new.credentials) {
+        keys.insert(ChangeKey::Config(ConfigKey::new(
+            Kind::Secret,
             namespace,
             name,
         )));

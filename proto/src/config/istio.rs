@@ -253,6 +253,10 @@ pub struct TcpRoute {
 pub struct L4MatchAttributes {
     pub destination_subnets: Vec<String>,
     pub port: Option<u32>,
+    pub source_labels: BTreeMap<String, String>,
+    /// Narrows the VirtualService's `gateways` for this match.
+    pub gateways: Vec<String>,
+    pub source_namespace: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -468,8 +472,46 @@ pub struct Gateway {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct GatewayServer {
-    pub port: Option<SidecarPort>,
+    pub port: Option<GatewayPort>,
+    /// `host` or `namespace/host`: which VirtualServices may bind to this server.
     pub hosts: Vec<String>,
+    pub tls: Option<ServerTlsSettings>,
     pub bind: String,
     pub name: String,
+    pub default_endpoint: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GatewayPort {
+    pub number: u32,
+    /// `HTTP`, `HTTPS`, `GRPC`, `HTTP2`, `MONGO`, `TCP` or `TLS`.
+    pub protocol: String,
+    pub name: String,
+    /// Deprecated in Istio: the port the gateway pod listens on.
+    pub target_port: Option<u32>,
+}
+
+/// A Gateway server's TLS settings (Istio's `ServerTLSSettings`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServerTlsSettings {
+    /// Redirects plain HTTP requests to HTTPS (301).
+    pub https_redirect: bool,
+    /// `PASSTHROUGH`, `SIMPLE`, `MUTUAL`, `AUTO_PASSTHROUGH`, `ISTIO_MUTUAL` or
+    /// `OPTIONAL_MUTUAL`; unset is `PASSTHROUGH`.
+    pub mode: String,
+    /// A Secret in the gateway's namespace, served over SDS.
+    pub credential_name: String,
+    /// File paths on the gateway, where no `credentialName` is given.
+    pub server_certificate: String,
+    pub private_key: String,
+    pub ca_certificates: String,
+    pub subject_alt_names: Vec<String>,
+    pub verify_certificate_spki: Vec<String>,
+    pub verify_certificate_hash: Vec<String>,
+    /// `TLS_AUTO`, `TLSV1_0` ... `TLSV1_3`.
+    pub min_protocol_version: String,
+    pub max_protocol_version: String,
+    pub cipher_suites: Vec<String>,
 }

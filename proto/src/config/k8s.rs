@@ -131,3 +131,32 @@ fn int_or_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::E
         IntOrString::Str(s) => s,
     }))
 }
+
+/// The TLS material of a Secret, as Istio's credential controller reads it for gateways
+/// (`credentialName`): `tls.crt`, `tls.key` and `ca.crt` (a `kubernetes.io/tls` Secret,
+/// or a generic one), or Istio's generic `cert`, `key` and `cacert`. PEM text; other keys
+/// are not kept, and Secrets with none of these are not read at all.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretSpec {
+    pub cert_chain: String,
+    pub private_key: String,
+    pub ca_cert: String,
+}
+
+impl SecretSpec {
+    /// Whether the Secret holds anything a gateway can use.
+    pub fn has_tls_material(&self) -> bool {
+        !self.cert_chain.is_empty() || !self.ca_cert.is_empty()
+    }
+}
+
+// Keys never reach a log: a Secret's Debug shows which parts it has, not their content.
+impl std::fmt::Debug for SecretSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretSpec")
+            .field("cert_chain_bytes", &self.cert_chain.len())
+            .field("private_key", &(!self.private_key.is_empty()))
+            .field("ca_cert_bytes", &self.ca_cert.len())
+            .finish()
+    }
+}

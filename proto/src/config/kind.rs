@@ -15,10 +15,12 @@ pub enum Kind {
     DestinationRule,
     Sidecar,
     Gateway,
+    /// TLS Secrets, for gateways' `credentialName` (only those holding TLS material).
+    Secret,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Namespace,
         Kind::Service,
         Kind::Pod,
@@ -30,6 +32,7 @@ impl Kind {
         Kind::DestinationRule,
         Kind::Sidecar,
         Kind::Gateway,
+        Kind::Secret,
     ];
 
     /// Resolves a YAML document's `apiVersion` and `kind`. Istio kinds are accepted in
@@ -44,6 +47,7 @@ impl Kind {
             ("", "Service") => Kind::Service,
             ("", "Pod") => Kind::Pod,
             ("", "Endpoints") => Kind::Endpoints,
+            ("", "Secret") => Kind::Secret,
             ("discovery.k8s.io", "EndpointSlice") => Kind::EndpointSlice,
             ("networking.istio.io", "ServiceEntry") => Kind::ServiceEntry,
             ("networking.istio.io", "WorkloadEntry") => Kind::WorkloadEntry,
@@ -74,6 +78,7 @@ impl Kind {
             Kind::DestinationRule => "DestinationRule",
             Kind::Sidecar => "Sidecar",
             Kind::Gateway => "Gateway",
+            Kind::Secret => "Secret",
         }
     }
 

@@ -91,6 +91,7 @@ pub enum Spec {
     DestinationRule(istio::DestinationRule),
     Sidecar(istio::Sidecar),
     Gateway(istio::Gateway),
+    Secret(k8s::SecretSpec),
 }
 
 impl Spec {
@@ -107,6 +108,7 @@ impl Spec {
             Spec::DestinationRule(_) => Kind::DestinationRule,
             Spec::Sidecar(_) => Kind::Sidecar,
             Spec::Gateway(_) => Kind::Gateway,
+            Spec::Secret(_) => Kind::Secret,
         }
     }
 }

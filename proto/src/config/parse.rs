@@ -175,6 +175,12 @@ fn parse_document(
         let line = e.location().map(|l| l.line());
         fail(object.clone(), yaml_reason(&e), line)
     })?;
+    if let Spec::Secret(secret) = &spec
+        && !secret.has_tls_material()
+    {
+        // Only TLS Secrets concern a mesh (gateways' credentials); the rest are not read.
+        return Ok(None);
+    }
     let unknown = unsupported::unknown_fields(&spec, doc);
     let config = Config { meta, spec };
     let mut warnings = validate::validate(&config).map_err(|e| fail(object.clone(), e.0, None))?;
@@ -227,6 +233,7 @@ fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_n
         Kind::DestinationRule => Spec::DestinationRule(spec_of::<istio::DestinationRule>(doc)?),
         Kind::Sidecar => Spec::Sidecar(spec_of::<istio::Sidecar>(doc)?),
         Kind::Gateway => Spec::Gateway(spec_of::<istio::Gateway>(doc)?),
+        Kind::Secret => Spec::Secret(secret::tls_material(doc)?),
     })
 }
 
@@ -340,6 +347,7 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
     })
 }
 
+mod secret;
 mod unsupported;
 
 #[cfg(test)]

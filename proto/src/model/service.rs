@@ -1,4 +1,4 @@
-use crate::config::istio;
+use crate::config::{istio, k8s};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -224,6 +224,8 @@ pub struct NamespaceConfig {
     pub destination_rules: Vec<NamedConfig<istio::DestinationRule>>,
     pub sidecars: Vec<NamedConfig<istio::Sidecar>>,
     pub gateways: Vec<NamedConfig<istio::Gateway>>,
+    /// TLS Secrets, served to gateways in this namespace over SDS (`credentialName`).
+    pub credentials: Vec<NamedConfig<k8s::SecretSpec>>,
     /// The network gateways this namespace's Services declare, sorted.
     pub network_gateways: Vec<NetworkGateway>,
 }

@@ -1,5 +1,5 @@
 use super::SidecarScope;
-use crate::config::istio;
+use crate::config::{istio, k8s};
 use crate::model::{NamedConfig, NamespaceConfig, NetworkGateway, ROOT_NAMESPACE, Service};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -28,6 +28,13 @@ pub struct ConfigIndex {
     /// Positions in `destination_rules` of the rules whose host is a wildcard, ascending.
     wildcard_destination_rules: Vec<usize>,
     pub sidecars_by_namespace: HashMap<String, Vec<Arc<NamedConfig<istio::Sidecar>>>>,
+    /// Every Gateway, sorted by (namespace, name).
+    pub gateways: Vec<Arc<NamedConfig<istio::Gateway>>>,
+    /// VirtualServices bound to at least one Gateway (not only `mesh`), sorted by
+    /// (namespace, name).
+    pub gateway_virtual_services: Vec<Arc<NamedConfig<istio::VirtualService>>>,
+    /// TLS credentials by (namespace, Secret name).
+    pub credentials: HashMap<(String, String), Arc<k8s::SecretSpec>>,
     /// Every network's gateways, sorted.
     pub network_gateways: Arc<NetworkGateways>,
     scopes: Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>,
@@ -65,11 +72,24 @@ impl ConfigIndex {
                         (vs.namespace.clone(), vs.name.clone()),
                         Arc::new(vs.clone()),
                     );
-                } else if vs.spec.gateways.is_empty()
-                    || vs.spec.gateways.iter().any(|g| g == "mesh")
-                {
-                    index.virtual_services.push(Arc::new(vs.clone()));
+                } else {
+                    let vs = Arc::new(vs.clone());
+                    if vs.spec.gateways.is_empty() || vs.spec.gateways.iter().any(|g| g == "mesh") {
+                        index.virtual_services.push(vs.clone());
+                    }
+                    if vs.spec.gateways.iter().any(|g| g != "mesh") {
+                        index.gateway_virtual_services.push(vs);
+                    }
                 }
+            }
+            index
+                .gateways
+                .extend(ns.gateways.iter().cloned().map(Arc::new));
+            for c in &ns.credentials {
+                index.credentials.insert(
+                    (c.namespace.clone(), c.name.clone()),
+                    Arc::new(c.spec.clone()),
+                );
             }
             index
                 .destination_rules

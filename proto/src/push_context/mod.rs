@@ -8,6 +8,7 @@
 //! computed from it) and swaps only the changed endpoint chunks.
 
 pub mod delegate;
+pub mod gateway;
 mod index;
 pub mod policy;
 mod scope;

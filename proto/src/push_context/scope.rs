@@ -296,8 +296,8 @@ impl SidecarScope {
             ChangeKey::Service(service) => self.hosts.contains(&service.hostname),
             ChangeKey::Host(host) => self.hosts.contains(host),
             ChangeKey::Config(config) => match config.kind {
-                // Gateways configure routers, not sidecars.
-                Kind::Gateway => false,
+                // Gateways and their credentials configure routers, not sidecars.
+                Kind::Gateway | Kind::Secret => false,
                 // A Sidecar reshapes its own namespace's scopes; in the root namespace, all.
                 Kind::Sidecar => {
                     config.namespace == self.namespace || config.namespace == ROOT_NAMESPACE

@@ -14,7 +14,7 @@ pub mod reply;
 mod shoal;
 pub mod workloads;
 
-use crate::support::envoy::{Envoy, XdsApi, bootstrap};
+use crate::support::envoy::{Envoy, Node, XdsApi, bootstrap_node};
 use crate::support::free_port;
 use crate::support::process::Proc;
 pub use reply::Reply;
@@ -27,6 +27,39 @@ pub use workloads::{CLIENT_NS, fqdn};
 /// edit within about 200 ms; the rest is slack for a loaded 2-core machine.
 const CONFIG_DEADLINE: Duration = Duration::from_secs(30);
 
+/// What the test's Envoy is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The sidecar of pod `client` in [`CLIENT_NS`].
+    Sidecar,
+    /// An ingress gateway: a router in [`GATEWAY_NS`] labelled `istio: ingressgateway`.
+    IngressGateway,
+}
+
+/// Where the ingress gateway runs (and its TLS Secrets are).
+pub const GATEWAY_NS: &str = "istio-system";
+
+impl Role {
+    fn node(self) -> Node<'static> {
+        match self {
+            Role::Sidecar => Node {
+                kind: "sidecar",
+                ip: "127.0.0.1",
+                namespace: CLIENT_NS,
+                pod: "client",
+                labels: "{app: client}",
+            },
+            Role::IngressGateway => Node {
+                kind: "router",
+                ip: "127.0.0.1",
+                namespace: GATEWAY_NS,
+                pod: "istio-ingressgateway",
+                labels: "{istio: ingressgateway, app: istio-ingressgateway}",
+            },
+        }
+    }
+}
+
 pub struct Mesh {
     config_dir: PathBuf,
     pub envoy: Envoy,
@@ -38,28 +71,29 @@ pub struct Mesh {
 
 impl Mesh {
     /// Shoal on an empty config directory (but for the client's Namespace), and Envoy
-    /// speaking `api` to it.
+    /// speaking `api` to it as the sidecar of pod `client`.
     pub async fn start(api: XdsApi) -> Mesh {
+        Mesh::start_as(api, Role::Sidecar).await
+    }
+
+    /// [`Mesh::start`] with Envoy in `role`.
+    pub async fn start_as(api: XdsApi, role: Role) -> Mesh {
         let dir = tempfile::tempdir().expect("tempdir");
         let config_dir = dir.path().join("config");
         std::fs::create_dir_all(&config_dir).expect("mkdir config");
-        std::fs::write(
-            config_dir.join("client-namespace.yaml"),
-            workloads::namespace(CLIENT_NS),
-        )
-        .expect("write namespace");
+        let node = role.node();
+        for ns in [CLIENT_NS, node.namespace] {
+            std::fs::write(
+                config_dir.join(format!("{ns}-namespace.yaml")),
+                workloads::namespace(ns),
+            )
+            .expect("write namespace");
+        }
         let shoal = shoal::start(&config_dir, dir.path()).await;
         let admin_port = free_port();
         let envoy = Envoy::start(
             "envoy",
-            &bootstrap(
-                api,
-                "127.0.0.1",
-                CLIENT_NS,
-                "client",
-                &[shoal.xds_port],
-                admin_port,
-            ),
+            &bootstrap_node(api, &node, &[shoal.xds_port], admin_port),
             admin_port,
             dir.path(),
         );

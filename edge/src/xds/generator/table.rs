@@ -17,6 +17,7 @@ pub enum ResourceType {
     Endpoint,
     Listener,
     Route,
+    Secret,
 }
 
 impl ResourceType {
@@ -26,6 +27,7 @@ impl ResourceType {
             types::ENDPOINT => Some(ResourceType::Endpoint),
             types::LISTENER => Some(ResourceType::Listener),
             types::ROUTE => Some(ResourceType::Route),
+            types::SECRET => Some(ResourceType::Secret),
             _ => None,
         }
     }

@@ -23,9 +23,31 @@ use shoal_proto::config::istio::{
 use shoal_proto::model::NamedConfig;
 use shoal_proto::push_context::SidecarScope;
 use shoal_proto::push_context::delegate::merge_delegate;
+use shoal_proto::push_context::gateway::names_gateway;
 use shoal_proto::push_context::policy;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// Which gateway the proxy is, for the `gateways` of route matches: a sidecar is the
+/// `mesh` gateway, a router each Gateway it serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding<'a> {
+    Mesh,
+    Gateway { namespace: &'a str, name: &'a str },
+}
+
+impl Binding<'_> {
+    /// Whether `gateways`, written in a VirtualService of `vs_namespace`, name this one
+    /// (a bare Gateway name is in the VirtualService's namespace).
+    fn named_in(&self, gateways: &[String], vs_namespace: &str) -> bool {
+        match self {
+            Binding::Mesh => gateways.iter().any(|g| g == "mesh"),
+            Binding::Gateway { namespace, name } => {
+                names_gateway(gateways, vs_namespace, namespace, name)
+            }
+        }
+    }
+}
 
 /// The routes a VirtualService contributes on `port`, in order, up to and including the
 /// first catch-all (nothing after it could match).
@@ -34,6 +56,7 @@ pub fn virtual_service_routes(
     vs: &NamedConfig<VirtualService>,
     port: u32,
     labels: &BTreeMap<String, String>,
+    binding: Binding<'_>,
     warnings: &mut Vec<String>,
 ) -> Vec<Route> {
     let mut out = Vec::new();
@@ -41,6 +64,7 @@ pub fn virtual_service_routes(
         scope,
         vs,
         port,
+        binding,
         warnings,
     };
     for root in &vs.spec.http {
@@ -68,13 +92,21 @@ pub fn virtual_service_routes(
     out
 }
 
-/// Whether a match condition can apply to this proxy's traffic on `port`: a sidecar is
-/// the `mesh` gateway, and its labels and namespace are the source's.
-fn applies(m: &HttpMatchRequest, port: u32, labels: &BTreeMap<String, String>, ns: &str) -> bool {
+/// Whether a match condition can apply to this proxy's traffic on `port`: its gateways
+/// (when it names any) include the proxy's, and the proxy's labels and namespace are
+/// the source's.
+fn applies(
+    m: &HttpMatchRequest,
+    port: u32,
+    labels: &BTreeMap<String, String>,
+    ns: &str,
+    binding: Binding<'_>,
+    vs_namespace: &str,
+) -> bool {
     if m.port.is_some_and(|p| p != port) {
         return false;
     }
-    if !m.gateways.is_empty() && !m.gateways.iter().any(|g| g == "mesh") {
+    if !m.gateways.is_empty() && !binding.named_in(&m.gateways, vs_namespace) {
         return false;
     }
     m.source_labels
@@ -98,6 +130,7 @@ struct Context<'a> {
     scope: &'a SidecarScope,
     vs: &'a NamedConfig<VirtualService>,
     port: u32,
+    binding: Binding<'a>,
     warnings: &'a mut Vec<String>,
 }
 
@@ -122,10 +155,11 @@ impl Context<'_> {
             return true;
         }
         let (port, namespace) = (self.port, &self.scope.namespace);
+        let (binding, vs_namespace) = (self.binding, self.vs.namespace.as_str());
         for m in http
             .matches
             .iter()
-            .filter(|m| applies(m, port, labels, namespace))
+            .filter(|m| applies(m, port, labels, namespace, binding, vs_namespace))
         {
             if let Some(r) = self.translate(http, Some(m)) {
                 let catch_all = is_catch_all(&r);

@@ -118,10 +118,44 @@ fn virtual_service_in_every_istio_version() {
 }
 
 #[test]
-fn virtual_service_bound_only_to_gateways_warns() {
+fn virtual_service_bound_only_to_gateways_is_accepted_quietly() {
     let spec = "  hosts: [shop.example.com]\n  gateways: [shop/gw]\n  http:\n  - route:\n    - destination:\n        host: web\n";
     let p = one(&istio("v1", "VirtualService", "edge", spec));
-    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+}
+
+#[test]
+fn gateway_servers_are_validated_as_istio_does() {
+    let reason = |spec: &str| {
+        parse_documents("gw.yaml", &istio("v1", "Gateway", "gw", spec))
+            .remove(0)
+            .unwrap_err()
+            .reason
+    };
+    let https_without_tls =
+        "  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: ['*']\n";
+    assert!(reason(https_without_tls).contains("must have TLS settings"));
+    let simple_without_cert = "  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: ['*']\n    tls: {mode: SIMPLE}\n";
+    assert!(reason(simple_without_cert).contains("requires credentialName"));
+    let same_port_name = "  servers:\n  - port: {number: 80, name: web, protocol: HTTP}\n    hosts: ['*']\n  - port: {number: 81, name: web, protocol: HTTP}\n    hosts: ['*']\n";
+    assert!(reason(same_port_name).contains("unique"));
+    let bad_host = "  servers:\n  - port: {number: 80, name: web, protocol: HTTP}\n    hosts: ['/a.example.com']\n";
+    assert!(reason(bad_host).contains("namespace/host"));
+    let ok = "  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [shop/secure.example.com]\n    tls: {mode: MUTUAL, credentialName: cert}\n";
+    let p = one(&istio("v1", "Gateway", "gw", ok));
+    let Spec::Gateway(gw) = &p.config.spec else {
+        panic!("not a Gateway")
+    };
+    assert_eq!(gw.servers[0].tls.as_ref().unwrap().credential_name, "cert");
+}
+
+#[test]
+fn only_tls_secrets_are_read() {
+    let tls = "apiVersion: v1\nkind: Secret\nmetadata: {name: cert, namespace: istio-system}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: \"-----BEGIN CERTIFICATE-----\"\n  tls.key: \"-----BEGIN PRIVATE KEY-----\"\n";
+    let p = one(tls);
+    assert_eq!(p.config.kind(), Kind::Secret);
+    let token = "apiVersion: v1\nkind: Secret\nmetadata: {name: token, namespace: shop}\ndata: {token: YWJj}\n";
+    assert!(parse_documents("s.yaml", token).is_empty());
 }
 
 #[test]

@@ -3,9 +3,11 @@
 //! An error rejects the object (an earlier valid version stays served); warnings accept
 //! it and are logged, as Istio's analyzers would report them.
 
+mod gateway;
 mod virtual_service;
 
 use super::{Config, Spec, istio};
+use gateway::gateway;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use virtual_service::virtual_service;
@@ -24,7 +26,7 @@ pub(super) fn invalid(msg: impl Into<String>) -> Invalid {
 pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
     let mut warnings = Vec::new();
     match &config.spec {
-        Spec::VirtualService(vs) => virtual_service(vs, &mut warnings)?,
+        Spec::VirtualService(vs) => virtual_service(vs)?,
         Spec::DestinationRule(dr) => {
             destination_rule(dr)?;
             if uses_failover_priority(dr) {
@@ -36,7 +38,7 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
         Spec::ServiceEntry(se) => service_entry(se)?,
         Spec::WorkloadEntry(we) => workload_entry(we)?,
         Spec::Sidecar(sc) => sidecar(sc)?,
-        Spec::Gateway(gw) => gateway(gw)?,
+        Spec::Gateway(gw) => gateway(gw, &mut warnings)?,
         Spec::Service(svc) => {
             for (i, p) in svc.ports.iter().enumerate() {
                 port_number(p.port, &format!("spec.ports[{i}].port"))?;
@@ -47,7 +49,7 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
                 warnings.push("no kubernetes.io/service-name label: not bound to a Service".into());
             }
         }
-        Spec::Namespace(_) | Spec::Pod(_) | Spec::Endpoints(_) => {}
+        Spec::Namespace(_) | Spec::Pod(_) | Spec::Endpoints(_) | Spec::Secret(_) => {}
     }
     Ok(warnings)
 }
@@ -458,24 +460,6 @@ fn sidecar(sc: &istio::Sidecar) -> Check {
             "outboundTrafficPolicy.mode: unknown mode {:?}",
             p.mode
         )));
-    }
-    Ok(())
-}
-
-fn gateway(gw: &istio::Gateway) -> Check {
-    if gw.servers.is_empty() {
-        return Err(invalid("gateway must have at least one server"));
-    }
-    for (i, s) in gw.servers.iter().enumerate() {
-        match &s.port {
-            Some(p) => port_number(p.number, &format!("servers[{i}].port.number"))?,
-            None => return Err(invalid(format!("servers[{i}].port is required"))),
-        }
-        if s.hosts.is_empty() {
-            return Err(invalid(format!(
-                "servers[{i}].hosts: at least one host is required"
-            )));
-        }
     }
     Ok(())
 }

@@ -34,7 +34,7 @@ const RETRY_ON: [&str; 16] = [
     "unavailable",
 ];
 
-pub fn virtual_service(vs: &VirtualService, warnings: &mut Vec<String>) -> Check {
+pub fn virtual_service(vs: &VirtualService) -> Check {
     // A VirtualService without hosts is a delegate: only another's `delegate` uses it.
     let delegate = vs.hosts.is_empty();
     for (i, h) in vs.hosts.iter().enumerate() {
@@ -83,9 +83,6 @@ pub fn virtual_service(vs: &VirtualService, warnings: &mut Vec<String>) -> Check
     for (i, route) in vs.tcp.iter().enumerate() {
         let f = format!("tcp[{i}]");
         l4_destinations(route.route.iter().map(|d| (&d.destination, d.weight)), &f)?;
-    }
-    if !vs.gateways.is_empty() && !vs.gateways.iter().any(|g| g == "mesh") {
-        warnings.push("bound only to gateways: sidecars ignore it".into());
     }
     Ok(())
 }

@@ -17,11 +17,11 @@ mod routes;
 use super::super::XdsResource;
 use super::GeneratorConfig;
 use super::table::{GeneratorTable, ResourceType};
+use super::warnings::Warnings;
 use crate::proxy::ProxyKind;
 use shoal_proto::model::ServiceEndpoints;
 use shoal_proto::push_context::SidecarScope;
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Registers the sidecar generators for `kinds`, which share their caches.
 pub fn register(table: &mut GeneratorTable, config: &GeneratorConfig, kinds: &[ProxyKind]) {
@@ -52,24 +52,5 @@ fn same_chunk(a: Option<&Arc<ServiceEndpoints>>, b: Option<&Arc<ServiceEndpoints
         (Some(a), Some(b)) => Arc::ptr_eq(a, b),
         (None, None) => true,
         _ => false,
-    }
-}
-
-/// Warnings already logged, so each is logged once.
-#[derive(Default)]
-struct Warnings(Mutex<HashSet<String>>);
-
-impl Warnings {
-    fn warn_once(&self, warnings: &[String]) {
-        let mut warned = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        // Bounded: forgetting old warnings only means logging them again.
-        if warned.len() > 10_000 {
-            warned.clear();
-        }
-        for w in warnings {
-            if warned.insert(w.clone()) {
-                tracing::warn!("{w}");
-            }
-        }
     }
 }

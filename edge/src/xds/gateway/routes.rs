@@ -1,0 +1,163 @@
+//! RDS for routers: `http.<port>` for a port's plain HTTP servers, and one
+//! `https.<port>.<port name>.<gateway>.<namespace>` per HTTPS server, each with a virtual
+//! host per host of the VirtualServices bound to the servers.
+
+use crate::xds::routes::{Binding, virtual_service_routes};
+use crate::xds::util::sort_by_name;
+use envoy_types::pb::envoy::config::route::v3::{
+    DirectResponseAction, Route, RouteConfiguration, RouteMatch, VirtualHost, route, route_match,
+    virtual_host,
+};
+use envoy_types::pb::google::protobuf::BoolValue;
+use shoal_proto::push_context::gateway::{
+    BoundServer, MergedGateway, PortKind, virtual_services_for,
+};
+use shoal_proto::push_context::{ConfigIndex, SidecarScope};
+use std::collections::BTreeMap;
+
+/// What a router's routes are built from.
+pub struct RouteContext<'a> {
+    pub index: &'a ConfigIndex,
+    pub scope: &'a SidecarScope,
+    pub namespace: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+}
+
+/// Every route configuration of the router, sorted by name, and what deserves a look.
+pub fn build(
+    ctx: &RouteContext<'_>,
+    merged: &MergedGateway,
+) -> (Vec<RouteConfiguration>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let mut configs = Vec::new();
+    for port in &merged.ports {
+        match port.kind {
+            PortKind::Http => {
+                let servers: Vec<&BoundServer> = port.servers.iter().collect();
+                let name = format!("http.{}", port.number);
+                configs.push(route_config(
+                    ctx,
+                    name,
+                    port.number,
+                    &servers,
+                    &mut warnings,
+                ));
+            }
+            PortKind::Https => {
+                for server in &port.servers {
+                    let name = server.https_route_name();
+                    if configs.iter().any(|c: &RouteConfiguration| c.name == name) {
+                        warnings.push(format!(
+                            "Gateway {}: two HTTPS servers on port {} share the port name: \
+                             the second is left out",
+                            server.gateway_key(),
+                            port.number
+                        ));
+                        continue;
+                    }
+                    configs.push(route_config(
+                        ctx,
+                        name,
+                        port.number,
+                        &[server],
+                        &mut warnings,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    warnings.sort();
+    warnings.dedup();
+    (sort_by_name(configs, |c| &c.name), warnings)
+}
+
+fn route_config(
+    ctx: &RouteContext<'_>,
+    name: String,
+    port: u32,
+    servers: &[&BoundServer],
+    warnings: &mut Vec<String>,
+) -> RouteConfiguration {
+    // One virtual host per host: Envoy rejects a domain listed twice. The first
+    // VirtualService (by namespace and name) to claim a host keeps it.
+    let mut vhosts: BTreeMap<String, VirtualHost> = BTreeMap::new();
+    for server in servers {
+        let redirect = server
+            .server()
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.https_redirect);
+        let server_port = server.server().port.as_ref().map_or(port, |p| p.number);
+        let binding = Binding::Gateway {
+            namespace: &server.gateway.namespace,
+            name: &server.gateway.name,
+        };
+        for (vs, hosts) in virtual_services_for(ctx.index, server, ctx.namespace) {
+            for host in hosts {
+                if let Some(existing) = vhosts.get(&host) {
+                    warnings.push(format!(
+                        "VirtualService {}/{}: host {host} on gateway port {port} is already \
+                         routed by another VirtualService ({}): ignored there",
+                        vs.namespace, vs.name, existing.name
+                    ));
+                    continue;
+                }
+                let routes = virtual_service_routes(
+                    ctx.scope,
+                    vs,
+                    server_port,
+                    ctx.labels,
+                    binding,
+                    warnings,
+                );
+                vhosts.insert(
+                    host.clone(),
+                    VirtualHost {
+                        name: format!("{host}:{server_port}"),
+                        domains: vec![host],
+                        routes,
+                        require_tls: if redirect {
+                            virtual_host::TlsRequirementType::All as i32
+                        } else {
+                            virtual_host::TlsRequirementType::None as i32
+                        },
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+    }
+    let mut virtual_hosts: Vec<VirtualHost> = vhosts.into_values().collect();
+    if virtual_hosts.is_empty() {
+        virtual_hosts.push(blackhole(port));
+    }
+    RouteConfiguration {
+        name,
+        virtual_hosts,
+        validate_clusters: Some(BoolValue { value: false }),
+        ignore_port_in_host_matching: true,
+        ..Default::default()
+    }
+}
+
+/// Istio's answer on a gateway port no VirtualService routes: 404 for every request.
+fn blackhole(port: u32) -> VirtualHost {
+    VirtualHost {
+        name: format!("blackhole:{port}"),
+        domains: vec!["*".into()],
+        routes: vec![Route {
+            name: "default".into(),
+            r#match: Some(RouteMatch {
+                path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                ..Default::default()
+            }),
+            action: Some(route::Action::DirectResponse(DirectResponseAction {
+                status: 404,
+                ..Default::default()
+            })),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
