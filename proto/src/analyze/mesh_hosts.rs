@@ -11,7 +11,9 @@ use crate::model::resolve_short_name;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The namespaces a VirtualService is exported to; `None`: all.
-fn exported_to(namespace: &str, vs: &VirtualService) -> Option<BTreeSet<String>> {
+type Scope = Option<BTreeSet<String>>;
+
+fn exported_to(namespace: &str, vs: &VirtualService) -> Scope {
     if vs.export_to.is_empty() || vs.export_to.iter().any(|e| e == "*") {
         return None;
     }
@@ -24,7 +26,7 @@ fn exported_to(namespace: &str, vs: &VirtualService) -> Option<BTreeSet<String>>
     )
 }
 
-fn overlap(a: &Option<BTreeSet<String>>, b: &Option<BTreeSet<String>>) -> bool {
+fn overlap(a: &Scope, b: &Scope) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => !a.is_disjoint(b),
         _ => true,
@@ -32,7 +34,7 @@ fn overlap(a: &Option<BTreeSet<String>>, b: &Option<BTreeSet<String>>) -> bool {
 }
 
 pub(super) fn analyze(inventory: &Inventory, out: &mut Vec<Message>) {
-    let mut by_host: BTreeMap<String, Vec<(&Parsed, Option<BTreeSet<String>>)>> = BTreeMap::new();
+    let mut by_host: BTreeMap<String, Vec<(&Parsed, Scope)>> = BTreeMap::new();
     for (parsed, vs) in inventory.virtual_services() {
         let bound_to_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == MESH);
         if !bound_to_mesh {
