@@ -1,7 +1,11 @@
 //! `shoal`: ingest, builder and edge in one process, joined by the in-process bus, config
 //! KV and snapshot store (the same traits NATS and Redis implement for the split tiers).
+//! `shoal analyze DIR` reports what is wrong in a config directory instead (see
+//! [`analyze`]).
 
-use clap::Parser;
+mod analyze;
+
+use clap::{Parser, Subcommand};
 use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig};
 use shoal_edge::{Edge, EdgeConfig};
@@ -13,6 +17,7 @@ use shoal_infra::supervisor::Supervisor;
 use shoal_ingest::IngestConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -22,19 +27,25 @@ use tracing::info;
 #[command(
     name = "shoal",
     version,
-    about = "Shoal all-in-one: an Istio-compatible control plane in one process"
+    about = "Shoal all-in-one: an Istio-compatible control plane in one process",
+    // `shoal --config-dir X` serves; `shoal analyze DIR` takes none of the serving flags.
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Directory of Kubernetes and Istio YAML, watched recursively.
-    #[arg(long, env = "SHOAL_CONFIG_DIR")]
-    config_dir: PathBuf,
+    // An Option only so `shoal analyze` parses: required whenever Shoal serves.
+    #[arg(long, env = "SHOAL_CONFIG_DIR", required = true)]
+    config_dir: Option<PathBuf>,
     /// The cluster these objects belong to.
     #[arg(long, env = "SHOAL_CLUSTER_ID", default_value = "Kubernetes")]
     cluster_id: String,
     /// ADS gRPC listen address.
     #[arg(long, env = "SHOAL_XDS_ADDR", default_value = "127.0.0.1:15010")]
     xds_addr: SocketAddr,
-    // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,builder,ring}.
+    // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,warnings,builder,ring}.
     #[command(flatten)]
     http: HttpArgs,
     /// Quiet period before a push.
@@ -49,19 +60,41 @@ struct Args {
     drain: DrainArgs,
 }
 
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Report what is wrong in a directory of Istio and Kubernetes YAML, as `istioctl
+    /// analyze` does: invalid objects, references to what does not exist, conflicts, and
+    /// what Shoal does not implement.
+    Analyze(analyze::AnalyzeArgs),
+}
+
 // mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
 // sync burst: RSS then reflects what the process holds.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+fn main() -> anyhow::Result<ExitCode> {
+    let mut args = Args::parse();
+    match args.command.take() {
+        Some(Command::Analyze(analyze_args)) => Ok(analyze::run(&analyze_args)),
+        None => {
+            serve(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn serve(args: Args) -> anyhow::Result<()> {
     init_tracing();
-    let args = Args::parse();
+    let config_dir = args
+        .config_dir
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("--config-dir is required"))?;
     anyhow::ensure!(
-        args.config_dir.is_dir(),
+        config_dir.is_dir(),
         "--config-dir {} is not a directory",
-        args.config_dir.display()
+        config_dir.display()
     );
     let kv = Arc::new(MemoryConfigKv::default());
     let bus = Arc::new(MemoryBus::default());
@@ -70,7 +103,7 @@ async fn main() -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let mut supervisor = Supervisor::new();
 
-    let mut ingest_config = IngestConfig::new(&args.config_dir, &args.cluster_id);
+    let mut ingest_config = IngestConfig::new(&config_dir, &args.cluster_id);
     ingest_config.debounce_after = args.debounce_after;
     ingest_config.debounce_max = args.debounce_max;
     let (ingest, ingest_task) = shoal_ingest::run(
@@ -104,15 +137,17 @@ async fn main() -> anyhow::Result<()> {
 
     let readiness = Readiness::new();
     let rejections = ingest.clone();
+    let warnings = ingest.clone();
     let status = builder_status.clone();
     let admin = AdminServer::new(registry, readiness.clone())
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("rejections", Arc::new(move || rejections.rejections_json()))
+        .debug("warnings", Arc::new(move || warnings.warnings_json()))
         .debug("builder", Arc::new(move || status.json()))
         .debug("ring", Arc::new(ring_debug))
         .bind(args.http.http_addr)
         .await?;
-    info!(xds = %edge.local_addr(), http = %admin.local_addr(), config_dir = %args.config_dir.display(), "shoal serving");
+    info!(xds = %edge.local_addr(), http = %admin.local_addr(), config_dir = %config_dir.display(), "shoal serving");
     supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
     // Ready once the whole path has run: config loaded, built, and served by the edge.
     readiness.follow(

@@ -68,7 +68,7 @@ pub struct Args {
     pub cluster_id: String,
     #[command(flatten)]
     pub nats: NatsArgs,
-    // Admin server: /metrics, /healthz/ready, /debug/rejections.
+    // Admin server: /metrics, /healthz/ready, /debug/{rejections,warnings,clusters}.
     #[command(flatten)]
     pub http: HttpArgs,
     /// This cluster's network, labelled on Pods and WorkloadEntries that name none.
@@ -182,10 +182,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let ingest = Ingest::new(config, kv.clone(), bus.clone(), &mut registry);
     let handle = ingest.handle();
     let rejections = handle.rejections().clone();
+    let warnings = handle.warnings().clone();
     let clusters = Clusters::default();
     let cluster_pages = clusters.clone();
     let admin = AdminServer::new(registry, handle.readiness())
         .debug("rejections", Arc::new(move || rejections.to_json()))
+        .debug("warnings", Arc::new(move || warnings.to_json()))
         .debug("clusters", Arc::new(move || cluster_pages.to_json()))
         .bind(args.http.http_addr)
         .await?;

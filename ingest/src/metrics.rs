@@ -40,6 +40,9 @@ pub(crate) struct Metrics {
     pub rejected: Family<KindLabel, Counter>,
     /// `shoal_ingest_config_rejected_objects`: objects rejected right now.
     pub rejected_current: Gauge,
+    /// `shoal_ingest_config_warnings{kind}`: warnings on the objects accepted right now
+    /// (fields Shoal ignores, validation warnings). Labels: the kinds Shoal reads.
+    pub warnings_current: Family<KindLabel, Gauge>,
     /// `shoal_ingest_pushes_published_total{type=full|eds}`.
     pub pushes: Family<TypeLabel, Counter>,
     /// `pilot_push_triggers_total{type}`: the reasons merged into published pushes.
@@ -69,6 +72,11 @@ impl Metrics {
             "shoal_ingest_config_rejected_objects",
             "Objects currently rejected (their earlier valid version, if any, is served)",
             m.rejected_current.clone(),
+        );
+        registry.register(
+            "shoal_ingest_config_warnings",
+            "Warnings on accepted objects right now (ignored fields, validation warnings), by kind",
+            m.warnings_current.clone(),
         );
         registry.register(
             "shoal_ingest_pushes_published",
@@ -104,6 +112,7 @@ impl Metrics {
             config_events: Family::default(),
             rejected: Family::default(),
             rejected_current: Gauge::default(),
+            warnings_current: Family::default(),
             pushes: Family::default(),
             push_triggers: Family::default(),
             debounce_time: Histogram::new([0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0]),

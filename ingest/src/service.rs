@@ -12,7 +12,7 @@ use crate::config::IngestConfig;
 use crate::debounce::debounce;
 use crate::metrics::Metrics;
 use crate::publish::Publisher;
-use crate::registry::{DirectoryRegistry, RegistryConfig, RegistryError, Rejections};
+use crate::registry::{DirectoryRegistry, RegistryConfig, RegistryError, Rejections, Warnings};
 use crate::source::{Outputs, Source, SourceSink};
 use crate::sync::{KvWriter, SyncError, WriterHandle};
 use prometheus_client::registry::Registry;
@@ -44,6 +44,7 @@ pub enum IngestError {
 pub struct IngestHandle {
     readiness: Readiness,
     rejections: Rejections,
+    warnings: Warnings,
 }
 
 impl IngestHandle {
@@ -65,6 +66,16 @@ impl IngestHandle {
     /// `/debug/rejections` as JSON: `[{file, line, kind, object, reason}]`.
     pub fn rejections_json(&self) -> serde_json::Value {
         self.rejections.to_json()
+    }
+
+    /// The accepted objects' warnings right now (for `/debug/warnings`).
+    pub fn warnings(&self) -> &Warnings {
+        &self.warnings
+    }
+
+    /// `/debug/warnings` as JSON: `[{file, line, kind, object, warning}]`.
+    pub fn warnings_json(&self) -> serde_json::Value {
+        self.warnings.to_json()
     }
 }
 
@@ -93,6 +104,7 @@ impl Ingest {
             handle: IngestHandle {
                 readiness: Readiness::new(),
                 rejections: Rejections::default(),
+                warnings: Warnings::default(),
             },
         }
     }
@@ -113,6 +125,7 @@ impl Ingest {
             handle: IngestHandle {
                 readiness: Readiness::new(),
                 rejections: Rejections::default(),
+                warnings: Warnings::default(),
             },
         }
     }
@@ -201,6 +214,7 @@ impl Ingest {
                 kv,
                 metrics,
                 rejections: handle.rejections.clone(),
+                warnings: handle.warnings.clone(),
                 ready: handle.readiness.clone(),
                 retry: config.retry,
             },

@@ -11,6 +11,7 @@
 //!                      edge:  snapshot chunks ──► PushContext ──► SidecarScope ──► xDS
 //! ```
 //!
+//! - [`analyze`]: `istioctl analyze` findings over a set of parsed objects.
 //! - [`config`]: the Kubernetes and Istio objects users write, parsed and validated.
 //! - [`store`]: the ConfigStore / ConfigStoreCache of Istio's config model.
 //! - [`change`]: `ChangeSet`, the one change type every hop carries, and Istio's Merge.
@@ -22,6 +23,7 @@
 //! - [`transport`]: the `Bus`, `ConfigKv` and `SnapshotStore` traits and their wire types.
 //! - [`xds`]: the xDS contracts with proxies: type URLs, node ID and node metadata keys.
 
+pub mod analyze;
 pub mod change;
 pub mod config;
 pub mod model;

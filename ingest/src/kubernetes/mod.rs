@@ -159,6 +159,9 @@ impl Source for KubeSource {
             if std::mem::take(&mut state.rejections_changed) {
                 sink.set_rejections(state.rejected.values().cloned().collect());
             }
+            if std::mem::take(&mut state.warnings_changed) {
+                sink.set_warnings(state.warned.values().flatten().cloned().collect());
+            }
             let rejected = &state.rejected;
             if state.synced {
                 sink.commit(true, |k| rejected.contains_key(k)).await?;

@@ -5,7 +5,7 @@
 use super::convert::{self, Converted};
 use super::discovery::{Discovery, LabelSelector, Selection};
 use super::nodes::NodeLocalities;
-use crate::registry::Rejection;
+use crate::registry::{Rejection, Warning};
 use crate::source::SourceSink;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
@@ -40,6 +40,10 @@ pub(super) struct State {
     pub(super) rejected: BTreeMap<ConfigKey, Rejection>,
     /// `rejected` changed since the sink was last told.
     pub(super) rejections_changed: bool,
+    /// The warnings of accepted objects, by object.
+    pub(super) warned: BTreeMap<ConfigKey, Vec<Warning>>,
+    /// `warned` changed since the sink was last told.
+    pub(super) warnings_changed: bool,
     /// Every watch listed once and the sink was told (HasSynced).
     pub(super) synced: bool,
     nodes: NodeLocalities,
@@ -56,6 +60,8 @@ impl State {
             listed: vec![false; watches],
             rejected: BTreeMap::new(),
             rejections_changed: false,
+            warned: BTreeMap::new(),
+            warnings_changed: false,
             synced: false,
             nodes: NodeLocalities::default(),
             discovery: Discovery::new(selectors),
@@ -121,6 +127,7 @@ impl State {
     /// An object is gone (deleted, or missing from a relist).
     fn remove(&mut self, sink: &mut SourceSink, key: &ConfigKey) {
         self.accept(key);
+        self.warnings_changed |= self.warned.remove(key).is_some();
         self.nodes.forget_pod(key);
         self.discovery.unpark_key(key);
         sink.delete(key);
@@ -197,6 +204,27 @@ impl State {
         }
     }
 
+    /// Records the warnings of the version of `key` now accepted.
+    fn set_warnings(&mut self, origin: &str, key: &ConfigKey, warnings: &[String]) {
+        let warnings: Vec<Warning> = warnings
+            .iter()
+            .map(|w| Warning::new(origin, 1, key, w))
+            .collect();
+        let changed = match self.warned.get(key) {
+            Some(old) => *old != warnings,
+            None => !warnings.is_empty(),
+        };
+        if !changed {
+            return;
+        }
+        if warnings.is_empty() {
+            self.warned.remove(key);
+        } else {
+            self.warned.insert(key.clone(), warnings);
+        }
+        self.warnings_changed = true;
+    }
+
     /// Applies one object; its key, or `None` when it names none.
     fn apply(
         &mut self,
@@ -208,9 +236,10 @@ impl State {
         let key = convert::key_of(kind, object)?;
         match convert::convert(object, origin) {
             Converted::Config(mut config, warnings) => {
-                for warning in warnings {
+                for warning in &warnings {
                     tracing::warn!(%key, "{warning}");
                 }
+                self.set_warnings(origin, &key, &warnings);
                 self.accept(&key);
                 sink.stamp(&mut config);
                 self.nodes.stamp(&mut config);

@@ -217,6 +217,48 @@ async fn objects_from_the_api_reach_the_kv_with_their_origin_and_follow_every_ch
     env.stop().await;
 }
 
+#[tokio::test]
+async fn accepted_objects_warnings_follow_the_api() {
+    let server = TestApiServer::start().await.unwrap();
+    let mut ignored = virtual_service("reviews", "5s");
+    ignored["spec"]["http"][0]["mirrorPolicy"] = json!({});
+    server.create(VS, ignored.clone()).unwrap();
+    let env = Env::start(server).await;
+    env.wait_for("the VirtualService", |o| {
+        o.contains_key("VirtualService shop/reviews")
+    })
+    .await;
+    let warnings = env.handle.warnings().list();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].file, "kubernetes/c1");
+    assert_eq!(warnings[0].object, "VirtualService shop/reviews");
+    assert!(warnings[0].warning.contains("spec.http[0].mirrorPolicy"));
+
+    // Fixed: gone; back, then deleted: gone again.
+    env.server
+        .apply(VS, virtual_service("reviews", "7s"))
+        .unwrap();
+    env.wait_for("the edit", |o| {
+        o.get("VirtualService shop/reviews")
+            .is_some_and(|vs| timeout_of(vs).contains("7s"))
+    })
+    .await;
+    assert!(env.handle.warnings().list().is_empty());
+    env.server.apply(VS, ignored).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while env.handle.warnings().list().is_empty() {
+        assert!(Instant::now() < deadline, "the warning never came back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    env.server.delete(VS, "shop", "reviews").unwrap();
+    env.wait_for("the delete", |o| {
+        !o.contains_key("VirtualService shop/reviews")
+    })
+    .await;
+    assert!(env.handle.warnings().list().is_empty());
+    env.stop().await;
+}
+
 #[test]
 fn kind_keys_of_watched_objects() {
     assert!(super::WATCHED.iter().any(|w| w.kind == "EndpointSlice"));

@@ -7,6 +7,7 @@
 //! object the file had.
 
 use super::rejections::{Rejection, Target};
+use super::warnings::Warning;
 use shoal_proto::config::parse::{ParseError, Parsed};
 use shoal_proto::config::{Config, ConfigKey};
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,8 +31,8 @@ pub(crate) struct Outcome {
     pub touched: BTreeSet<ConfigKey>,
     /// Rejections found by this read (each is logged and counted once).
     pub rejections: Vec<Rejection>,
-    /// Accepted objects' warnings, as `file:line: Kind ns/name: warning`.
-    pub warnings: Vec<String>,
+    /// Accepted objects' warnings found by this read (each is logged once).
+    pub warnings: Vec<Warning>,
 }
 
 #[derive(Clone, Debug)]
@@ -45,6 +46,8 @@ struct Contribution {
 struct FileEntry {
     objects: BTreeMap<ConfigKey, Contribution>,
     rejections: Vec<Rejection>,
+    /// The warnings of the objects this file defines.
+    warnings: Vec<Warning>,
     /// A failure that names no object: every object the file had is kept.
     unidentified: bool,
 }
@@ -70,6 +73,7 @@ impl Index {
                 Some(FileEntry {
                     objects: old.objects.clone(),
                     rejections: vec![rejection],
+                    warnings: old.warnings.clone(),
                     unidentified: true,
                 })
             }
@@ -109,12 +113,9 @@ impl Index {
             match result {
                 Ok(parsed) => {
                     let object = parsed.config.key();
-                    out.warnings.extend(
-                        parsed
-                            .warnings
-                            .iter()
-                            .map(|w| format!("{}: {object}: {w}", parsed.location)),
-                    );
+                    let warnings = Warning::of(&parsed);
+                    out.warnings.extend(warnings.iter().cloned());
+                    entry.warnings.extend(warnings);
                     let written = match old.objects.get(&object) {
                         Some(c) if c.config.same_content(&parsed.config) => c.written,
                         _ => self.tick(),
@@ -143,6 +144,9 @@ impl Index {
             let keep = entry.unidentified || rejected.contains(key);
             if keep && !entry.objects.contains_key(key) {
                 entry.objects.insert(key.clone(), earlier.clone());
+                // The earlier version is served: so are its warnings.
+                let kept = old.warnings.iter().filter(|w| &w.key == key).cloned();
+                entry.warnings.extend(kept);
             }
         }
         entry
@@ -183,6 +187,14 @@ impl Index {
             .iter()
             .filter(|(_, f)| f.unidentified)
             .map(|(p, _)| p.as_path())
+            .collect()
+    }
+
+    /// Every current warning of the objects files define, by file and line.
+    pub fn warnings(&self) -> Vec<Warning> {
+        self.files
+            .values()
+            .flat_map(|f| f.warnings.iter().cloned())
             .collect()
     }
 

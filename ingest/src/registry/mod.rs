@@ -13,9 +13,12 @@
 mod index;
 mod rejections;
 mod scan;
+mod warnings;
 mod watch;
 
 pub use rejections::{Rejection, Rejections};
+pub use scan::{ConfigFile, read_dir};
+pub use warnings::{Warning, Warnings};
 
 use crate::source::{Source, SourceSink};
 use crate::sync::SyncError;
@@ -256,6 +259,7 @@ impl DirectoryRegistry {
             }
         }
         sink.set_rejections(self.index.rejections());
+        sink.set_warnings(self.index.warnings());
         let protected = self.protected();
         sink.commit(publish, protected).await?;
         Ok(())

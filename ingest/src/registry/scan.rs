@@ -6,7 +6,7 @@
 //! is how a ConfigMap's atomic `..data` swap is seen through its visible symlinks.
 
 use super::index::FileRead;
-use shoal_proto::config::parse::parse_documents;
+use shoal_proto::config::parse::{ParseError, Parsed, parse_documents};
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -134,6 +134,32 @@ pub(crate) fn read(path: &Path) -> FileRead {
     }
 }
 
+/// One config file of a directory, read as the directory registry reads it.
+#[derive(Debug)]
+pub struct ConfigFile {
+    pub path: PathBuf,
+    /// Its documents, parsed; `Err` when the file cannot be read (or is not UTF-8).
+    pub documents: Result<Vec<Result<Parsed, ParseError>>, String>,
+}
+
+/// Every config file under `root` (recursively, hidden entries skipped), read and parsed
+/// exactly as the directory registry reads them: what `shoal analyze` looks at. An
+/// error only when `root` itself cannot be read.
+pub fn read_dir(root: &Path) -> io::Result<Vec<ConfigFile>> {
+    let files = scan(root)?;
+    Ok(files
+        .into_iter()
+        .filter_map(|path| {
+            let documents = match read(&path) {
+                FileRead::Removed => return None,
+                FileRead::Unreadable(reason) => Err(reason),
+                FileRead::Parsed(documents) => Ok(documents),
+            };
+            Some(ConfigFile { path, documents })
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,5 +244,23 @@ mod tests {
             FileRead::Parsed(docs) => assert_eq!(docs.len(), 1),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn read_dir_reads_every_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::write(root.join("bin.yaml"), [0xff, 0xfe, 0x00]).unwrap();
+        fs::write(
+            root.join("sub/ok.yml"),
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n",
+        )
+        .unwrap();
+        let files = read_dir(root).unwrap();
+        assert_eq!(files.len(), 2);
+        assert!(files[0].path.ends_with("bin.yaml") && files[0].documents.is_err());
+        assert_eq!(files[1].documents.as_ref().unwrap().len(), 1);
+        assert!(read_dir(&root.join("missing")).is_err());
     }
 }

@@ -431,6 +431,77 @@ async fn malformed_edit_keeps_the_old_version_and_counts_the_rejection() {
     env.stop().await;
 }
 
+/// `vs(name, host)` with a field Shoal does not implement: served, with a warning.
+fn vs_with_ignored_field(name: &str, host: &str) -> String {
+    format!("{}    mirrorPolicy: {{}}\n", vs(name, host))
+}
+
+#[tokio::test]
+async fn warnings_show_in_the_metric_and_debug_warnings_until_fixed() {
+    let env = Env::start(&[("a.yaml", &vs_with_ignored_field("r", "one"))], &[]).await;
+    env.wait_host("r", Some("one")).await;
+    let warnings = env.handle.warnings_json();
+    let path = env.path("a.yaml").display().to_string();
+    assert_eq!(
+        warnings,
+        serde_json::json!([{
+            "file": path,
+            "line": 1,
+            "kind": "VirtualService",
+            "object": "VirtualService shop/r",
+            "warning": "fields not supported by Shoal, ignored: spec.http[0].mirrorPolicy",
+        }])
+    );
+    let text = env.metrics_text();
+    assert!(
+        text.contains("shoal_ingest_config_warnings{kind=\"VirtualService\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shoal_ingest_config_warnings{kind=\"DestinationRule\"} 0"),
+        "{text}"
+    );
+
+    // A second object with a warning in another file, then the first fixed.
+    env.write("b.yaml", &vs_with_ignored_field("s", "two"));
+    env.wait_host("s", Some("two")).await;
+    wait_for("two warnings", || async {
+        env.handle.warnings().list().len() == 2
+    })
+    .await;
+    assert!(
+        env.metrics_text()
+            .contains("shoal_ingest_config_warnings{kind=\"VirtualService\"} 2")
+    );
+    env.write("a.yaml", &vs("r", "fixed"));
+    env.wait_host("r", Some("fixed")).await;
+    wait_for("one warning left", || async {
+        env.handle.warnings().list().len() == 1
+    })
+    .await;
+    assert_eq!(
+        env.handle.warnings().list()[0].object,
+        "VirtualService shop/s"
+    );
+    assert!(
+        env.metrics_text()
+            .contains("shoal_ingest_config_warnings{kind=\"VirtualService\"} 1")
+    );
+
+    // Its file removed: no warning left.
+    std::fs::remove_file(env.path("b.yaml")).unwrap();
+    env.wait_host("s", None).await;
+    wait_for("no warnings", || async {
+        env.handle.warnings().list().is_empty()
+    })
+    .await;
+    assert!(
+        env.metrics_text()
+            .contains("shoal_ingest_config_warnings{kind=\"VirtualService\"} 0")
+    );
+    env.stop().await;
+}
+
 #[tokio::test]
 async fn deleting_files_and_directories_removes_their_objects() {
     let files = [

@@ -12,7 +12,7 @@
 //! owns, never another source's or another cluster's.
 
 use crate::metrics::{KindLabel, Metrics};
-use crate::registry::{Rejection, Rejections};
+use crate::registry::{Rejection, Rejections, Warning, Warnings};
 use crate::retry::{RetryConfig, retry};
 use crate::sync::{self, Change, EventBuffer, SyncError, WriterHandle};
 use shoal_infra::admin::Readiness;
@@ -54,6 +54,7 @@ pub(crate) struct Outputs {
     pub kv: Arc<dyn ConfigKv>,
     pub metrics: Metrics,
     pub rejections: Rejections,
+    pub warnings: Warnings,
     pub ready: Readiness,
     pub retry: RetryConfig,
 }
@@ -149,6 +150,22 @@ impl SourceSink {
             .rejected_current
             .set(i64::try_from(rejections.len()).unwrap_or(i64::MAX));
         self.out.rejections.set(rejections);
+    }
+
+    /// The accepted objects' warnings in force now (`/debug/warnings`,
+    /// `shoal_ingest_config_warnings{kind}`).
+    pub fn set_warnings(&self, warnings: Vec<Warning>) {
+        for kind in Kind::ALL {
+            let count = warnings.iter().filter(|w| w.kind == kind.as_str()).count();
+            self.out
+                .metrics
+                .warnings_current
+                .get_or_create(&KindLabel {
+                    kind: kind.as_str(),
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        self.out.warnings.set(warnings);
     }
 
     /// Writes every change since the last commit to the KV, with a push each when

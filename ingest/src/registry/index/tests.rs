@@ -174,9 +174,40 @@ fn warnings_are_located() {
     let slice = "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: s\n  namespace: shop\naddressType: IPv4\n";
     let out = index.update(Path::new("e.yaml"), read("e.yaml", slice));
     assert_eq!(out.warnings.len(), 1);
+    let warning = out.warnings[0].to_string();
     assert!(
-        out.warnings[0].starts_with("e.yaml:1: EndpointSlice shop/s: "),
-        "{}",
-        out.warnings[0]
+        warning.starts_with("e.yaml:1: EndpointSlice shop/s: "),
+        "{warning}"
     );
+    assert_eq!(index.warnings(), out.warnings);
+}
+
+/// A VirtualService with a field Shoal does not implement: accepted, with a warning.
+fn vs_with_unknown_field(name: &str) -> String {
+    format!("{}    mirrorPolicy: {{}}\n", vs(name, "a"))
+}
+
+#[test]
+fn warnings_follow_the_served_version() {
+    let mut index = Index::default();
+    let path = Path::new("w.yaml");
+    index.update(path, read("w.yaml", &vs_with_unknown_field("r")));
+    let warnings = index.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].kind, "VirtualService");
+    assert!(
+        warnings[0].warning.contains("spec.http[0].mirrorPolicy"),
+        "{warnings:?}"
+    );
+
+    // Rejected: the earlier version, and its warning, stay.
+    index.update(path, read("w.yaml", &bad_vs("r")));
+    assert_eq!(index.warnings(), warnings);
+
+    // Fixed: no warning left; the file removed: none either way.
+    index.update(path, read("w.yaml", &vs("r", "a")));
+    assert!(index.warnings().is_empty());
+    index.update(path, read("w.yaml", &vs_with_unknown_field("r")));
+    index.update(path, FileRead::Removed);
+    assert!(index.warnings().is_empty());
 }
