@@ -1,6 +1,7 @@
 //! The entry point of xDS generation: finds the generator for a proxy's kind and the
 //! requested type in the [`table`], and hands it the proxy's scope.
 
+mod grpc;
 mod sidecar;
 mod table;
 
@@ -58,9 +59,11 @@ impl Generator {
 
     pub fn with_config(config: GeneratorConfig) -> Self {
         let mut table = GeneratorTable::default();
-        // Routers and proxyless gRPC clients are served as sidecars until their own
-        // generators are registered.
+        // Routers are served as sidecars until their own generators are registered.
+        // Proxyless gRPC clients have their own LDS, RDS and CDS, and keep the sidecars'
+        // EDS (same cluster names, same assignments).
         sidecar::register(&mut table, &config, &ProxyKind::ALL);
+        grpc::register(&mut table, &config);
         Generator { table }
     }
 
