@@ -2,7 +2,7 @@
 xDS (GRPC_XDS_BOOTSTRAP), calling it until stopped.
 
 Prints one line per call: `ok <server name>` or `err <status code> <details>`.
-Usage: client.py <target>
+Usage: client.py <target> [<metadata key>=<value> ...]
 """
 
 import sys
@@ -17,12 +17,13 @@ LIFETIME_S = 900
 
 def main():
     target = sys.argv[1]
+    metadata = tuple(tuple(arg.split("=", 1)) for arg in sys.argv[2:])
     channel = grpc.insecure_channel(target)
     who = channel.unary_unary("/shoal.test.Echo/Who")
     deadline = time.monotonic() + LIFETIME_S
     while time.monotonic() < deadline:
         try:
-            reply = who(b"", timeout=CALL_TIMEOUT_S)
+            reply = who(b"", timeout=CALL_TIMEOUT_S, metadata=metadata)
             print(f"ok {reply.decode()}", flush=True)
         except grpc.RpcError as e:
             details = (e.details() or "").replace("\n", " ")

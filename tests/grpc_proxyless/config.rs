@@ -90,6 +90,11 @@ spec:
     )
 }
 
+/// The client's node ID: a sidecar-typed node, as Istio's agent names proxyless clients.
+pub fn node_id() -> String {
+    format!("sidecar~127.0.0.1~client.{NS}~{NS}.svc.cluster.local")
+}
+
 /// The client's xDS bootstrap: Shoal's ADS address, and a node that Shoal serves as a
 /// proxyless gRPC client (`GENERATOR: grpc`) in [`NS`].
 pub fn grpc_bootstrap(xds_port: u16) -> String {
@@ -100,7 +105,7 @@ pub fn grpc_bootstrap(xds_port: u16) -> String {
             "server_features": ["xds_v3"],
         }],
         "node": {
-            "id": format!("sidecar~127.0.0.1~client.{NS}~{NS}.svc.cluster.local"),
+            "id": node_id(),
             "metadata": {"GENERATOR": "grpc"},
         },
     })

@@ -15,6 +15,8 @@ const DEADLINE: Duration = Duration::from_secs(90);
 pub struct Mesh {
     config_dir: PathBuf,
     shoal: Proc,
+    /// Shoal's admin port (`/debug/syncz`).
+    admin_port: u16,
     servers: Vec<Proc>,
     client: Proc,
     // Last: the logs outlive the processes.
@@ -23,8 +25,9 @@ pub struct Mesh {
 
 impl Mesh {
     /// Shoal serving Service `echo` (two servers) and its DestinationRule, and the
-    /// client calling `xds:///echo.<ns>.svc.cluster.local:<port>`.
-    pub async fn start() -> Mesh {
+    /// client calling `xds:///echo.<ns>.svc.cluster.local:<port>` with `metadata` (gRPC
+    /// request headers).
+    pub async fn start(metadata: &[(&str, &str)]) -> Mesh {
         let dir = tempfile::tempdir().expect("tempdir");
         let config_dir = dir.path().join("config");
         std::fs::create_dir_all(&config_dir).expect("mkdir config");
@@ -49,7 +52,7 @@ impl Mesh {
             &config_dir.join("echo-rule.yaml"),
             &config::destination_rule(),
         );
-        let (shoal, xds_port) = start_shoal(&config_dir, dir.path()).await;
+        let (shoal, xds_port, admin_port) = start_shoal(&config_dir, dir.path()).await;
         let mut servers = Vec::new();
         for b in &backends {
             let args = [b.port.to_string(), b.pod.to_string()];
@@ -60,16 +63,19 @@ impl Mesh {
         let bootstrap = dir.path().join("grpc-bootstrap.json");
         std::fs::write(&bootstrap, config::grpc_bootstrap(xds_port)).expect("write bootstrap");
         let target = format!("xds:///{}:{service_port}", config::fqdn("echo"));
+        let mut args = vec![target];
+        args.extend(metadata.iter().map(|(k, v)| format!("{k}={v}")));
         let client = python(
             "client",
             "client.py",
-            &[target],
+            &args,
             &[("GRPC_XDS_BOOTSTRAP", bootstrap.display().to_string())],
             dir.path(),
         );
         Mesh {
             config_dir,
             shoal,
+            admin_port,
             servers,
             client,
             _dir: dir,
@@ -110,6 +116,44 @@ impl Mesh {
         }
     }
 
+    /// Waits until Shoal's `/debug/syncz` shows the client's last LDS, RDS, CDS and EDS
+    /// responses acknowledged; a NACK (gRPC rejecting a resource) fails the test.
+    async fn wait_for_client_synced(&self) {
+        let url = format!("http://127.0.0.1:{}/debug/syncz", self.admin_port);
+        let started = Instant::now();
+        loop {
+            let syncz: serde_json::Value = match reqwest::get(&url).await {
+                Ok(r) => r.json().await.unwrap_or_default(),
+                Err(e) => serde_json::Value::String(e.to_string()),
+            };
+            let client = syncz
+                .as_array()
+                .and_then(|conns| conns.iter().find(|c| c["proxy"] == config::node_id()));
+            if let Some(types) = client.map(|c| &c["types"]) {
+                for t in ["lds", "rds", "cds", "eds"] {
+                    assert!(
+                        types[t]["nack"].is_null(),
+                        "the client rejected {t}: {}\n{}",
+                        types[t]["nack"],
+                        self.logs()
+                    );
+                }
+                if ["lds", "rds", "cds", "eds"]
+                    .iter()
+                    .all(|t| types[t]["state"] == "SYNCED")
+                {
+                    return;
+                }
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "the client did not acknowledge its config within {DEADLINE:?}: {syncz}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     fn logs(&self) -> String {
         let mut out = format!(
             "---- client log (last 40 lines) ----\n{}\n---- shoal log (last 40 lines) ----\n{}",
@@ -122,11 +166,12 @@ impl Mesh {
         out
     }
 
-    /// Ends the test: Shoal must still be running, and once the client's first call
-    /// succeeded none may have failed (config changes make before they break); then
-    /// everything is stopped.
-    pub fn finish(mut self) {
+    /// Ends the test: Shoal must still be running, the client must have accepted every
+    /// type of config it was sent, and once its first call succeeded none may have failed
+    /// (config changes make before they break); then everything is stopped.
+    pub async fn finish(mut self) {
         self.shoal.assert_running();
+        self.wait_for_client_synced().await;
         let calls = self.calls();
         let failed: Vec<&String> = calls
             .iter()
@@ -148,8 +193,8 @@ impl Mesh {
     }
 }
 
-/// `shoal --config-dir config_dir`, once ready, and its xDS port.
-async fn start_shoal(config_dir: &Path, log_dir: &Path) -> (Proc, u16) {
+/// `shoal --config-dir config_dir`, once ready, and its xDS and admin ports.
+async fn start_shoal(config_dir: &Path, log_dir: &Path) -> (Proc, u16, u16) {
     let (http_port, xds_port) = (free_port(), free_port());
     let mut proc = Proc::spawn(
         "shoal",
@@ -174,7 +219,7 @@ async fn start_shoal(config_dir: &Path, log_dir: &Path) -> (Proc, u16) {
         proc.assert_running();
         panic!("shoal not ready within 30 s:\n{}", proc.tail(40));
     }
-    (proc, xds_port)
+    (proc, xds_port, http_port)
 }
 
 /// One of this test's Python scripts, run by the project's Python.
