@@ -1,6 +1,7 @@
 //! The entry point of xDS generation: finds the generator for a proxy's kind and the
 //! requested type in the [`table`], and hands it the proxy's scope.
 
+mod grpc;
 mod router;
 mod sidecar;
 mod table;
@@ -60,11 +61,13 @@ impl Generator {
 
     pub fn with_config(config: GeneratorConfig) -> Self {
         let mut table = GeneratorTable::default();
-        // Proxyless gRPC clients are served as sidecars until their own generators are
-        // registered; routers take a sidecar's clusters and endpoints, and their own
-        // listeners, routes and secrets.
+        // Every kind starts from the sidecar rows. Routers replace LDS and RDS and add
+        // SDS (they keep a sidecar's clusters and endpoints); proxyless gRPC clients
+        // replace LDS, RDS and CDS (and keep the sidecars' EDS: same cluster names, same
+        // assignments).
         sidecar::register(&mut table, &config, &ProxyKind::ALL);
         router::register(&mut table, &config);
+        grpc::register(&mut table, &config);
         Generator { table }
     }
 

@@ -133,6 +133,25 @@ fn route_config(
     }
 }
 
+/// The virtual host of one service on `port`, alone in a configuration (as proxyless
+/// gRPC clients take it): every name of the service, and its routes.
+pub(crate) fn service_virtual_host(
+    scope: &SidecarScope,
+    svc: &Service,
+    port: u32,
+    labels: &BTreeMap<String, String>,
+    warnings: &mut Vec<String>,
+) -> VirtualHost {
+    let mut domains = vec![svc.hostname.clone(), format!("{}:{port}", svc.hostname)];
+    domains.extend(alt_domains(svc, port, &scope.namespace));
+    VirtualHost {
+        name: format!("{}:{port}", svc.hostname),
+        domains,
+        routes: vhost_routes(scope, &VsIndex::new(scope), svc, port, labels, warnings),
+        ..Default::default()
+    }
+}
+
 /// `SidecarScope::virtual_service_for` for every service of a scope at once: a scan of
 /// every VirtualService per virtual host is quadratic in large meshes.
 struct VsIndex<'a> {
