@@ -66,7 +66,9 @@ async fn maglev_and_ring_hash_pin_each_header_value() {
                 expect(
                     dump.contains(&format!("\"lb_policy\": \"{policy}\"")),
                     format!("no {policy} cluster yet"),
-                )
+                )?;
+                // And the listener in place (it comes after the clusters).
+                get_as("probe").await?.served_by().map(|_| ())
             },
         )
         .await;

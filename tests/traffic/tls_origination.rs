@@ -29,18 +29,6 @@ spec:
     )
 }
 
-/// Until Envoy has the cluster with its TLS socket, a request may go out in plaintext.
-async fn await_tls_cluster(mesh: &Mesh, what: &str) {
-    mesh.eventually(what, async || {
-        let dump = mesh.config_dump("dynamic_active_clusters").await;
-        expect(
-            dump.contains("envoy.transport_sockets.tls"),
-            "no TLS transport socket in the clusters yet",
-        )
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simple_tls_checks_the_server_certificate_and_sends_sni() {
     let _serial = SERIAL.lock().await;
@@ -125,15 +113,23 @@ async fn mutual_tls_presents_the_client_certificate() {
         "carts.yaml",
         &workloads::service(CLIENT_NS, "carts", "http", port, &[backend.workload("v1")]),
     );
-    await_tls_cluster(&mesh, "the SIMPLE TLS cluster").await;
-    let before = backend.failed_handshakes();
-    let reply = mesh.must_get(port, &host, "/").await;
-    assert!(
-        reply.backend().is_none(),
-        "served without a client certificate: {reply}"
-    );
-    assert!(backend.failed_handshakes() > before, "no handshake refused");
-    assert_eq!(backend.received_count(), 0);
+    mesh.eventually("handshakes refused for want of a certificate", async || {
+        // Once Envoy has the TLS cluster, no request goes out in plaintext.
+        let dump = mesh.config_dump("dynamic_active_clusters").await;
+        expect(
+            dump.contains("envoy.transport_sockets.tls"),
+            "no TLS transport socket in the clusters yet",
+        )?;
+        let before = backend.failed_handshakes();
+        let reply = mesh.get(port, &host, "/").await?;
+        expect(reply.backend().is_none(), format!("served: {reply}"))?;
+        expect(
+            backend.failed_handshakes() > before,
+            format!("no handshake refused for {reply}"),
+        )
+    })
+    .await;
+    assert_eq!(backend.received_count(), 0, "a request got through");
 
     mesh.apply(
         "carts-rule.yaml",
