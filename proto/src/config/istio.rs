@@ -325,7 +325,8 @@ pub struct ClientTlsSettings {
 pub struct LoadBalancerSettings {
     /// `ROUND_ROBIN`, `LEAST_CONN`, `LEAST_REQUEST`, `RANDOM` or `PASSTHROUGH`.
     pub simple: Option<String>,
-    pub consistent_hash: Option<ConsistentHashLb>,
+    // Boxed, as the locality setting: every DestinationRule would carry its size.
+    pub consistent_hash: Option<Box<ConsistentHashLb>>,
     // Boxed: rarely set, and it would double the size of every DestinationRule.
     pub locality_lb_setting: Option<Box<LocalityLbSetting>>,
 }

@@ -21,7 +21,7 @@ pub struct Policy<'a> {
 impl<'a> Policy<'a> {
     pub fn consistent_hash(&self) -> Option<&'a ConsistentHashLb> {
         self.load_balancer
-            .and_then(|lb| lb.consistent_hash.as_ref())
+            .and_then(|lb| lb.consistent_hash.as_deref())
     }
 }
 

@@ -154,7 +154,7 @@ pub(super) fn apply_load_balancer(c: &mut Cluster, policy: Policy<'_>) -> bool {
         return false;
     }
     let lb = policy.load_balancer;
-    if let Some(hash) = lb.and_then(|l| l.consistent_hash.as_ref()) {
+    if let Some(hash) = lb.and_then(|l| l.consistent_hash.as_deref()) {
         apply_consistent_hash(c, hash);
         return false;
     }
@@ -214,7 +214,7 @@ mod tests {
 
     fn balanced(hash: ConsistentHashLb) -> Cluster {
         let lb = LoadBalancerSettings {
-            consistent_hash: Some(hash),
+            consistent_hash: Some(Box::new(hash)),
             ..Default::default()
         };
         let mut c = Cluster::default();

@@ -187,13 +187,13 @@ fn is_prime(x: u64) -> bool {
     if x < 4 {
         return x > 1;
     }
-    if x % 2 == 0 {
+    if x.is_multiple_of(2) {
         return false;
     }
     (3..)
         .step_by(2)
         .take_while(|d| d * d <= x)
-        .all(|d| x % d != 0)
+        .all(|d| !x.is_multiple_of(d))
 }
 
 /// Istio's client TLS rules. ISTIO_MUTUAL and `credentialName` are valid but cannot be
