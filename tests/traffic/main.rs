@@ -16,7 +16,10 @@ mod harness;
 // Features Shoal supports.
 mod circuit_breaking;
 mod consistent_hashing;
+mod cookie_hashing;
+mod destination_rule_selector;
 mod dns_service_entry;
+mod hash_algorithms;
 mod ingress_gateway;
 mod outlier_detection;
 mod registry_only;
@@ -25,6 +28,7 @@ mod retries;
 mod route_timeout;
 mod sidecar_scope;
 mod tcp_routing;
+mod tls_origination;
 mod weighted_shifting;
 
 // Features of issue 8, being added to `edge/`: their tests are ignored until it lands.

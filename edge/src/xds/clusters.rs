@@ -7,6 +7,7 @@
 //! `BlackHoleCluster` and `PassthroughCluster` (and `InboundPassthroughCluster` when
 //! traffic is captured).
 
+mod tls;
 mod traffic_policy;
 
 use super::endpoints::locality::LocalityLb;
@@ -25,7 +26,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
 };
 use prost::Name;
 use shoal_proto::config::istio::{self, DestinationRule};
-use shoal_proto::model::{Endpoint, Resolution, Service, ServiceKey, ServicePort};
+use shoal_proto::model::{Endpoint, Protocol, Resolution, Service, ServiceKey, ServicePort};
 use shoal_proto::push_context::policy;
 use shoal_proto::push_context::{PushContext, SidecarScope};
 use std::collections::BTreeMap;
@@ -215,7 +216,11 @@ fn outbound(
     }
 
     let policy = policy::effective(rule, subset, port.port);
-    apply_connection_pool(&mut c, policy, port.protocol);
+    let h2 = matches!(port.protocol, Protocol::Http2 | Protocol::Grpc);
+    let tls = tls::upstream_tls(policy.tls, h2);
+    let auto_sni = tls.as_ref().and_then(|t| t.auto.clone());
+    c.transport_socket = tls.map(|t| t.transport_socket);
+    apply_connection_pool(&mut c, policy, port.protocol, auto_sni);
     apply_outlier_detection(&mut c, policy);
     if apply_load_balancer(&mut c, policy) {
         // A PASSTHROUGH load balancer turned the cluster into ORIGINAL_DST.

@@ -304,10 +304,10 @@ fn ratings_dr() -> DestinationRule {
         host: RATINGS.into(),
         traffic_policy: Some(TrafficPolicy {
             load_balancer: Some(LoadBalancerSettings {
-                consistent_hash: Some(ConsistentHashLb {
+                consistent_hash: Some(Box::new(ConsistentHashLb {
                     http_header_name: Some("x-user".into()),
                     ..Default::default()
-                }),
+                })),
                 ..Default::default()
             }),
             ..Default::default()

@@ -290,6 +290,8 @@ pub struct TrafficPolicy {
     pub load_balancer: Option<LoadBalancerSettings>,
     pub connection_pool: Option<ConnectionPoolSettings>,
     pub outlier_detection: Option<OutlierDetection>,
+    // Boxed: rarely set, and large.
+    pub tls: Option<Box<ClientTlsSettings>>,
     pub port_level_settings: Vec<PortTrafficPolicy>,
 }
 
@@ -300,6 +302,26 @@ pub struct PortTrafficPolicy {
     pub load_balancer: Option<LoadBalancerSettings>,
     pub connection_pool: Option<ConnectionPoolSettings>,
     pub outlier_detection: Option<OutlierDetection>,
+    pub tls: Option<Box<ClientTlsSettings>>,
+}
+
+/// TLS the sidecar originates to the destination (Istio's `ClientTLSSettings`). The
+/// certificate paths are files on the proxy's host, as in Istio.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClientTlsSettings {
+    /// `DISABLE`, `SIMPLE`, `MUTUAL` or `ISTIO_MUTUAL`; unset is `DISABLE`.
+    pub mode: Option<String>,
+    pub client_certificate: String,
+    pub private_key: String,
+    /// Empty: the system's trusted roots.
+    pub ca_certificates: String,
+    pub ca_crl: String,
+    /// A Secret holding the certificates: gateways only (reported on sidecars).
+    pub credential_name: String,
+    pub subject_alt_names: Vec<String>,
+    pub sni: String,
+    pub insecure_skip_verify: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -307,7 +329,8 @@ pub struct PortTrafficPolicy {
 pub struct LoadBalancerSettings {
     /// `ROUND_ROBIN`, `LEAST_CONN`, `LEAST_REQUEST`, `RANDOM` or `PASSTHROUGH`.
     pub simple: Option<String>,
-    pub consistent_hash: Option<ConsistentHashLb>,
+    // Boxed, as the locality setting: every DestinationRule would carry its size.
+    pub consistent_hash: Option<Box<ConsistentHashLb>>,
     // Boxed: rarely set, and it would double the size of every DestinationRule.
     pub locality_lb_setting: Option<Box<LocalityLbSetting>>,
 }
@@ -346,10 +369,45 @@ pub struct LocalityFailover {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ConsistentHashLb {
+    // The hash key: one of these four.
     pub http_header_name: Option<String>,
+    pub http_cookie: Option<HttpCookie>,
     pub use_source_ip: Option<bool>,
     pub http_query_parameter_name: Option<String>,
+    // The algorithm: one of these two, else a ring hash of `minimum_ring_size`.
+    pub ring_hash: Option<RingHash>,
+    pub maglev: Option<Maglev>,
+    /// Deprecated: `ring_hash.minimum_ring_size`.
     pub minimum_ring_size: Option<u64>,
+}
+
+/// Hash on a cookie; with a `ttl`, Envoy sets the cookie when the request has none.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpCookie {
+    pub name: String,
+    pub path: String,
+    pub ttl: Option<String>,
+    pub attributes: Vec<CookieAttribute>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CookieAttribute {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RingHash {
+    pub minimum_ring_size: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Maglev {
+    pub table_size: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,10 @@ use crate::model::{NamedConfig, NamespaceConfig, NetworkGateway, ROOT_NAMESPACE,
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-type ScopeKey = (String, Option<(String, String)>);
+/// (proxy namespace, selected Sidecar, positions of the selector DestinationRules that
+/// select the proxy): what a scope is a function of. The last is empty in namespaces
+/// without selector rules, so their proxies share scopes whatever their labels.
+type ScopeKey = (String, Option<(String, String)>, Vec<usize>);
 
 /// Indexes over every namespace's config: what Istio's `serviceIndex`,
 /// `virtualServiceIndex`, `destinationRuleIndex` and `sidecarsByNamespace` hold.
@@ -27,6 +30,9 @@ pub struct ConfigIndex {
     destination_rules_by_host: HashMap<String, Vec<usize>>,
     /// Positions in `destination_rules` of the rules whose host is a wildcard, ascending.
     wildcard_destination_rules: Vec<usize>,
+    /// Positions in `destination_rules` of the rules with a `workloadSelector`, by their
+    /// namespace (the only one where they apply), ascending.
+    selector_destination_rules: HashMap<String, Vec<usize>>,
     pub sidecars_by_namespace: HashMap<String, Vec<Arc<NamedConfig<istio::Sidecar>>>>,
     /// Every Gateway, sorted by (namespace, name).
     pub gateways: Vec<Arc<NamedConfig<istio::Gateway>>>,
@@ -110,6 +116,13 @@ impl ConfigIndex {
             .services
             .sort_by(|a, b| (&a.hostname, &a.namespace).cmp(&(&b.hostname, &b.namespace)));
         for (i, dr) in index.destination_rules.iter().enumerate() {
+            if dr.spec.workload_selector.is_some() {
+                index
+                    .selector_destination_rules
+                    .entry(dr.namespace.clone())
+                    .or_default()
+                    .push(i);
+            }
             if dr.spec.host.starts_with('*') {
                 index.wildcard_destination_rules.push(i);
             } else {
@@ -179,20 +192,53 @@ impl ConfigIndex {
             .and_then(|v| v.iter().find(no_selector))
     }
 
+    /// The DestinationRules of `namespace` whose `workloadSelector` selects a workload
+    /// with `labels` (a selector without labels selects every workload), as positions in
+    /// `destination_rules`.
+    fn selector_rules_for(&self, namespace: &str, labels: &BTreeMap<String, String>) -> Vec<usize> {
+        let Some(positions) = self.selector_destination_rules.get(namespace) else {
+            return Vec::new();
+        };
+        positions
+            .iter()
+            .copied()
+            .filter(|i| {
+                self.destination_rules[*i]
+                    .spec
+                    .workload_selector
+                    .as_ref()
+                    .is_some_and(|sel| sel.labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
+            })
+            .collect()
+    }
+
     pub fn sidecar_scope(
         &self,
         namespace: &str,
         labels: &BTreeMap<String, String>,
     ) -> Arc<SidecarScope> {
         let sidecar = self.sidecar_for(namespace, labels);
+        let selector_rules = self.selector_rules_for(namespace, labels);
         let key = (
             namespace.to_string(),
             sidecar.map(|s| (s.namespace.clone(), s.name.clone())),
+            selector_rules,
         );
         let mut scopes = self.scopes.lock().unwrap_or_else(|e| e.into_inner());
-        scopes
-            .entry(key)
-            .or_insert_with(|| Arc::new(SidecarScope::new(self, namespace, sidecar.map(|s| &**s))))
-            .clone()
+        if let Some(scope) = scopes.get(&key) {
+            return scope.clone();
+        }
+        let selected: Vec<_> = key.2.iter().map(|i| &self.destination_rules[*i]).collect();
+        let scope = Arc::new(SidecarScope::new(
+            self,
+            namespace,
+            sidecar.map(|s| &**s),
+            &selected,
+        ));
+        scopes.insert(key, scope.clone());
+        scope
     }
 }
+
+#[cfg(test)]
+mod tests;

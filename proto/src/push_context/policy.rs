@@ -5,8 +5,8 @@
 //! replaces every part.
 
 use crate::config::istio::{
-    ConnectionPoolSettings, ConsistentHashLb, DestinationRule, LoadBalancerSettings,
-    OutlierDetection, Subset, TrafficPolicy,
+    ClientTlsSettings, ConnectionPoolSettings, ConsistentHashLb, DestinationRule,
+    LoadBalancerSettings, OutlierDetection, Subset, TrafficPolicy,
 };
 
 /// The effective policy components for one (host, port, subset).
@@ -15,12 +15,13 @@ pub struct Policy<'a> {
     pub connection_pool: Option<&'a ConnectionPoolSettings>,
     pub load_balancer: Option<&'a LoadBalancerSettings>,
     pub outlier_detection: Option<&'a OutlierDetection>,
+    pub tls: Option<&'a ClientTlsSettings>,
 }
 
 impl<'a> Policy<'a> {
     pub fn consistent_hash(&self) -> Option<&'a ConsistentHashLb> {
         self.load_balancer
-            .and_then(|lb| lb.consistent_hash.as_ref())
+            .and_then(|lb| lb.consistent_hash.as_deref())
     }
 }
 
@@ -36,6 +37,7 @@ fn for_port(policy: &TrafficPolicy, port: u32) -> (Policy<'_>, bool) {
                 connection_pool: p.connection_pool.as_ref(),
                 load_balancer: p.load_balancer.as_ref(),
                 outlier_detection: p.outlier_detection.as_ref(),
+                tls: p.tls.as_deref(),
             },
             true,
         ),
@@ -44,6 +46,7 @@ fn for_port(policy: &TrafficPolicy, port: u32) -> (Policy<'_>, bool) {
                 connection_pool: policy.connection_pool.as_ref(),
                 load_balancer: policy.load_balancer.as_ref(),
                 outlier_detection: policy.outlier_detection.as_ref(),
+                tls: policy.tls.as_deref(),
             },
             false,
         ),
@@ -74,6 +77,9 @@ pub fn effective<'a>(
     }
     if sub.load_balancer.is_some() || port_level {
         merged.load_balancer = sub.load_balancer;
+    }
+    if sub.tls.is_some() || port_level {
+        merged.tls = sub.tls;
     }
     merged
 }

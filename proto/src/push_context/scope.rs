@@ -16,7 +16,8 @@ pub enum TrafficMode {
 /// namespace with the same Sidecar shares one scope, and so can share generated xDS.
 #[derive(Debug)]
 pub struct SidecarScope {
-    /// `namespace/name` of the Sidecar, or `namespace/default` without one.
+    /// `namespace/name@proxy-namespace` of the Sidecar, or `namespace/default` without
+    /// one; followed by `+dr:name,...` when selector DestinationRules select the proxies.
     pub id: String,
     /// The proxies' namespace.
     pub namespace: String,
@@ -63,10 +64,13 @@ impl HostSelector {
 }
 
 impl SidecarScope {
+    /// `selector_rules`: the DestinationRules of `proxy_ns` whose `workloadSelector`
+    /// selects the proxies; other selector rules do not apply to them.
     pub(super) fn new(
         index: &ConfigIndex,
         proxy_ns: &str,
         sidecar: Option<&NamedConfig<istio::Sidecar>>,
+        selector_rules: &[&Arc<NamedConfig<istio::DestinationRule>>],
     ) -> Self {
         let egress = sidecar.map(|s| s.spec.egress.clone()).unwrap_or_default();
         // A Sidecar without egress listeners (only an outbound policy) sees everything,
@@ -181,7 +185,12 @@ impl SidecarScope {
 
         // DestinationRules: for each service, the proxy namespace's, else the service
         // namespace's, else the root namespace's (Istio never looks elsewhere); within
-        // that namespace the most specific host, and every rule for it merged.
+        // that namespace the most specific host; of its rules, those whose selector
+        // selects the proxies if any (Istio's precedence), else the selector-less ones,
+        // merged.
+        let applies = |dr: &Arc<NamedConfig<istio::DestinationRule>>| {
+            dr.spec.workload_selector.is_none() || selector_rules.iter().any(|s| Arc::ptr_eq(s, dr))
+        };
         let mut destination_rules = HashMap::new();
         for svc in &services {
             let candidates: Vec<&Arc<NamedConfig<istio::DestinationRule>>> = index
@@ -189,7 +198,7 @@ impl SidecarScope {
                 .filter(|dr| {
                     host_matches(&dr.spec.host, &svc.hostname)
                         && export_visible(&dr.spec.export_to, &dr.namespace, proxy_ns)
-                        && dr.spec.workload_selector.is_none()
+                        && applies(dr)
                 })
                 .collect();
             let levels = [proxy_ns, svc.namespace.as_str(), ROOT_NAMESPACE];
@@ -211,6 +220,7 @@ impl SidecarScope {
                 .map(str::to_string);
             rules.retain(|dr| Some(&dr.spec.host) == best.as_ref());
             rules.sort_by(|a, b| a.name.cmp(&b.name));
+            keep_most_selective(&mut rules);
             for dr in &rules {
                 configs.insert(ConfigKey::new(
                     Kind::DestinationRule,
@@ -222,12 +232,17 @@ impl SidecarScope {
                 destination_rules.insert(svc.hostname.clone(), rule);
             }
         }
+        let mut id = match sidecar {
+            Some(sc) => format!("{}/{}@{proxy_ns}", sc.namespace, sc.name),
+            None => format!("{proxy_ns}/default"),
+        };
+        if !selector_rules.is_empty() {
+            let names: Vec<&str> = selector_rules.iter().map(|r| r.name.as_str()).collect();
+            id.push_str(&format!("+dr:{}", names.join(",")));
+        }
 
         SidecarScope {
-            id: match sidecar {
-                Some(sc) => format!("{}/{}@{proxy_ns}", sc.namespace, sc.name),
-                None => format!("{proxy_ns}/default"),
-            },
+            id,
             namespace: proxy_ns.to_string(),
             generation: index.generation,
             services,
@@ -316,6 +331,20 @@ impl SidecarScope {
             None => true,
         }
     }
+}
+
+/// Of the rules for one host (sorted by name), keeps those that apply first: when some
+/// have a workload selector (one selecting the proxies), the first of them and those with
+/// the same selector, as Istio prefers a selecting rule to the namespace-wide one and
+/// merges only rules with equal selectors; else every rule (all selector-less).
+fn keep_most_selective(rules: &mut Vec<&Arc<NamedConfig<istio::DestinationRule>>>) {
+    let Some(first) = rules
+        .iter()
+        .find_map(|dr| dr.spec.workload_selector.clone())
+    else {
+        return;
+    };
+    rules.retain(|dr| dr.spec.workload_selector.as_ref() == Some(&first));
 }
 
 /// Several DestinationRules for one host in one namespace, merged as Istio merges them

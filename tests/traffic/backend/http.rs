@@ -12,12 +12,15 @@
 //! the tests send small requests only (bodies with `content-length`).
 
 use super::Backend;
+use super::tls::handshake_headers;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 /// A request as the backend received it; header names lower-cased, in arrival order.
 #[derive(Clone, Debug)]
@@ -72,6 +75,8 @@ impl Behaviour {
 struct State {
     behaviour: Mutex<Behaviour>,
     received: Mutex<Vec<Received>>,
+    /// TLS handshakes that failed (a TLS backend only).
+    failed_handshakes: AtomicUsize,
 }
 
 pub struct HttpBackend {
@@ -91,12 +96,23 @@ impl HttpBackend {
     /// A backend named `name` (also the name of the Pod it stands for) on a free
     /// loopback port.
     pub async fn start(name: &str) -> HttpBackend {
+        Self::serve(name, None).await
+    }
+
+    /// A backend that terminates TLS with `tls` first; each request it records carries
+    /// the handshake's SNI and client certificate as headers `x-tls-sni` and
+    /// `x-tls-client-cert` (`present` or `none`), which it echoes like the others.
+    pub async fn start_tls(name: &str, tls: Arc<rustls::ServerConfig>) -> HttpBackend {
+        Self::serve(name, Some(TlsAcceptor::from(tls))).await
+    }
+
+    async fn serve(name: &str, tls: Option<TlsAcceptor>) -> HttpBackend {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind backend");
         let addr = listener.local_addr().expect("backend addr");
         let state = Arc::new(State::default());
-        let task = tokio::spawn(accept_loop(listener, name.to_string(), state.clone()));
+        let task = tokio::spawn(accept_loop(listener, name.to_string(), state.clone(), tls));
         HttpBackend {
             name: name.to_string(),
             addr,
@@ -127,6 +143,11 @@ impl HttpBackend {
         self.state.received.lock().unwrap().clone()
     }
 
+    /// How many clients failed the TLS handshake (no or an untrusted certificate).
+    pub fn failed_handshakes(&self) -> usize {
+        self.state.failed_handshakes.load(Ordering::Relaxed)
+    }
+
     pub fn received_count(&self) -> usize {
         self.state.received.lock().unwrap().len()
     }
@@ -137,19 +158,46 @@ impl HttpBackend {
     }
 }
 
-async fn accept_loop(listener: TcpListener, name: String, state: Arc<State>) {
+async fn accept_loop(
+    listener: TcpListener,
+    name: String,
+    state: Arc<State>,
+    tls: Option<TlsAcceptor>,
+) {
     while let Ok((sock, _)) = listener.accept().await {
-        tokio::spawn(serve_connection(sock, name.clone(), state.clone()));
+        let (name, state) = (name.clone(), state.clone());
+        let Some(acceptor) = tls.clone() else {
+            tokio::spawn(serve_connection(sock, name, state, Vec::new()));
+            continue;
+        };
+        tokio::spawn(async move {
+            match acceptor.accept(sock).await {
+                Ok(stream) => {
+                    let handshake = handshake_headers(stream.get_ref().1);
+                    serve_connection(stream, name, state, handshake).await;
+                }
+                Err(_) => {
+                    state.failed_handshakes.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
     }
 }
 
-/// Answers requests on one connection until the peer closes it.
-async fn serve_connection(mut sock: TcpStream, name: String, state: Arc<State>) {
+/// Answers requests on one connection until the peer closes it; `extra` headers are
+/// added to each request received (what the TLS handshake showed).
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut sock: S,
+    name: String,
+    state: Arc<State>,
+    extra: Vec<(String, String)>,
+) {
     let mut buf = Vec::with_capacity(4096);
     loop {
-        let Some(request) = read_request(&mut sock, &mut buf).await else {
+        let Some(mut request) = read_request(&mut sock, &mut buf).await else {
             return;
         };
+        request.headers.extend(extra.iter().cloned());
         // Decide before waiting, so a planned failure goes to the request that came first.
         let (status, delay) = {
             let mut b = state.behaviour.lock().unwrap();
@@ -160,7 +208,8 @@ async fn serve_connection(mut sock: TcpStream, name: String, state: Arc<State>) 
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        if sock.write_all(response.as_bytes()).await.is_err() {
+        // Flushed: a TLS stream holds written bytes until then.
+        if sock.write_all(response.as_bytes()).await.is_err() || sock.flush().await.is_err() {
             return;
         }
     }
@@ -168,7 +217,7 @@ async fn serve_connection(mut sock: TcpStream, name: String, state: Arc<State>) 
 
 /// The next request on the connection, its body read and dropped; `None` when the peer
 /// closed the connection or sent something that is not HTTP/1.1.
-async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Received> {
+async fn read_request<S: AsyncRead + Unpin>(sock: &mut S, buf: &mut Vec<u8>) -> Option<Received> {
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i;
@@ -201,7 +250,7 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Receive
     Some(request)
 }
 
-async fn read_more(sock: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
+async fn read_more<S: AsyncRead + Unpin>(sock: &mut S, buf: &mut Vec<u8>) -> Option<()> {
     let mut chunk = [0u8; 4096];
     match sock.read(&mut chunk).await {
         Ok(0) | Err(_) => None,

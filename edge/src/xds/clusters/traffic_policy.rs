@@ -1,6 +1,6 @@
 //! A DestinationRule's traffic policy applied to a cluster, as Istio's
 //! `cluster_traffic_policy.go` applies it: connection pool, outlier detection, load
-//! balancer.
+//! balancer (TLS is in [`super::tls`]).
 
 use super::discovery;
 use crate::xds::util::{any, parse_duration, u32_value};
@@ -10,6 +10,7 @@ use envoy_types::pb::envoy::config::cluster::v3::{
 };
 use envoy_types::pb::envoy::config::core::v3::{
     Http1ProtocolOptions, Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions,
+    UpstreamHttpProtocolOptions,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     HttpProtocolOptions, http_protocol_options,
@@ -17,6 +18,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
 use envoy_types::pb::envoy::r#type::v3::Percent;
 use envoy_types::pb::google::protobuf::UInt64Value;
 use prost::Name;
+use shoal_proto::config::istio::ConsistentHashLb;
 use shoal_proto::model::Protocol;
 use shoal_proto::push_context::policy::Policy;
 
@@ -38,8 +40,14 @@ fn positive(v: Option<i32>) -> Option<u32> {
 }
 
 /// Connection pool → circuit breakers, connect timeout, and HTTP protocol options (idle
-/// timeout, requests per connection, HTTP/2 for HTTP/2 and gRPC ports).
-pub(super) fn apply_connection_pool(c: &mut Cluster, policy: Policy<'_>, protocol: Protocol) {
+/// timeout, requests per connection, HTTP/2 for HTTP/2 and gRPC ports, and `upstream`:
+/// the SNI and SAN checks TLS origination takes from each request).
+pub(super) fn apply_connection_pool(
+    c: &mut Cluster,
+    policy: Policy<'_>,
+    protocol: Protocol,
+    upstream: Option<UpstreamHttpProtocolOptions>,
+) {
     let mut t = default_thresholds();
     let mut idle_timeout = None;
     let mut max_requests_per_connection = None;
@@ -72,7 +80,8 @@ pub(super) fn apply_connection_pool(c: &mut Cluster, policy: Policy<'_>, protoco
     });
 
     let h2 = matches!(protocol, Protocol::Http2 | Protocol::Grpc);
-    if !h2 && idle_timeout.is_none() && max_requests_per_connection.is_none() {
+    if !h2 && idle_timeout.is_none() && max_requests_per_connection.is_none() && upstream.is_none()
+    {
         return;
     }
     let common = (idle_timeout.is_some() || max_requests_per_connection.is_some()).then(|| {
@@ -95,6 +104,7 @@ pub(super) fn apply_connection_pool(c: &mut Cluster, policy: Policy<'_>, protoco
     };
     let options = HttpProtocolOptions {
         common_http_protocol_options: common,
+        upstream_http_protocol_options: upstream,
         upstream_protocol_options: Some(
             http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
                 http_protocol_options::ExplicitHttpConfig {
@@ -144,16 +154,8 @@ pub(super) fn apply_load_balancer(c: &mut Cluster, policy: Policy<'_>) -> bool {
         return false;
     }
     let lb = policy.load_balancer;
-    if let Some(hash) = lb.and_then(|l| l.consistent_hash.as_ref()) {
-        c.lb_policy = LbPolicy::RingHash as i32;
-        c.lb_config = Some(cluster::LbConfig::RingHashLbConfig(
-            cluster::RingHashLbConfig {
-                minimum_ring_size: Some(UInt64Value {
-                    value: hash.minimum_ring_size.filter(|v| *v > 0).unwrap_or(1024),
-                }),
-                ..Default::default()
-            },
-        ));
+    if let Some(hash) = lb.and_then(|l| l.consistent_hash.as_deref()) {
+        apply_consistent_hash(c, hash);
         return false;
     }
     let simple = lb.and_then(|l| l.simple.as_deref()).unwrap_or("");
@@ -171,4 +173,126 @@ pub(super) fn apply_load_balancer(c: &mut Cluster, policy: Policy<'_>) -> bool {
         _ => LbPolicy::LeastRequest,
     } as i32;
     false
+}
+
+/// Consistent hashing: Maglev or a ring hash as asked, else a ring hash of the deprecated
+/// `minimumRingSize` (Envoy's 1024 when unset), as Istio does. The hash key itself is
+/// a route's hash policy.
+fn apply_consistent_hash(c: &mut Cluster, hash: &ConsistentHashLb) {
+    use cluster::LbPolicy;
+    let size = |v: u64| (v > 0).then_some(UInt64Value { value: v });
+    if let Some(maglev) = &hash.maglev {
+        c.lb_policy = LbPolicy::Maglev as i32;
+        c.lb_config = size(maglev.table_size).map(|table_size| {
+            cluster::LbConfig::MaglevLbConfig(cluster::MaglevLbConfig {
+                table_size: Some(table_size),
+            })
+        });
+        return;
+    }
+    c.lb_policy = LbPolicy::RingHash as i32;
+    let minimum_ring_size = match &hash.ring_hash {
+        Some(ring) => size(ring.minimum_ring_size),
+        None => Some(UInt64Value {
+            value: hash.minimum_ring_size.filter(|v| *v > 0).unwrap_or(1024),
+        }),
+    };
+    c.lb_config = minimum_ring_size.map(|minimum_ring_size| {
+        cluster::LbConfig::RingHashLbConfig(cluster::RingHashLbConfig {
+            minimum_ring_size: Some(minimum_ring_size),
+            ..Default::default()
+        })
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::google::protobuf::Any;
+    use prost::Message;
+    use shoal_proto::config::istio::{LoadBalancerSettings, Maglev, RingHash};
+
+    fn balanced(hash: ConsistentHashLb) -> Cluster {
+        let lb = LoadBalancerSettings {
+            consistent_hash: Some(Box::new(hash)),
+            ..Default::default()
+        };
+        let mut c = Cluster::default();
+        apply_load_balancer(
+            &mut c,
+            Policy {
+                load_balancer: Some(&lb),
+                ..Default::default()
+            },
+        );
+        c
+    }
+
+    #[test]
+    fn maglev_ring_hash_and_the_deprecated_ring_size() {
+        let maglev = balanced(ConsistentHashLb {
+            maglev: Some(Maglev { table_size: 65537 }),
+            ..Default::default()
+        });
+        assert_eq!(maglev.lb_policy, cluster::LbPolicy::Maglev as i32);
+        assert!(matches!(
+            maglev.lb_config,
+            Some(cluster::LbConfig::MaglevLbConfig(cluster::MaglevLbConfig { table_size: Some(t) }))
+                if t.value == 65537
+        ));
+        let ring_size = |c: &Cluster| match &c.lb_config {
+            Some(cluster::LbConfig::RingHashLbConfig(r)) => r.minimum_ring_size.map(|v| v.value),
+            other => panic!("not a ring hash: {other:?}"),
+        };
+        let ring = balanced(ConsistentHashLb {
+            ring_hash: Some(RingHash {
+                minimum_ring_size: 4096,
+            }),
+            ..Default::default()
+        });
+        assert_eq!(ring.lb_policy, cluster::LbPolicy::RingHash as i32);
+        assert_eq!(ring_size(&ring), Some(4096));
+        let deprecated = balanced(ConsistentHashLb {
+            minimum_ring_size: Some(2048),
+            ..Default::default()
+        });
+        assert_eq!(ring_size(&deprecated), Some(2048));
+        assert_eq!(
+            ring_size(&balanced(ConsistentHashLb::default())),
+            Some(1024)
+        );
+        // Envoy's defaults when the algorithm is named without a size.
+        let unsized_ring = balanced(ConsistentHashLb {
+            ring_hash: Some(RingHash::default()),
+            ..Default::default()
+        });
+        assert_eq!(unsized_ring.lb_policy, cluster::LbPolicy::RingHash as i32);
+        assert_eq!(unsized_ring.lb_config, None);
+    }
+
+    /// Auto SNI needs HTTP protocol options even on a plain HTTP/1.1 cluster, and they
+    /// then need an upstream protocol.
+    #[test]
+    fn auto_sni_makes_http_protocol_options() {
+        let mut c = Cluster::default();
+        let auto = UpstreamHttpProtocolOptions {
+            auto_sni: true,
+            auto_san_validation: true,
+            ..Default::default()
+        };
+        apply_connection_pool(
+            &mut c,
+            Policy::default(),
+            Protocol::Http,
+            Some(auto.clone()),
+        );
+        let any: &Any = &c.typed_extension_protocol_options[&HttpProtocolOptions::full_name()];
+        let options = HttpProtocolOptions::decode(any.value.as_slice()).unwrap();
+        assert_eq!(options.upstream_http_protocol_options, Some(auto));
+        assert!(options.upstream_protocol_options.is_some());
+
+        let mut plain = Cluster::default();
+        apply_connection_pool(&mut plain, Policy::default(), Protocol::Http, None);
+        assert!(plain.typed_extension_protocol_options.is_empty());
+    }
 }

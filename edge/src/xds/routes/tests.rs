@@ -461,3 +461,45 @@ fn a_delegate_replaces_the_route_that_names_it() {
         "outbound|9080|v2|reviews.shop.svc.cluster.local"
     );
 }
+
+/// Istio's hash keys: a cookie carries its TTL (so Envoy sets it), path and attributes.
+#[test]
+fn hash_policies_for_every_key() {
+    use route_action::hash_policy::PolicySpecifier;
+    use shoal_proto::config::istio::{ConsistentHashLb, CookieAttribute, HttpCookie};
+    let specifier =
+        |h: ConsistentHashLb| translate::hash_policy(&h).and_then(|p| p.policy_specifier);
+    let cookie = specifier(ConsistentHashLb {
+        http_cookie: Some(HttpCookie {
+            name: "session".into(),
+            path: "/cart".into(),
+            ttl: Some("1h".into()),
+            attributes: vec![CookieAttribute {
+                name: "SameSite".into(),
+                value: "Strict".into(),
+            }],
+        }),
+        ..Default::default()
+    });
+    let Some(PolicySpecifier::Cookie(c)) = cookie else {
+        panic!("not a cookie policy: {cookie:?}");
+    };
+    assert_eq!((c.name.as_str(), c.path.as_str()), ("session", "/cart"));
+    assert_eq!(c.ttl.map(|d| d.seconds), Some(3600));
+    assert_eq!(c.attributes[0].name, "SameSite");
+    assert!(matches!(
+        specifier(ConsistentHashLb {
+            use_source_ip: Some(true),
+            ..Default::default()
+        }),
+        Some(PolicySpecifier::ConnectionProperties(p)) if p.source_ip
+    ));
+    assert!(matches!(
+        specifier(ConsistentHashLb {
+            http_query_parameter_name: Some("user".into()),
+            ..Default::default()
+        }),
+        Some(PolicySpecifier::QueryParameter(q)) if q.name == "user"
+    ));
+    assert_eq!(specifier(ConsistentHashLb::default()), None);
+}

@@ -407,13 +407,28 @@ fn direct_response(d: &HttpDirectResponse) -> DirectResponseAction {
     }
 }
 
-/// Istio's `ConsistentHashToHashPolicy`.
+/// Istio's `ConsistentHashToHashPolicy`. A cookie with a `ttl` is set by Envoy on the
+/// first response when the request carries none, which is what makes it sticky.
 pub fn hash_policy(h: &ConsistentHashLb) -> Option<route_action::HashPolicy> {
     use route_action::hash_policy::{self, PolicySpecifier};
     let specifier = if let Some(header) = &h.http_header_name {
         PolicySpecifier::Header(hash_policy::Header {
             header_name: header.clone(),
             ..Default::default()
+        })
+    } else if let Some(cookie) = &h.http_cookie {
+        PolicySpecifier::Cookie(hash_policy::Cookie {
+            name: cookie.name.clone(),
+            ttl: parse_duration(cookie.ttl.as_deref()),
+            path: cookie.path.clone(),
+            attributes: cookie
+                .attributes
+                .iter()
+                .map(|a| hash_policy::CookieAttribute {
+                    name: a.name.clone(),
+                    value: a.value.clone(),
+                })
+                .collect(),
         })
     } else if h.use_source_ip == Some(true) {
         PolicySpecifier::ConnectionProperties(hash_policy::ConnectionProperties { source_ip: true })

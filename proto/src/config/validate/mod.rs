@@ -3,10 +3,12 @@
 //! An error rejects the object (an earlier valid version stays served); warnings accept
 //! it and are logged, as Istio's analyzers would report them.
 
+mod destination_rule;
 mod gateway;
 mod virtual_service;
 
 use super::{Config, Spec, istio};
+use destination_rule::destination_rule;
 use gateway::gateway;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -28,12 +30,7 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
     match &config.spec {
         Spec::VirtualService(vs) => virtual_service(vs)?,
         Spec::DestinationRule(dr) => {
-            destination_rule(dr)?;
-            if uses_failover_priority(dr) {
-                warnings.push(
-                    "localityLbSetting.failoverPriority is not supported by Shoal: ignored".into(),
-                );
-            }
+            destination_rule(dr, &config.meta.namespace, &mut warnings)?;
         }
         Spec::ServiceEntry(se) => service_entry(se)?,
         Spec::WorkloadEntry(we) => workload_entry(we)?,
@@ -166,190 +163,6 @@ pub(super) fn weights(ws: impl Iterator<Item = i32> + Clone, count: usize, field
         return Err(invalid(format!(
             "{field}: total weight of {count} destinations is 0"
         )));
-    }
-    Ok(())
-}
-
-fn traffic_policy(tp: &istio::TrafficPolicy, field: &str) -> Check {
-    let lb = |lb: &Option<istio::LoadBalancerSettings>, f: &str| -> Check {
-        if let Some(lb) = lb {
-            if lb.simple.is_some() && lb.consistent_hash.is_some() {
-                return Err(invalid(format!(
-                    "{f}.loadBalancer: simple and consistentHash cannot both be set"
-                )));
-            }
-            if let Some(l) = &lb.locality_lb_setting {
-                locality_lb(l, &format!("{f}.loadBalancer.localityLbSetting"))?;
-            }
-            if let Some(s) = &lb.simple
-                && !matches!(
-                    s.as_str(),
-                    "UNSPECIFIED"
-                        | "ROUND_ROBIN"
-                        | "LEAST_CONN"
-                        | "LEAST_REQUEST"
-                        | "RANDOM"
-                        | "PASSTHROUGH"
-                )
-            {
-                return Err(invalid(format!(
-                    "{f}.loadBalancer.simple: unknown load balancer {s:?}"
-                )));
-            }
-        }
-        Ok(())
-    };
-    let pool = |cp: &Option<istio::ConnectionPoolSettings>, f: &str| -> Check {
-        if let Some(cp) = cp {
-            if let Some(tcp) = &cp.tcp {
-                if tcp.max_connections.is_some_and(|v| v < 0) {
-                    return Err(invalid(format!(
-                        "{f}.connectionPool.tcp.maxConnections must not be negative"
-                    )));
-                }
-                duration_field(
-                    &tcp.connect_timeout,
-                    &format!("{f}.connectionPool.tcp.connectTimeout"),
-                )?;
-            }
-            if let Some(http) = &cp.http {
-                for (name, v) in [
-                    ("http1MaxPendingRequests", http.http1_max_pending_requests),
-                    ("http2MaxRequests", http.http2_max_requests),
-                    ("maxRequestsPerConnection", http.max_requests_per_connection),
-                    ("maxRetries", http.max_retries),
-                ] {
-                    if v.is_some_and(|v| v < 0) {
-                        return Err(invalid(format!(
-                            "{f}.connectionPool.http.{name} must not be negative"
-                        )));
-                    }
-                }
-                duration_field(
-                    &http.idle_timeout,
-                    &format!("{f}.connectionPool.http.idleTimeout"),
-                )?;
-            }
-        }
-        Ok(())
-    };
-    let outlier = |od: &Option<istio::OutlierDetection>, f: &str| -> Check {
-        if let Some(od) = od {
-            duration_field(&od.interval, &format!("{f}.outlierDetection.interval"))?;
-            duration_field(
-                &od.base_ejection_time,
-                &format!("{f}.outlierDetection.baseEjectionTime"),
-            )?;
-            if od
-                .max_ejection_percent
-                .is_some_and(|p| !(0..=100).contains(&p))
-            {
-                return Err(invalid(format!(
-                    "{f}.outlierDetection.maxEjectionPercent must be in 0-100"
-                )));
-            }
-        }
-        Ok(())
-    };
-    lb(&tp.load_balancer, field)?;
-    pool(&tp.connection_pool, field)?;
-    outlier(&tp.outlier_detection, field)?;
-    for (i, p) in tp.port_level_settings.iter().enumerate() {
-        let f = format!("{field}.portLevelSettings[{i}]");
-        match &p.port {
-            Some(port) => port_number(port.number, &format!("{f}.port.number"))?,
-            None => return Err(invalid(format!("{f}.port is required"))),
-        }
-        lb(&p.load_balancer, &f)?;
-        pool(&p.connection_pool, &f)?;
-        outlier(&p.outlier_detection, &f)?;
-    }
-    Ok(())
-}
-
-/// Istio's rules for a locality LB setting: distribute or failover, not both; each
-/// distribute's weights sum to 100 and its localities use `*` only as the last part;
-/// failover names two different regions, without wildcards.
-fn locality_lb(l: &istio::LocalityLbSetting, f: &str) -> Check {
-    if !l.distribute.is_empty() && !l.failover.is_empty() {
-        return Err(invalid(format!(
-            "{f}: distribute and failover cannot both be set"
-        )));
-    }
-    let locality = |loc: &str, field: String| -> Check {
-        let parts: Vec<&str> = loc.split('/').collect();
-        let wildcard_inside = parts[..parts.len() - 1].contains(&"*");
-        if loc.is_empty() || parts.len() > 3 || wildcard_inside {
-            return Err(invalid(format!(
-                "{field}: {loc:?} is not region/zone/subzone (with `*` only last)"
-            )));
-        }
-        Ok(())
-    };
-    for (i, d) in l.distribute.iter().enumerate() {
-        locality(&d.from, format!("{f}.distribute[{i}].from"))?;
-        let mut total = 0u64;
-        for (to, weight) in &d.to {
-            locality(to, format!("{f}.distribute[{i}].to"))?;
-            total += u64::from(*weight);
-        }
-        if total != 100 {
-            return Err(invalid(format!(
-                "{f}.distribute[{i}].to: weights sum to {total}, not 100"
-            )));
-        }
-    }
-    for (i, o) in l.failover.iter().enumerate() {
-        if o.from == o.to {
-            return Err(invalid(format!(
-                "{f}.failover[{i}]: from and to must be different regions"
-            )));
-        }
-        if o.from.contains(['*', '/']) || o.to.contains(['*', '/']) {
-            return Err(invalid(format!(
-                "{f}.failover[{i}]: from and to are regions, without `/` or `*`"
-            )));
-        }
-    }
-    Ok(())
-}
-
-fn uses_failover_priority(dr: &istio::DestinationRule) -> bool {
-    let policies = dr
-        .traffic_policy
-        .iter()
-        .chain(dr.subsets.iter().filter_map(|s| s.traffic_policy.as_ref()));
-    policies
-        .flat_map(|tp| {
-            tp.load_balancer.iter().chain(
-                tp.port_level_settings
-                    .iter()
-                    .filter_map(|p| p.load_balancer.as_ref()),
-            )
-        })
-        .filter_map(|lb| lb.locality_lb_setting.as_ref())
-        .any(|l| !l.failover_priority.is_empty())
-}
-
-fn destination_rule(dr: &istio::DestinationRule) -> Check {
-    host(&dr.host, "host")?;
-    if let Some(tp) = &dr.traffic_policy {
-        traffic_policy(tp, "trafficPolicy")?;
-    }
-    let mut names = BTreeSet::new();
-    for (i, s) in dr.subsets.iter().enumerate() {
-        if s.name.is_empty() {
-            return Err(invalid(format!("subsets[{i}].name is required")));
-        }
-        if !names.insert(&s.name) {
-            return Err(invalid(format!(
-                "subsets[{i}]: duplicate subset name {:?}",
-                s.name
-            )));
-        }
-        if let Some(tp) = &s.traffic_policy {
-            traffic_policy(tp, &format!("subsets[{i}].trafficPolicy"))?;
-        }
     }
     Ok(())
 }

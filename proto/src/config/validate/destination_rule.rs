@@ -1,0 +1,406 @@
+//! DestinationRule validation, by Istio's rules (`ValidateDestinationRule` and the
+//! agent's `ValidateTLS`): what Istio rejects is rejected with the field named; what
+//! Shoal accepts but cannot act on (ISTIO_MUTUAL, `credentialName` on sidecars,
+//! `failoverPriority`) is accepted with a warning.
+
+use super::{Check, duration_field, host, invalid, port_number};
+use crate::config::istio;
+use std::collections::BTreeSet;
+
+/// Maglev tables must be prime and below this (Envoy's limit).
+const MAGLEV_MAX_TABLE_SIZE: u64 = 5_000_011;
+
+pub(super) fn destination_rule(
+    dr: &istio::DestinationRule,
+    namespace: &str,
+    warnings: &mut Vec<String>,
+) -> Check {
+    host(&dr.host, "host")?;
+    if let Some(tp) = &dr.traffic_policy {
+        traffic_policy(tp, "trafficPolicy", warnings)?;
+    }
+    let mut names = BTreeSet::new();
+    for (i, s) in dr.subsets.iter().enumerate() {
+        if s.name.is_empty() {
+            return Err(invalid(format!("subsets[{i}].name is required")));
+        }
+        if !names.insert(&s.name) {
+            return Err(invalid(format!(
+                "subsets[{i}]: duplicate subset name {:?}",
+                s.name
+            )));
+        }
+        if let Some(tp) = &s.traffic_policy {
+            traffic_policy(tp, &format!("subsets[{i}].trafficPolicy"), warnings)?;
+        }
+    }
+    if let Some(selector) = &dr.workload_selector {
+        workload_selector(selector, warnings)?;
+        selector_export_to(&dr.export_to, namespace)?;
+    }
+    Ok(())
+}
+
+fn traffic_policy(tp: &istio::TrafficPolicy, field: &str, warnings: &mut Vec<String>) -> Check {
+    load_balancer(&tp.load_balancer, field, warnings)?;
+    connection_pool(&tp.connection_pool, field)?;
+    outlier_detection(&tp.outlier_detection, field)?;
+    tls(tp.tls.as_deref(), field, warnings)?;
+    for (i, p) in tp.port_level_settings.iter().enumerate() {
+        let f = format!("{field}.portLevelSettings[{i}]");
+        match &p.port {
+            Some(port) => port_number(port.number, &format!("{f}.port.number"))?,
+            None => return Err(invalid(format!("{f}.port is required"))),
+        }
+        load_balancer(&p.load_balancer, &f, warnings)?;
+        connection_pool(&p.connection_pool, &f)?;
+        outlier_detection(&p.outlier_detection, &f)?;
+        tls(p.tls.as_deref(), &f, warnings)?;
+    }
+    Ok(())
+}
+
+fn load_balancer(
+    lb: &Option<istio::LoadBalancerSettings>,
+    f: &str,
+    warnings: &mut Vec<String>,
+) -> Check {
+    let Some(lb) = lb else {
+        return Ok(());
+    };
+    if lb.simple.is_some() && lb.consistent_hash.is_some() {
+        return Err(invalid(format!(
+            "{f}.loadBalancer: simple and consistentHash cannot both be set"
+        )));
+    }
+    if let Some(l) = &lb.locality_lb_setting {
+        locality_lb(l, &format!("{f}.loadBalancer.localityLbSetting"))?;
+        if !l.failover_priority.is_empty() {
+            warnings.push(format!(
+                "{f}.loadBalancer.localityLbSetting.failoverPriority is not supported by Shoal: ignored"
+            ));
+        }
+    }
+    if let Some(s) = &lb.simple
+        && !matches!(
+            s.as_str(),
+            "UNSPECIFIED"
+                | "ROUND_ROBIN"
+                | "LEAST_CONN"
+                | "LEAST_REQUEST"
+                | "RANDOM"
+                | "PASSTHROUGH"
+        )
+    {
+        return Err(invalid(format!(
+            "{f}.loadBalancer.simple: unknown load balancer {s:?}"
+        )));
+    }
+    if let Some(hash) = &lb.consistent_hash {
+        consistent_hash(hash, &format!("{f}.loadBalancer.consistentHash"), warnings)?;
+    }
+    Ok(())
+}
+
+/// One hash key and at most one algorithm (protobuf oneofs in Istio), a named cookie
+/// with unique attributes, and a Maglev table Envoy accepts.
+fn consistent_hash(h: &istio::ConsistentHashLb, f: &str, warnings: &mut Vec<String>) -> Check {
+    let keys = [
+        h.http_header_name.is_some(),
+        h.http_cookie.is_some(),
+        h.use_source_ip.is_some(),
+        h.http_query_parameter_name.is_some(),
+    ];
+    if keys.iter().filter(|k| **k).count() > 1 {
+        return Err(invalid(format!(
+            "{f}: only one of httpHeaderName, httpCookie, useSourceIp or httpQueryParameterName may be set"
+        )));
+    }
+    if h.http_header_name.as_deref() == Some("") {
+        return Err(invalid(format!("{f}.httpHeaderName must not be empty")));
+    }
+    if h.http_query_parameter_name.as_deref() == Some("") {
+        return Err(invalid(format!(
+            "{f}.httpQueryParameterName must not be empty"
+        )));
+    }
+    if let Some(cookie) = &h.http_cookie {
+        if cookie.name.is_empty() {
+            return Err(invalid(format!(
+                "{f}.httpCookie: name required for HttpCookie"
+            )));
+        }
+        duration_field(&cookie.ttl, &format!("{f}.httpCookie.ttl"))?;
+        let mut names = BTreeSet::new();
+        for (i, a) in cookie.attributes.iter().enumerate() {
+            if a.name.is_empty() {
+                return Err(invalid(format!(
+                    "{f}.httpCookie.attributes[{i}]: cookie attribute name cannot be empty"
+                )));
+            }
+            if !names.insert(&a.name) {
+                return Err(invalid(format!(
+                    "{f}.httpCookie.attributes[{i}]: duplicate cookie attribute name {:?}",
+                    a.name
+                )));
+            }
+        }
+    }
+    if h.ring_hash.is_some() && h.maglev.is_some() {
+        return Err(invalid(format!(
+            "{f}: only one of ringHash or maglev may be set"
+        )));
+    }
+    if let Some(size) = h.minimum_ring_size.filter(|s| *s != 0) {
+        if h.ring_hash.is_some() || h.maglev.is_some() {
+            return Err(invalid(format!(
+                "{f}: only one of minimumRingSize or maglev/ringHash can be specified"
+            )));
+        }
+        warnings.push(format!(
+            "{f}.minimumRingSize ({size}) is deprecated, use ringHash.minimumRingSize instead"
+        ));
+    }
+    if let Some(m) = &h.maglev {
+        let size = m.table_size;
+        if size == 0 {
+            return Err(invalid(format!(
+                "{f}.maglev: tableSize must be set for maglev"
+            )));
+        }
+        if size >= MAGLEV_MAX_TABLE_SIZE {
+            return Err(invalid(format!(
+                "{f}.maglev: tableSize {size} must be less than {MAGLEV_MAX_TABLE_SIZE}"
+            )));
+        }
+        if !is_prime(size) {
+            return Err(invalid(format!(
+                "{f}.maglev: tableSize {size} must be a prime number"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Trial division, as Envoy checks a Maglev table size.
+fn is_prime(x: u64) -> bool {
+    if x < 4 {
+        return x > 1;
+    }
+    if x.is_multiple_of(2) {
+        return false;
+    }
+    (3..)
+        .step_by(2)
+        .take_while(|d| d * d <= x)
+        .all(|d| !x.is_multiple_of(d))
+}
+
+/// Istio's client TLS rules. ISTIO_MUTUAL and `credentialName` are valid but cannot be
+/// acted on yet by Shoal's sidecars: accepted, with a warning saying what is sent.
+fn tls(t: Option<&istio::ClientTlsSettings>, field: &str, warnings: &mut Vec<String>) -> Check {
+    let Some(t) = t else {
+        return Ok(());
+    };
+    let f = format!("{field}.tls");
+    let mode = t.mode.as_deref().unwrap_or("DISABLE");
+    if !matches!(mode, "DISABLE" | "SIMPLE" | "MUTUAL" | "ISTIO_MUTUAL") {
+        return Err(invalid(format!(
+            "{f}.mode: unknown TLS mode {mode:?} (DISABLE, SIMPLE, MUTUAL or ISTIO_MUTUAL)"
+        )));
+    }
+    let skip_verify = t.insecure_skip_verify == Some(true);
+    let sans = !t.subject_alt_names.is_empty();
+    if skip_verify
+        && mode == "SIMPLE"
+        && (!t.ca_certificates.is_empty() || !t.credential_name.is_empty() || sans)
+    {
+        return Err(invalid(format!(
+            "{f}: cannot specify caCertificates, credentialName or subjectAltNames when insecureSkipVerify is true"
+        )));
+    }
+    if skip_verify && mode == "MUTUAL" && (!t.ca_certificates.is_empty() || sans) {
+        return Err(invalid(format!(
+            "{f}: cannot specify caCertificates or subjectAltNames when insecureSkipVerify is true"
+        )));
+    }
+    let originating = matches!(mode, "SIMPLE" | "MUTUAL");
+    if originating && !t.credential_name.is_empty() {
+        let files = [
+            &t.client_certificate,
+            &t.private_key,
+            &t.ca_certificates,
+            &t.ca_crl,
+        ];
+        if files.iter().any(|p| !p.is_empty()) {
+            return Err(invalid(format!(
+                "{f}: cannot specify clientCertificate, privateKey, caCertificates or caCrl if credentialName is set"
+            )));
+        }
+        warnings.push(format!(
+            "{f}.credentialName applies to gateways only, and Shoal configures sidecars: no TLS is originated (as Istio does for sidecars)"
+        ));
+        return Ok(());
+    }
+    if mode == "MUTUAL" {
+        if t.client_certificate.is_empty() {
+            return Err(invalid(format!(
+                "{f}.clientCertificate: client certificate required for mutual tls"
+            )));
+        }
+        if t.private_key.is_empty() {
+            return Err(invalid(format!(
+                "{f}.privateKey: private key required for mutual tls"
+            )));
+        }
+    }
+    if mode == "ISTIO_MUTUAL" {
+        warnings.push(format!(
+            "{f}.mode ISTIO_MUTUAL is not supported by Shoal yet (it comes with mesh security): traffic is sent in plaintext"
+        ));
+    }
+    Ok(())
+}
+
+/// Istio's selector rules: no empty keys, no wildcards; no labels at all is allowed
+/// (it selects every workload of the namespace) but suspicious.
+fn workload_selector(s: &istio::WorkloadSelector, warnings: &mut Vec<String>) -> Check {
+    for (k, v) in &s.labels {
+        if k.is_empty() {
+            return Err(invalid(format!(
+                "workloadSelector: empty key is not supported in selector: \"{k}={v}\""
+            )));
+        }
+        if k.contains('*') || v.contains('*') {
+            return Err(invalid(format!(
+                "workloadSelector: wildcard is not supported in selector: \"{k}={v}\""
+            )));
+        }
+    }
+    if s.labels.is_empty() {
+        warnings.push(
+            "workloadSelector specified without labels: selects every workload of the namespace"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// A rule for some workloads of its namespace is not exported elsewhere.
+fn selector_export_to(export_to: &[String], namespace: &str) -> Check {
+    let local = |e: &String| e == "." || e == namespace;
+    match export_to {
+        [] => Ok(()),
+        [only] if local(only) => Ok(()),
+        many if many.iter().all(local) => Err(invalid(
+            "exportTo: destination rule with workload selector cannot have multiple entries in exportTo",
+        )),
+        _ => Err(invalid(
+            "exportTo: destination rule with workload selector cannot have exportTo beyond current namespace",
+        )),
+    }
+}
+
+fn connection_pool(cp: &Option<istio::ConnectionPoolSettings>, f: &str) -> Check {
+    if let Some(cp) = cp {
+        if let Some(tcp) = &cp.tcp {
+            if tcp.max_connections.is_some_and(|v| v < 0) {
+                return Err(invalid(format!(
+                    "{f}.connectionPool.tcp.maxConnections must not be negative"
+                )));
+            }
+            duration_field(
+                &tcp.connect_timeout,
+                &format!("{f}.connectionPool.tcp.connectTimeout"),
+            )?;
+        }
+        if let Some(http) = &cp.http {
+            for (name, v) in [
+                ("http1MaxPendingRequests", http.http1_max_pending_requests),
+                ("http2MaxRequests", http.http2_max_requests),
+                ("maxRequestsPerConnection", http.max_requests_per_connection),
+                ("maxRetries", http.max_retries),
+            ] {
+                if v.is_some_and(|v| v < 0) {
+                    return Err(invalid(format!(
+                        "{f}.connectionPool.http.{name} must not be negative"
+                    )));
+                }
+            }
+            duration_field(
+                &http.idle_timeout,
+                &format!("{f}.connectionPool.http.idleTimeout"),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn outlier_detection(od: &Option<istio::OutlierDetection>, f: &str) -> Check {
+    if let Some(od) = od {
+        duration_field(&od.interval, &format!("{f}.outlierDetection.interval"))?;
+        duration_field(
+            &od.base_ejection_time,
+            &format!("{f}.outlierDetection.baseEjectionTime"),
+        )?;
+        if od
+            .max_ejection_percent
+            .is_some_and(|p| !(0..=100).contains(&p))
+        {
+            return Err(invalid(format!(
+                "{f}.outlierDetection.maxEjectionPercent must be in 0-100"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Istio's rules for a locality LB setting: distribute or failover, not both; each
+/// distribute's weights sum to 100 and its localities use `*` only as the last part;
+/// failover names two different regions, without wildcards.
+fn locality_lb(l: &istio::LocalityLbSetting, f: &str) -> Check {
+    if !l.distribute.is_empty() && !l.failover.is_empty() {
+        return Err(invalid(format!(
+            "{f}: distribute and failover cannot both be set"
+        )));
+    }
+    let locality = |loc: &str, field: String| -> Check {
+        let parts: Vec<&str> = loc.split('/').collect();
+        let wildcard_inside = parts[..parts.len() - 1].contains(&"*");
+        if loc.is_empty() || parts.len() > 3 || wildcard_inside {
+            return Err(invalid(format!(
+                "{field}: {loc:?} is not region/zone/subzone (with `*` only last)"
+            )));
+        }
+        Ok(())
+    };
+    for (i, d) in l.distribute.iter().enumerate() {
+        locality(&d.from, format!("{f}.distribute[{i}].from"))?;
+        let mut total = 0u64;
+        for (to, weight) in &d.to {
+            locality(to, format!("{f}.distribute[{i}].to"))?;
+            total += u64::from(*weight);
+        }
+        if total != 100 {
+            return Err(invalid(format!(
+                "{f}.distribute[{i}].to: weights sum to {total}, not 100"
+            )));
+        }
+    }
+    for (i, o) in l.failover.iter().enumerate() {
+        if o.from == o.to {
+            return Err(invalid(format!(
+                "{f}.failover[{i}]: from and to must be different regions"
+            )));
+        }
+        if o.from.contains(['*', '/']) || o.to.contains(['*', '/']) {
+            return Err(invalid(format!(
+                "{f}.failover[{i}]: from and to are regions, without `/` or `*`"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
