@@ -30,6 +30,9 @@ pub struct SidecarScope {
     delegates: HashMap<(String, String), Arc<NamedConfig<istio::VirtualService>>>,
     /// The egress listeners of the Sidecar (empty without one).
     pub egress: Vec<istio::EgressListener>,
+    /// The ingress listeners of the Sidecar: when any, they replace the inbound listeners
+    /// the workload's services would give it (empty without a Sidecar).
+    pub ingress: Vec<istio::IngressListener>,
     pub outbound_mode: TrafficMode,
     destination_rules: HashMap<String, Arc<NamedConfig<istio::DestinationRule>>>,
     hosts: HashSet<String>,
@@ -69,6 +72,7 @@ impl SidecarScope {
         sidecar: Option<&NamedConfig<istio::Sidecar>>,
     ) -> Self {
         let egress = sidecar.map(|s| s.spec.egress.clone()).unwrap_or_default();
+        let ingress = sidecar.map(|s| s.spec.ingress.clone()).unwrap_or_default();
         // A Sidecar without egress listeners (only an outbound policy) sees everything,
         // as Istio's default egress listener (`*/*`) does.
         let selectors: Vec<HostSelector> = match sidecar.filter(|sc| !sc.spec.egress.is_empty()) {
@@ -234,6 +238,7 @@ impl SidecarScope {
             virtual_services,
             delegates,
             egress,
+            ingress,
             outbound_mode,
             destination_rules,
             hosts,

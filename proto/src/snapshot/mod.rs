@@ -30,8 +30,8 @@ use std::sync::Arc;
 /// changes. 1: one flat manifest listing every chunk. 2: a root manifest listing pages.
 /// 3: namespace chunks carry network gateways, load balancers their locality setting.
 /// 4: VirtualServices carry TLS routes, faults, mirrors, CORS, header operations,
-/// direct responses and delegates.
-pub const FORMAT_VERSION: u8 = 4;
+/// direct responses and delegates. 5: Sidecars carry ingress listeners.
+pub const FORMAT_VERSION: u8 = 5;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -42,7 +42,7 @@ pub enum SnapshotError {
     #[error(
         "snapshot format {0} is not the format this build reads ({FORMAT_VERSION}; 1 was \
          the flat manifest listing every chunk, 2 had no network gateways, 3 no fault \
-         injection or mirrors): builders and edges must share a snapshot format"
+         injection or mirrors, 4 no Sidecar ingress): builders and edges must share a snapshot format"
     )]
     Format(u8),
     #[error("chunk {0} does not match its hash")]

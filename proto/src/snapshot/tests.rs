@@ -98,7 +98,7 @@ fn a_format_1_flat_manifest_is_refused_clearly() {
     assert!(matches!(err, SnapshotError::Format(1)), "{err}");
     let message = err.to_string();
     assert!(
-        message.contains("format 1") && message.contains("(4;"),
+        message.contains("format 1") && message.contains(&format!("({FORMAT_VERSION};")),
         "{message}"
     );
     let (hash, chunk) = endpoints("10.0.0.1").encode().unwrap();
