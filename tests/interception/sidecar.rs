@@ -46,6 +46,9 @@ impl Mesh {
         let config = dir.path().join("config");
         std::fs::create_dir_all(&config).expect("mkdir config");
         std::fs::write(config.join("mesh.yaml"), mesh_yaml(&net)).expect("write config");
+        // The server's endpoints come once its sidecar is connected, as a pod turns ready
+        // after its sidecar started: only endpoints change, yet its inbound side must.
+        let endpoints = endpoints_yaml(&net);
 
         let xds_port = free_port();
         let shoal = start_shoal(&config, &net.root_ip, xds_port, dir.path()).await;
@@ -98,6 +101,9 @@ impl Mesh {
             })
             .await;
         }
+        let tmp = config.join("endpoints.yaml.tmp");
+        std::fs::write(&tmp, endpoints).expect("write endpoints");
+        std::fs::rename(&tmp, config.join("endpoints.yaml")).expect("rename endpoints");
         mesh
     }
 
@@ -351,9 +357,9 @@ static_resources:
     )
 }
 
-/// The cluster as Kubernetes holds it: Namespaces `cli` and `srv`, the client Pod, and
-/// Service `srv/server` (ClusterIP, HTTP 80 → 8080, TCP 5000 → 5001) with the server
-/// Pod behind it.
+/// The cluster as Kubernetes holds it, but for endpoints: Namespaces `cli` and `srv`,
+/// the client and server Pods, and Service `srv/server` (ClusterIP, HTTP 80 → 8080, TCP
+/// 5000 → 5001).
 fn mesh_yaml(net: &Network) -> String {
     let (client_ip, server_ip) = (&net.client.ip, &net.server.ip);
     format!(
@@ -388,8 +394,15 @@ spec:
   ports:
   - {{name: http, port: 80, targetPort: {SERVER_HTTP_TARGET}}}
   - {{name: tcp-echo, port: 5000, targetPort: {SERVER_TCP_TARGET}}}
----
-apiVersion: discovery.k8s.io/v1
+"#
+    )
+}
+
+/// The server Pod's EndpointSlice: the Service's endpoints at the pod IP.
+fn endpoints_yaml(net: &Network) -> String {
+    let server_ip = &net.server.ip;
+    format!(
+        r#"apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
 metadata:
   name: server-abc
