@@ -123,16 +123,15 @@ impl ResourceGenerator for SidecarClusters {
     fn generate(&self, req: &Request<'_>, names: &[String]) -> Vec<Arc<XdsResource>> {
         let (proxy, scope) = (req.proxy, req.scope);
         let entry = self.entry(scope, req.push, captured(proxy.interception));
-        let has_inbound = captured(proxy.interception) || !scope.ingress.is_empty();
-        if !has_inbound {
-            return select(&entry.resources, names);
-        }
         // Ingress listeners replace the service targets: they alone shape the clusters.
-        let ports = if scope.ingress.is_empty() {
+        let ports = if scope.ingress.is_empty() && captured(proxy.interception) {
             req.push.service_instances().inbound_ports(&proxy.ip)
         } else {
             Arc::from([])
         };
+        if ports.is_empty() && scope.ingress.is_empty() {
+            return select(&entry.resources, names);
+        }
         let ip = clusters::inbound::uses_proxy_ip(scope).then(|| proxy.ip.clone());
         let key = (
             scope_key(scope),
@@ -162,6 +161,7 @@ impl ResourceGenerator for SidecarClusters {
         select(&merged.all, names)
     }
 
+    /// Both caches' counters: a request of a proxy with inbound clusters looks up both.
     fn stats(&self) -> TypeStats {
         let (scopes, inbound) = (self.cache.stats(), self.with_inbound.stats());
         TypeStats {
