@@ -3,11 +3,11 @@
 
 use super::registry::{Connection, PushJob};
 use super::shared::Shared;
-use crate::proxy::ProxyKind;
+use crate::proxy::{InterceptionMode, ProxyKind};
 use crate::push_queue::{DoneGuard, PushEvent};
 use crate::snapshot::SnapshotUpdate;
 use shoal_proto::change::ChangeSet;
-use shoal_proto::push_context::SidecarScope;
+use shoal_proto::push_context::{PushContext, SidecarScope};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -42,7 +42,11 @@ impl Shared {
         let mut queued = 0usize;
         let conns = self.registry.all();
         for conn in &conns {
-            if needs_push(conn, &event) {
+            let needed = needs_push(conn, &event);
+            if inbound_changed(conn, &event.push) {
+                self.queue.enqueue(conn.id, as_full(&event));
+                queued += 1;
+            } else if needed {
                 self.queue.enqueue(conn.id, event.clone());
                 queued += 1;
             }
@@ -74,6 +78,31 @@ pub(crate) fn needs_push(conn: &Connection, event: &PushEvent) -> bool {
         .sidecar_scope(&conn.proxy.namespace, &conn.proxy.labels);
     let prev = conn.swap_scope(scope.clone());
     proxy_needs_push(conn.proxy.kind, &prev, &scope, &event.changes)
+}
+
+/// Whether the workload behind a captured sidecar now serves other ports (its own
+/// endpoints changed): its inbound listeners and clusters change though only endpoints
+/// did, so it needs a full push (Istio's `ProxyUpdate` for a pod's IP). Records the ports.
+pub(crate) fn inbound_changed(conn: &Connection, push: &PushContext) -> bool {
+    if conn.proxy.kind != ProxyKind::Sidecar || conn.proxy.interception == InterceptionMode::None {
+        return false;
+    }
+    let now = push.service_instances().inbound_ports(&conn.proxy.ip);
+    match conn.swap_inbound(now.clone()) {
+        Some(before) => before != now,
+        // Not judged before: the stream's first response may predate these endpoints.
+        None => !now.is_empty(),
+    }
+}
+
+/// `event` as a full push (for one connection).
+fn as_full(event: &PushEvent) -> PushEvent {
+    let mut changes = (*event.changes).clone();
+    changes.full = true;
+    PushEvent {
+        push: event.push.clone(),
+        changes: Arc::new(changes),
+    }
 }
 
 /// Istio's `ProxyNeedsPush` for a proxy whose scope was `prev` and is `scope`: a full

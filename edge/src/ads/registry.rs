@@ -5,7 +5,7 @@ use super::status::TypeStatus;
 use crate::proxy::Proxy;
 use crate::push_queue::{DoneGuard, PushEvent};
 use serde_json::{Value, json};
-use shoal_proto::push_context::SidecarScope;
+use shoal_proto::push_context::{InboundPort, SidecarScope};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -29,6 +29,9 @@ pub(crate) struct Connection {
     pub push_tx: mpsc::Sender<PushJob>,
     /// The scope the last update was judged against (Istio's `PrevSidecarScope`).
     scope: Mutex<Arc<SidecarScope>>,
+    /// The workload's inbound ports the last update was judged against (`None` before
+    /// the first).
+    inbound: Mutex<Option<Arc<[InboundPort]>>>,
     /// The stream's sync state, published by its task after every step.
     status: watch::Sender<Vec<TypeStatus>>,
     /// Set to hand the proxy off: its stream ends with a retryable status.
@@ -42,6 +45,12 @@ impl Connection {
     pub fn swap_scope(&self, scope: Arc<SidecarScope>) -> Arc<SidecarScope> {
         let mut s = self.scope.lock().unwrap_or_else(|e| e.into_inner());
         std::mem::replace(&mut *s, scope)
+    }
+
+    /// Records `ports` as the workload's inbound ports and returns the previous ones.
+    pub fn swap_inbound(&self, ports: Arc<[InboundPort]>) -> Option<Arc<[InboundPort]>> {
+        let mut s = self.inbound.lock().unwrap_or_else(|e| e.into_inner());
+        s.replace(ports)
     }
 
     pub fn publish(&self, status: Vec<TypeStatus>) {
@@ -136,6 +145,7 @@ impl Registry {
             connected_at: SystemTime::now(),
             push_tx,
             scope: Mutex::new(scope),
+            inbound: Mutex::new(None),
             status: watch::Sender::new(Vec::new()),
             handoff: watch::Sender::new(false),
             relayed_in,

@@ -5,8 +5,9 @@
 //! are EDS clusters served over ADS; DNS services are STRICT_DNS with their endpoints
 //! inline; passthrough services forward to the original destination. Plus the catch-alls
 //! `BlackHoleCluster` and `PassthroughCluster` (and `InboundPassthroughCluster` when
-//! traffic is captured).
+//! traffic is captured). The inbound clusters are made in [`inbound`].
 
+pub mod inbound;
 mod tls;
 mod traffic_policy;
 

@@ -11,6 +11,7 @@
 //! Skipped, with a notice, where no Envoy binary is installed (`SHOAL_ENVOY` or
 //! `.venv/bin/envoy`).
 
+use super::clusters::inbound::tests::{INGRESS_WORKLOAD, WORKLOAD, workload_mesh};
 use super::testing::{decode, mesh, proxy};
 use super::util::{address, any};
 use super::{Generator, XdsResource, types};
@@ -34,6 +35,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
 };
 use envoy_types::pb::google::protobuf::BoolValue;
 use prost::{Message, Name};
+use shoal_proto::push_context::PushContext;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -47,8 +49,8 @@ fn envoy_binary() -> Option<PathBuf> {
     configured.into_iter().chain([venv]).find(|p| p.is_file())
 }
 
-fn generate(g: &Generator, type_url: &str, p: &Proxy) -> Vec<Arc<XdsResource>> {
-    g.generate(type_url, p, &mesh(), &[]).expect("generates")
+fn generate(g: &Generator, push: &PushContext, type_url: &str, p: &Proxy) -> Vec<Arc<XdsResource>> {
+    g.generate(type_url, p, push, &[]).expect("generates")
 }
 
 /// The static cluster Envoy's ADS stream would use.
@@ -129,13 +131,13 @@ fn bootstrap(p: &Proxy, clusters: Vec<Cluster>, listeners: Vec<Listener>) -> Boo
 }
 
 /// The generated output as Envoy would receive it over ADS.
-fn as_served(g: &Generator, p: &Proxy) -> Bootstrap {
-    let mut clusters: Vec<Cluster> = generate(g, types::CLUSTER, p)
+fn as_served(g: &Generator, push: &PushContext, p: &Proxy) -> Bootstrap {
+    let mut clusters: Vec<Cluster> = generate(g, push, types::CLUSTER, p)
         .iter()
         .map(|r| decode(r))
         .collect();
     clusters.push(xds_cluster());
-    let listeners = generate(g, types::LISTENER, p)
+    let listeners = generate(g, push, types::LISTENER, p)
         .iter()
         .map(|r| decode(r))
         .collect();
@@ -144,16 +146,17 @@ fn as_served(g: &Generator, p: &Proxy) -> Bootstrap {
 
 /// The generated output wired together: routes inlined (cluster names checked), EDS
 /// clusters static with their generated assignments.
-fn wired(g: &Generator, p: &Proxy) -> Bootstrap {
-    let assignments: BTreeMap<String, ClusterLoadAssignment> = generate(g, types::ENDPOINT, p)
+fn wired(g: &Generator, push: &PushContext, p: &Proxy) -> Bootstrap {
+    let assignments: BTreeMap<String, ClusterLoadAssignment> =
+        generate(g, push, types::ENDPOINT, p)
+            .iter()
+            .map(|r| (r.name.clone(), decode(r)))
+            .collect();
+    let routes: BTreeMap<String, RouteConfiguration> = generate(g, push, types::ROUTE, p)
         .iter()
         .map(|r| (r.name.clone(), decode(r)))
         .collect();
-    let routes: BTreeMap<String, RouteConfiguration> = generate(g, types::ROUTE, p)
-        .iter()
-        .map(|r| (r.name.clone(), decode(r)))
-        .collect();
-    let mut clusters: Vec<Cluster> = generate(g, types::CLUSTER, p)
+    let mut clusters: Vec<Cluster> = generate(g, push, types::CLUSTER, p)
         .iter()
         .map(|r| decode(r))
         .collect();
@@ -171,7 +174,7 @@ fn wired(g: &Generator, p: &Proxy) -> Bootstrap {
         "every EDS cluster has an assignment"
     );
     clusters.push(xds_cluster());
-    let mut listeners: Vec<Listener> = generate(g, types::LISTENER, p)
+    let mut listeners: Vec<Listener> = generate(g, push, types::LISTENER, p)
         .iter()
         .map(|r| decode(r))
         .collect();
@@ -186,14 +189,17 @@ fn wired(g: &Generator, p: &Proxy) -> Bootstrap {
                     continue;
                 }
                 let mut hcm = HttpConnectionManager::decode(cfg.value.as_slice()).unwrap();
-                let Some(http_connection_manager::RouteSpecifier::Rds(rds)) = &hcm.route_specifier
-                else {
-                    panic!("listener {} does not use RDS", l.name)
+                let mut rc = match &hcm.route_specifier {
+                    Some(http_connection_manager::RouteSpecifier::Rds(rds)) => routes
+                        .get(&rds.route_config_name)
+                        .unwrap_or_else(|| {
+                            panic!("no route configuration {}", rds.route_config_name)
+                        })
+                        .clone(),
+                    // Inbound routes are inline already.
+                    Some(http_connection_manager::RouteSpecifier::RouteConfig(rc)) => rc.clone(),
+                    _ => panic!("listener {} has no routes", l.name),
                 };
-                let mut rc = routes
-                    .get(&rds.route_config_name)
-                    .unwrap_or_else(|| panic!("no route configuration {}", rds.route_config_name))
-                    .clone();
                 rc.validate_clusters = Some(BoolValue { value: true });
                 hcm.route_specifier =
                     Some(http_connection_manager::RouteSpecifier::RouteConfig(rc));
@@ -238,6 +244,7 @@ fn envoy_accepts_generated_config() {
         return;
     };
     let g = Generator::new();
+    let push = mesh();
     for (ns, mode) in [
         ("shop", InterceptionMode::Redirect),
         ("shop", InterceptionMode::None),
@@ -250,14 +257,35 @@ fn envoy_accepts_generated_config() {
         validate(
             &envoy,
             &format!("{ns} {mode:?} as served"),
-            &as_served(&g, &p),
+            &as_served(&g, &push, &p),
         );
-        validate(&envoy, &format!("{ns} {mode:?} wired"), &wired(&g, &p));
+        validate(
+            &envoy,
+            &format!("{ns} {mode:?} wired"),
+            &wired(&g, &push, &p),
+        );
+    }
+    // Inbound: a workload with HTTP, TCP, gRPC and unnamed ports, and Sidecar ingress.
+    let workloads = workload_mesh();
+    for (ns, ip, mode) in [
+        ("app", WORKLOAD, InterceptionMode::Redirect),
+        ("app", WORKLOAD, InterceptionMode::Tproxy),
+        ("ing", INGRESS_WORKLOAD, InterceptionMode::Redirect),
+        ("ing", INGRESS_WORKLOAD, InterceptionMode::None),
+    ] {
+        let p = proxy(ns, ip, mode);
+        let what = format!("{ns} {mode:?}");
+        validate(
+            &envoy,
+            &format!("{what} as served"),
+            &as_served(&g, &workloads, &p),
+        );
+        validate(&envoy, &format!("{what} wired"), &wired(&g, &workloads, &p));
     }
 
     // The check has teeth: a route to a cluster that does not exist is refused.
     let p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
-    let mut broken = wired(&g, &p);
+    let mut broken = wired(&g, &push, &p);
     let statics = broken.static_resources.as_mut().unwrap();
     statics
         .clusters

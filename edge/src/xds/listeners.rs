@@ -6,28 +6,26 @@
 //!    ├► 0.0.0.0_<port>  HTTP → RDS "<port>"    │      <proxy ip>_<port>  HTTP → RDS "<port>"
 //!    ├► <vip>_<port>    TCP  → outbound|...    │      <proxy ip>_<port>  TCP  → outbound|...
 //!    └► default chain: Passthrough/BlackHole ◄─┘
-//!  virtualInbound  0.0.0.0:15006 → InboundPassthroughCluster
+//!  virtualInbound  0.0.0.0:15006 → a chain per inbound port, else passthrough ([`inbound`])
 //! ```
 //! Captured listeners do not bind (`bind_to_port: false`): `virtualOutbound` hands each
 //! connection to the listener matching its original destination. Without capture the
 //! application dials the proxy, so each listener binds the proxy's own address (several
 //! proxies may share a host, so neither the wildcard nor the fixed ports 15001/15006).
 
+mod inbound;
+
 use super::routes;
 use super::util::{
-    BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER, VIRTUAL_INBOUND,
-    VIRTUAL_INBOUND_PORT, VIRTUAL_OUTBOUND, VIRTUAL_OUTBOUND_PORT, WILDCARD_IP, address,
-    ads_config_source, any, cluster_name, sort_by_name,
+    BLACKHOLE_CLUSTER, PASSTHROUGH_CLUSTER, VIRTUAL_OUTBOUND, VIRTUAL_OUTBOUND_PORT, WILDCARD_IP,
+    address, ads_config_source, any, cluster_name, sort_by_name,
 };
 use crate::proxy::InterceptionMode;
 use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
-use envoy_types::pb::envoy::config::listener::v3::{
-    Filter, FilterChain, Listener, ListenerFilter, filter, listener_filter,
-};
+use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
-use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::OriginalDst;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds, http_connection_manager, http_filter,
 };
@@ -35,7 +33,7 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpPro
 use envoy_types::pb::google::protobuf::BoolValue;
 use shoal_proto::config::istio::{Destination, EgressListener, RouteDestination};
 use shoal_proto::model::{Protocol, Service};
-use shoal_proto::push_context::{SidecarScope, TrafficMode};
+use shoal_proto::push_context::{InboundPort, SidecarScope, TrafficMode};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The proxy-specific inputs: everything else comes from the scope.
@@ -44,6 +42,8 @@ pub struct ListenerOptions<'a> {
     pub mode: InterceptionMode,
     /// The proxy's own address, bound to when traffic is not captured.
     pub proxy_ip: &'a str,
+    /// The workload's inbound ports (its service targets), sorted by target port.
+    pub inbound: &'a [InboundPort],
 }
 
 /// The Sidecar egress listener that declares `port`, if any.
@@ -150,7 +150,14 @@ pub fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<Listener> {
     let mut out: Vec<Listener> = by_bind.into_values().map(|l| *l).collect();
     if opts.mode != InterceptionMode::None {
         out.push(virtual_outbound(scope, opts.mode));
-        out.push(virtual_inbound(opts.mode));
+    }
+    for l in inbound::build(scope, opts) {
+        // An inbound listener bound where an outbound one is: the outbound one stays.
+        if out.iter().any(|o| o.name == l.name) {
+            tracing::debug!(listener = l.name, "inbound listener conflict: skipped");
+            continue;
+        }
+        out.push(l);
     }
     sort_by_name(out, |l| &l.name)
 }
@@ -343,25 +350,6 @@ fn virtual_outbound(scope: &SidecarScope, mode: InterceptionMode) -> Listener {
         transparent: transparent(mode),
         default_filter_chain: Some(catch_all(cluster)),
         traffic_direction: TrafficDirection::Outbound as i32,
-        ..Default::default()
-    }
-}
-
-/// Receives redirected inbound connections and forwards them to the application.
-fn virtual_inbound(mode: InterceptionMode) -> Listener {
-    Listener {
-        name: VIRTUAL_INBOUND.into(),
-        address: Some(address(WILDCARD_IP, VIRTUAL_INBOUND_PORT)),
-        listener_filters: vec![ListenerFilter {
-            name: "envoy.filters.listener.original_dst".into(),
-            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                &OriginalDst::default(),
-            ))),
-            ..Default::default()
-        }],
-        transparent: transparent(mode),
-        default_filter_chain: Some(catch_all(INBOUND_PASSTHROUGH_CLUSTER)),
-        traffic_direction: TrafficDirection::Inbound as i32,
         ..Default::default()
     }
 }

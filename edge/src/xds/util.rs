@@ -24,10 +24,25 @@ pub const VIRTUAL_INBOUND_PORT: u32 = 15006;
 /// redirection so they do not loop back into the proxy.
 pub const INBOUND_PASSTHROUGH_BIND: &str = "127.0.0.6";
 pub const WILDCARD_IP: &str = "0.0.0.0";
+/// `virtualInbound`'s chain for connections to 15006 itself, which would otherwise loop.
+pub const VIRTUAL_INBOUND_BLACKHOLE_CHAIN: &str = "virtualInbound-blackhole";
+/// `virtualInbound`'s chain for sniffed HTTP to ports no service declares.
+pub const VIRTUAL_INBOUND_CATCH_ALL_HTTP_CHAIN: &str = "virtualInbound-catchall-http";
+/// The transport protocol Envoy reports when no inspector found TLS.
+pub const RAW_BUFFER: &str = "raw_buffer";
+/// What the HTTP inspector reports for plaintext HTTP (Istio matches HTTP/1.0 only with
+/// `PILOT_HTTP10`; left as TCP, such requests still pass).
+pub const PLAINTEXT_HTTP_ALPNS: [&str; 2] = ["http/1.1", "h2c"];
 
 /// Istio's outbound cluster name: `outbound|<port>|<subset>|<host>`.
 pub fn cluster_name(port: u32, subset: &str, host: &str) -> String {
     format!("outbound|{port}|{subset}|{host}")
+}
+
+/// Istio's inbound cluster (and inbound route configuration) name: `inbound|<port>||`,
+/// after the workload port.
+pub fn inbound_cluster_name(port: u32) -> String {
+    format!("inbound|{port}||")
 }
 
 /// Istio's percentage (0–100, with fractions) as Envoy's fraction of a million.
@@ -128,6 +143,7 @@ mod tests {
             cluster_name(80, "v1", "r.ns.svc.cluster.local"),
             "outbound|80|v1|r.ns.svc.cluster.local"
         );
+        assert_eq!(inbound_cluster_name(8080), "inbound|8080||");
         assert_eq!(
             parse_duration(Some("1.5s")),
             Some(Duration {

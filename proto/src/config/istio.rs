@@ -491,8 +491,25 @@ pub struct WorkloadEntry {
 #[serde(rename_all = "camelCase", default)]
 pub struct Sidecar {
     pub workload_selector: Option<WorkloadSelector>,
+    /// Listeners for the workload's inbound traffic; when present they replace those the
+    /// workload's services would give it.
+    pub ingress: Vec<IngressListener>,
     pub egress: Vec<EgressListener>,
     pub outbound_traffic_policy: Option<OutboundTrafficPolicy>,
+}
+
+/// One Sidecar `ingress` listener: a port of the workload and where its traffic goes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct IngressListener {
+    pub port: Option<SidecarPort>,
+    /// The address a NONE-capture listener binds (the proxy's IP when empty).
+    pub bind: String,
+    /// `DEFAULT`, `IPTABLES` or `NONE` (empty is `DEFAULT`).
+    pub capture_mode: String,
+    /// `127.0.0.1:PORT`, `0.0.0.0:PORT` (the workload's IP), `[::1]:PORT`, `[::]:PORT` or
+    /// `unix:///path`; empty forwards to the original destination.
+    pub default_endpoint: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

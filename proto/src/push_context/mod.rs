@@ -10,17 +10,19 @@
 pub mod delegate;
 pub mod gateway;
 mod index;
+mod instances;
 pub mod policy;
 mod scope;
 
 pub use index::{ConfigIndex, NetworkGateways};
+pub use instances::{InboundPort, ServiceInstances, ServiceTarget};
 pub use scope::{SidecarScope, TrafficMode};
 
 use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};
 use crate::snapshot::{Chunk, ChunkKey};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Source of [`PushContext::endpoints_id`]s: unique in the process.
 static ENDPOINTS_IDS: AtomicU64 = AtomicU64::new(1);
@@ -33,6 +35,8 @@ pub struct PushContext {
     /// See [`PushContext::endpoints_id`].
     endpoints_id: u64,
     index: Arc<ConfigIndex>,
+    /// Service targets by workload address, built on first use: only sidecars ask.
+    instances: OnceLock<Arc<ServiceInstances>>,
 }
 
 impl std::fmt::Debug for PushContext {
@@ -95,6 +99,9 @@ impl PushContext {
         if namespaces_changed {
             next.index = Arc::new(ConfigIndex::build(version, &next.namespaces));
         }
+        if endpoints_changed || namespaces_changed {
+            next.instances = OnceLock::new();
+        }
         next
     }
 
@@ -129,6 +136,17 @@ impl PushContext {
     /// cached under it and checked for freshness without looking at each chunk.
     pub fn endpoints_id(&self) -> u64 {
         self.endpoints_id
+    }
+
+    /// Service targets by workload address (Istio's proxy service targets), built on the
+    /// first call for these endpoints and services.
+    pub fn service_instances(&self) -> &Arc<ServiceInstances> {
+        self.instances.get_or_init(|| {
+            Arc::new(ServiceInstances::build(
+                &self.index,
+                self.endpoints.values(),
+            ))
+        })
     }
 
     /// The scope of a proxy in `namespace` with `labels` (cached per index generation).

@@ -31,6 +31,9 @@ pub struct SidecarScope {
     delegates: HashMap<(String, String), Arc<NamedConfig<istio::VirtualService>>>,
     /// The egress listeners of the Sidecar (empty without one).
     pub egress: Vec<istio::EgressListener>,
+    /// The ingress listeners of the Sidecar: when any, they replace the inbound listeners
+    /// the workload's services would give it (empty without a Sidecar).
+    pub ingress: Vec<istio::IngressListener>,
     pub outbound_mode: TrafficMode,
     destination_rules: HashMap<String, Arc<NamedConfig<istio::DestinationRule>>>,
     hosts: HashSet<String>,
@@ -73,6 +76,7 @@ impl SidecarScope {
         selector_rules: &[&Arc<NamedConfig<istio::DestinationRule>>],
     ) -> Self {
         let egress = sidecar.map(|s| s.spec.egress.clone()).unwrap_or_default();
+        let ingress = sidecar.map(|s| s.spec.ingress.clone()).unwrap_or_default();
         // A Sidecar without egress listeners (only an outbound policy) sees everything,
         // as Istio's default egress listener (`*/*`) does.
         let selectors: Vec<HostSelector> = match sidecar.filter(|sc| !sc.spec.egress.is_empty()) {
@@ -249,6 +253,7 @@ impl SidecarScope {
             virtual_services,
             delegates,
             egress,
+            ingress,
             outbound_mode,
             destination_rules,
             hosts,

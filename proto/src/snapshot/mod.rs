@@ -32,7 +32,7 @@ use std::sync::Arc;
 /// 4: VirtualServices carry TLS routes, faults, mirrors, CORS, header operations,
 /// direct responses and delegates. 5: Gateway servers carry TLS settings; namespace
 /// chunks carry TLS credentials (Secrets) for gateways; traffic policies carry client
-/// TLS, cookie hashing, ring hash and Maglev settings.
+/// TLS, cookie hashing, ring hash and Maglev settings; Sidecars carry ingress listeners.
 pub const FORMAT_VERSION: u8 = 5;
 
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +44,7 @@ pub enum SnapshotError {
     #[error(
         "snapshot format {0} is not the format this build reads ({FORMAT_VERSION}; 1 was \
          the flat manifest listing every chunk, 2 had no network gateways, 3 no fault \
-         injection or mirrors, 4 no gateway TLS, credentials, client TLS or cookie hashing): builders and edges must share a snapshot format"
+         injection or mirrors, 4 no gateway TLS, credentials, client TLS, cookie hashing or Sidecar ingress): builders and edges must share a snapshot format"
     )]
     Format(u8),
     #[error("chunk {0} does not match its hash")]

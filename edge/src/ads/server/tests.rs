@@ -1,6 +1,6 @@
 use super::*;
 use crate::ads::SotwStream;
-use crate::ads::dispatch::needs_push;
+use crate::ads::dispatch::{inbound_changed, needs_push};
 use crate::ads::outbound::Outbound;
 use crate::ads::testing::node;
 use crate::push_queue::PushEvent;
@@ -236,6 +236,52 @@ async fn updates_reach_only_the_proxies_whose_scope_depends_on_them() {
     }
     let vs = ConfigKey::new(Kind::VirtualService, "b", "anything");
     assert!(needs_push(ca, &event(true, &[vs.into()])));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_workloads_own_endpoints_change_its_inbound_side() {
+    // A pod turns ready after its sidecar connected: only endpoints change, but they
+    // name the proxy's IP, so its listeners and clusters must be pushed again.
+    let mut web = svc("a", "web");
+    web.ports = vec![shoal_proto::model::ServicePort {
+        name: "http".into(),
+        port: 80,
+        protocol: shoal_proto::model::Protocol::Http,
+    }];
+    let ns = NamespaceConfig {
+        namespace: "a".into(),
+        services: vec![web.clone()],
+        ..Default::default()
+    };
+    let before = PushContext::from_chunks(1, [Chunk::Namespace(ns)]);
+    let (s, _tx) = server(XdsConfig::default(), before.clone());
+    let (_in, out) = open(&s, NODE, CLUSTER).await;
+    let _out = out.unwrap();
+    tokio::task::yield_now().await;
+    let conn = s.shared.registry.all().pop().unwrap();
+    assert!(!inbound_changed(&conn, &before), "no targets yet");
+
+    let ready = shoal_proto::model::ServiceEndpoints {
+        service: web.key(),
+        endpoints: vec![shoal_proto::model::Endpoint {
+            address: "10.0.0.1".into(),
+            port: 8080,
+            service_port: 80,
+            labels: Default::default(),
+            cluster: String::new(),
+            network: String::new(),
+            locality: String::new(),
+            weight: 1,
+            healthy: true,
+            service_account: String::new(),
+        }],
+    };
+    let after = before.with_changes(2, [Chunk::Endpoints(ready)], []);
+    assert!(
+        inbound_changed(&conn, &after),
+        "the pod now serves web:80 on 8080"
+    );
+    assert!(!inbound_changed(&conn, &after), "judged once");
 }
 
 /// A stream's task lives as long as the stream: its future must not hold a request or the

@@ -120,8 +120,12 @@ fn redirect_mode_listeners() {
     );
     let inbound = find(&ls, "virtualInbound");
     assert_eq!(bound(inbound), ("0.0.0.0".to_string(), 15006));
+    let passthrough = inbound
+        .filter_chains
+        .iter()
+        .find(|c| c.name == "virtualInbound");
     assert_eq!(
-        tcp_cluster(inbound.default_filter_chain.as_ref().unwrap()),
+        tcp_cluster(passthrough.unwrap()),
         "InboundPassthroughCluster"
     );
 }

@@ -227,10 +227,23 @@ fn workload_entry(we: &istio::WorkloadEntry) -> Check {
 }
 
 fn sidecar(sc: &istio::Sidecar) -> Check {
-    if sc.egress.is_empty() && sc.outbound_traffic_policy.is_none() {
+    if sc.egress.is_empty() && sc.ingress.is_empty() && sc.outbound_traffic_policy.is_none() {
         return Err(invalid(
-            "sidecar: empty configuration provided (set egress or outboundTrafficPolicy)",
+            "sidecar: empty configuration provided (set ingress, egress or outboundTrafficPolicy)",
         ));
+    }
+    let mut ingress_ports = BTreeSet::new();
+    for (i, l) in sc.ingress.iter().enumerate() {
+        sidecar_ingress(i, l)?;
+        if let Some(p) = &l.port
+            && !ingress_ports.insert(p.number)
+        {
+            return Err(invalid(format!(
+                "ingress[{i}].port.number: port {} is declared twice (ports on ingress \
+                 listeners must be unique)",
+                p.number
+            )));
+        }
     }
     for (i, e) in sc.egress.iter().enumerate() {
         if e.hosts.is_empty() {
@@ -275,4 +288,179 @@ fn sidecar(sc: &istio::Sidecar) -> Check {
         )));
     }
     Ok(())
+}
+
+/// One Sidecar ingress listener, by Istio's rules: a port with a known protocol, an IP
+/// bind, a known capture mode, and a default endpoint on the loopback or the workload's
+/// own address (or a Unix socket).
+fn sidecar_ingress(i: usize, l: &istio::IngressListener) -> Check {
+    let Some(p) = &l.port else {
+        return Err(invalid(format!(
+            "ingress[{i}].port: a port is required for ingress listeners"
+        )));
+    };
+    port_number(p.number, &format!("ingress[{i}].port.number"))?;
+    const PROTOCOLS: [&str; 12] = [
+        "HTTP",
+        "HTTP2",
+        "HTTPS",
+        "GRPC",
+        "GRPC-WEB",
+        "HTTP_PROXY",
+        "TCP",
+        "TLS",
+        "MONGO",
+        "MYSQL",
+        "REDIS",
+        "UDP",
+    ];
+    if !PROTOCOLS
+        .iter()
+        .any(|k| k.eq_ignore_ascii_case(&p.protocol))
+    {
+        return Err(invalid(format!(
+            "ingress[{i}].port.protocol: unrecognized protocol {:?}",
+            p.protocol
+        )));
+    }
+    if !l.bind.is_empty() && l.bind.parse::<std::net::IpAddr>().is_err() {
+        return Err(invalid(format!(
+            "ingress[{i}].bind: {:?} is not an IP address",
+            l.bind
+        )));
+    }
+    if !matches!(
+        l.capture_mode.as_str(),
+        "" | "DEFAULT" | "IPTABLES" | "NONE"
+    ) {
+        return Err(invalid(format!(
+            "ingress[{i}].captureMode: unknown capture mode {:?}",
+            l.capture_mode
+        )));
+    }
+    default_endpoint(&l.default_endpoint)
+        .map(|_| ())
+        .map_err(|reason| invalid(format!("ingress[{i}].defaultEndpoint: {reason}")))
+}
+
+/// Where a Sidecar ingress listener forwards to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DefaultEndpoint<'a> {
+    /// Unset: the connection's original destination.
+    OriginalDestination,
+    /// `127.0.0.1:PORT` or `[::1]:PORT`.
+    Loopback { ip: &'a str, port: u32 },
+    /// `0.0.0.0:PORT` or `[::]:PORT`: the workload's own address.
+    WorkloadIp { port: u32 },
+    /// `unix:///path` (or `unix://@abstract`).
+    Unix(&'a str),
+}
+
+/// Parses a Sidecar ingress `defaultEndpoint`, or says why it is not one.
+pub fn default_endpoint(endpoint: &str) -> Result<DefaultEndpoint<'_>, String> {
+    if endpoint.is_empty() {
+        return Ok(DefaultEndpoint::OriginalDestination);
+    }
+    if let Some(path) = endpoint.strip_prefix("unix://") {
+        if path.is_empty() || !(path.starts_with('/') || path.starts_with('@')) {
+            return Err(format!(
+                "{endpoint:?}: a unix address needs an absolute path (unix:///path)"
+            ));
+        }
+        return Ok(DefaultEndpoint::Unix(endpoint));
+    }
+    let form = "must be 127.0.0.1:<port>, 0.0.0.0:<port>, [::1]:<port>, [::]:<port>, \
+                unix://<path> or unset";
+    let Some((host, port)) = endpoint.rsplit_once(':') else {
+        return Err(format!("{endpoint:?} {form}"));
+    };
+    let port = match port.parse::<u32>() {
+        Ok(p) if (1..=65535).contains(&p) => p,
+        _ => return Err(format!("{endpoint:?}: port {port:?} is not in 1-65535")),
+    };
+    match host {
+        "127.0.0.1" => Ok(DefaultEndpoint::Loopback {
+            ip: "127.0.0.1",
+            port,
+        }),
+        "[::1]" => Ok(DefaultEndpoint::Loopback { ip: "::1", port }),
+        "0.0.0.0" | "[::]" => Ok(DefaultEndpoint::WorkloadIp { port }),
+        // Istio accepts `:PORT` and, having no address to send to, passes through.
+        "" => Ok(DefaultEndpoint::OriginalDestination),
+        _ => Err(format!("{endpoint:?} {form}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ingress(number: u32, protocol: &str, endpoint: &str) -> istio::IngressListener {
+        istio::IngressListener {
+            port: Some(istio::SidecarPort {
+                number,
+                protocol: protocol.into(),
+                name: String::new(),
+            }),
+            default_endpoint: endpoint.into(),
+            ..Default::default()
+        }
+    }
+
+    fn check(ingress: Vec<istio::IngressListener>) -> Check {
+        sidecar(&istio::Sidecar {
+            ingress,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn sidecar_ingress_by_istio_rules() {
+        assert!(check(vec![ingress(8080, "HTTP", "127.0.0.1:8080")]).is_ok());
+        assert!(check(vec![ingress(9090, "tcp", "0.0.0.0:9091")]).is_ok());
+        assert!(check(vec![ingress(7000, "GRPC", "unix:///var/run/a.sock")]).is_ok());
+        assert!(check(vec![ingress(7000, "HTTP2", "")]).is_ok());
+        let err = |l: Vec<istio::IngressListener>| check(l).unwrap_err().0;
+        assert!(
+            err(vec![ingress(8080, "HTTP", "10.0.0.1:8080")])
+                .contains("ingress[0].defaultEndpoint")
+        );
+        assert!(err(vec![ingress(8080, "HTTP", "127.0.0.1:0")]).contains("not in 1-65535"));
+        assert!(err(vec![ingress(8080, "HTTP", "127.0.0.1")]).contains("must be"));
+        assert!(err(vec![ingress(8080, "", "")]).contains("ingress[0].port.protocol"));
+        assert!(err(vec![ingress(0, "HTTP", "")]).contains("ingress[0].port.number"));
+        assert!(
+            err(vec![ingress(80, "HTTP", ""), ingress(80, "TCP", "")])
+                .contains("ingress[1].port.number: port 80 is declared twice")
+        );
+        let mut no_port = ingress(80, "HTTP", "");
+        no_port.port = None;
+        assert!(err(vec![no_port]).contains("ingress[0].port: a port is required"));
+        let mut bad_bind = ingress(80, "HTTP", "");
+        bad_bind.bind = "not-an-ip".into();
+        assert!(err(vec![bad_bind]).contains("ingress[0].bind"));
+        let mut bad_mode = ingress(80, "HTTP", "");
+        bad_mode.capture_mode = "SOMETIMES".into();
+        assert!(err(vec![bad_mode]).contains("ingress[0].captureMode"));
+    }
+
+    #[test]
+    fn default_endpoints() {
+        assert_eq!(
+            default_endpoint(""),
+            Ok(DefaultEndpoint::OriginalDestination)
+        );
+        assert_eq!(
+            default_endpoint("[::1]:80"),
+            Ok(DefaultEndpoint::Loopback {
+                ip: "::1",
+                port: 80
+            })
+        );
+        assert_eq!(
+            default_endpoint("[::]:80"),
+            Ok(DefaultEndpoint::WorkloadIp { port: 80 })
+        );
+        assert!(default_endpoint("unix://relative").is_err());
+    }
 }

@@ -1,5 +1,8 @@
 //! CDS for sidecars: one encoded list per (scope, captured?), with what EDS needs to
-//! answer for its clusters.
+//! answer for its clusters; and per (that list, inbound ports, proxy address where the
+//! Sidecar's ingress needs it) the list with the proxy's inbound clusters merged in.
+//! Inbound clusters are keyed by the workload's ports, not the proxy, so the pods of one
+//! deployment share them.
 
 use super::super::super::XdsResource;
 use super::super::super::cache::{TypeCache, TypeStats};
@@ -10,7 +13,7 @@ use super::super::table::{Request, ResourceGenerator, select};
 use super::{Resources, ScopeKey, same_chunk, scope_key};
 use crate::proxy::InterceptionMode;
 use shoal_proto::model::{ServiceEndpoints, ServiceKey};
-use shoal_proto::push_context::{PushContext, SidecarScope};
+use shoal_proto::push_context::{InboundPort, PushContext, SidecarScope};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -37,10 +40,23 @@ pub(super) struct EdsCluster {
 /// does not allocate.
 pub(super) type EndpointKey = Arc<(String, String)>;
 
+/// A scope's clusters with one proxy's inbound clusters merged in, sorted by name.
+#[derive(Clone)]
+struct WithInbound {
+    /// The scope's clusters they were merged from (a rebuilt list makes this stale).
+    outbound: Resources,
+    all: Resources,
+}
+
+/// (scope, interception mode, inbound ports, the proxy's address when the Sidecar's
+/// ingress sends to it).
+type InboundKey = (ScopeKey, u8, Arc<[InboundPort]>, Option<String>);
+
 pub(super) struct SidecarClusters {
     config: clusters::ClusterDefaults,
     /// Keyed by scope and whether the inbound passthrough cluster is included.
     cache: TypeCache<(ScopeKey, bool), ClusterEntry>,
+    with_inbound: TypeCache<InboundKey, WithInbound>,
 }
 
 impl SidecarClusters {
@@ -48,6 +64,7 @@ impl SidecarClusters {
         SidecarClusters {
             config: config.clusters.clone(),
             cache: TypeCache::new(config.scope_cache_capacity),
+            with_inbound: TypeCache::new(config.scope_cache_capacity),
         }
     }
 
@@ -104,11 +121,53 @@ pub(super) fn captured(mode: InterceptionMode) -> bool {
 
 impl ResourceGenerator for SidecarClusters {
     fn generate(&self, req: &Request<'_>, names: &[String]) -> Vec<Arc<XdsResource>> {
-        let entry = self.entry(req.scope, req.push, captured(req.proxy.interception));
-        select(&entry.resources, names)
+        let (proxy, scope) = (req.proxy, req.scope);
+        let entry = self.entry(scope, req.push, captured(proxy.interception));
+        // Ingress listeners replace the service targets: they alone shape the clusters.
+        let ports = if scope.ingress.is_empty() && captured(proxy.interception) {
+            req.push.service_instances().inbound_ports(&proxy.ip)
+        } else {
+            Arc::from([])
+        };
+        if ports.is_empty() && scope.ingress.is_empty() {
+            return select(&entry.resources, names);
+        }
+        let ip = clusters::inbound::uses_proxy_ip(scope).then(|| proxy.ip.clone());
+        let key = (
+            scope_key(scope),
+            super::listeners::mode_key(proxy.interception),
+            ports.clone(),
+            ip,
+        );
+        let fresh = |w: &WithInbound| Arc::ptr_eq(&w.outbound, &entry.resources);
+        let merged = self.with_inbound.get_or_build(key, fresh, || {
+            let inbound = clusters::inbound::build(
+                scope,
+                &ports,
+                proxy.interception,
+                &proxy.ip,
+                &self.config,
+            );
+            let mut all: Vec<Arc<XdsResource>> = entry.resources.to_vec();
+            all.extend(inbound.iter().map(|c| resource(c.name.clone(), c)));
+            // Stable: an outbound cluster of the same name (there is none: the names'
+            // directions differ) would stay first.
+            all.sort_by(|a, b| a.name.cmp(&b.name));
+            WithInbound {
+                outbound: entry.resources.clone(),
+                all: Arc::new(all),
+            }
+        });
+        select(&merged.all, names)
     }
 
+    /// Both caches' counters: a request of a proxy with inbound clusters looks up both.
     fn stats(&self) -> TypeStats {
-        self.cache.stats()
+        let (scopes, inbound) = (self.cache.stats(), self.with_inbound.stats());
+        TypeStats {
+            hits: scopes.hits + inbound.hits,
+            misses: scopes.misses + inbound.misses,
+            entries: scopes.entries + inbound.entries,
+        }
     }
 }

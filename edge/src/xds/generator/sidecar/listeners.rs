@@ -1,5 +1,6 @@
-//! LDS for sidecars: per (scope, interception mode, and the proxy's address when its
-//! listeners bind it).
+//! LDS for sidecars: per (scope, interception mode, the proxy's address when its
+//! listeners bind or are named after it, and its inbound ports). Keyed by the inbound
+//! ports rather than the proxy, so that the pods of one deployment share their listeners.
 
 use super::super::super::XdsResource;
 use super::super::super::cache::{TypeCache, TypeStats};
@@ -9,13 +10,16 @@ use super::super::GeneratorConfig;
 use super::super::table::{Request, ResourceGenerator, select};
 use super::{Resources, ScopeKey, scope_key};
 use crate::proxy::InterceptionMode;
+use shoal_proto::push_context::InboundPort;
 use std::sync::Arc;
 
+type ListenerKey = (ScopeKey, u8, Option<String>, Arc<[InboundPort]>);
+
 pub(super) struct SidecarListeners {
-    cache: TypeCache<(ScopeKey, u8, Option<String>), Resources>,
+    cache: TypeCache<ListenerKey, Resources>,
 }
 
-fn mode_key(mode: InterceptionMode) -> u8 {
+pub(super) fn mode_key(mode: InterceptionMode) -> u8 {
     match mode {
         InterceptionMode::Redirect => 0,
         InterceptionMode::Tproxy => 1,
@@ -33,9 +37,24 @@ impl SidecarListeners {
 
 impl ResourceGenerator for SidecarListeners {
     fn generate(&self, req: &Request<'_>, names: &[String]) -> Vec<Arc<XdsResource>> {
-        let proxy = req.proxy;
-        let bound_ip = (proxy.interception == InterceptionMode::None).then(|| proxy.ip.clone());
-        let key = (scope_key(req.scope), mode_key(proxy.interception), bound_ip);
+        let (proxy, scope) = (req.proxy, req.scope);
+        // Sidecar ingress listeners without a bind are named after (and may bind) the
+        // proxy's address.
+        let uses_ip = proxy.interception == InterceptionMode::None
+            || scope.ingress.iter().any(|i| i.bind.is_empty());
+        let bound_ip = uses_ip.then(|| proxy.ip.clone());
+        // Ingress listeners replace the service targets: they alone shape the inbound side.
+        let inbound = if scope.ingress.is_empty() && proxy.interception != InterceptionMode::None {
+            req.push.service_instances().inbound_ports(&proxy.ip)
+        } else {
+            Arc::from([])
+        };
+        let key = (
+            scope_key(scope),
+            mode_key(proxy.interception),
+            bound_ip,
+            inbound.clone(),
+        );
         let all = self.cache.get_or_build(
             key,
             |_| true,
@@ -43,6 +62,7 @@ impl ResourceGenerator for SidecarListeners {
                 let opts = ListenerOptions {
                     mode: proxy.interception,
                     proxy_ip: &proxy.ip,
+                    inbound: &inbound,
                 };
                 Arc::new(
                     listeners::build(req.scope, opts)

@@ -2,10 +2,12 @@
 //! proxyless gRPC clients): CDS, EDS, LDS and RDS cut by the proxy's SidecarScope.
 //!
 //! ```text
-//!  CDS  clusters.rs   per (scope, generation, captured?)           ──┐
+//!  CDS  clusters.rs   per (scope, generation, captured?), and with ──┐
+//!                     inbound clusters per workload ports            │
 //!  EDS  endpoints.rs  per (cluster, endpoint chunk, proxy view),     │ encoded once,
 //!                     and per scope the sorted list of them          │ shared as Arc
-//!  LDS  listeners.rs  per (scope, generation, mode, bound ip)        │
+//!  LDS  listeners.rs  per (scope, generation, mode, bound ip,        │
+//!                     workload ports)                                │
 //!  RDS  routes.rs     per (scope, generation[, labels])            ──┘
 //! ```
 
