@@ -34,7 +34,7 @@ use std::time::Duration;
 pub use cors::CORS_FILTER;
 pub use fault::FAULT_FILTER;
 pub use retry::{DEFAULT_RETRY_ON, retry_policy};
-pub use translate::{Binding, virtual_service_routes};
+pub use translate::{Binding, is_catch_all, virtual_service_routes};
 
 /// The route configurations of a scope, and what deserves an operator's attention.
 #[derive(Debug, Default)]

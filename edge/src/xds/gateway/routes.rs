@@ -2,7 +2,7 @@
 //! `https.<port>.<port name>.<gateway>.<namespace>` per HTTPS server, each with a virtual
 //! host per host of the VirtualServices bound to the servers.
 
-use crate::xds::routes::{Binding, virtual_service_routes};
+use crate::xds::routes::{Binding, is_catch_all, virtual_service_routes};
 use crate::xds::util::sort_by_name;
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, Route, RouteConfiguration, RouteMatch, VirtualHost, route, route_match,
@@ -13,7 +13,7 @@ use shoal_proto::push_context::gateway::{
     BoundServer, MergedGateway, PortKind, virtual_services_for,
 };
 use shoal_proto::push_context::{ConfigIndex, SidecarScope};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// What a router's routes are built from.
 pub struct RouteContext<'a> {
@@ -79,9 +79,11 @@ fn route_config(
     servers: &[&BoundServer],
     warnings: &mut Vec<String>,
 ) -> RouteConfiguration {
-    // One virtual host per host: Envoy rejects a domain listed twice. The first
-    // VirtualService (by namespace and name) to claim a host keeps it.
+    // One virtual host per host: Envoy rejects a domain listed twice. Several
+    // VirtualServices for one host on a gateway are merged, as Istio merges them: their
+    // routes in (namespace, name) order.
     let mut vhosts: BTreeMap<String, VirtualHost> = BTreeMap::new();
+    let mut merged: HashSet<(String, String, String)> = HashSet::new();
     for server in servers {
         let redirect = server
             .server()
@@ -95,12 +97,7 @@ fn route_config(
         };
         for (vs, hosts) in virtual_services_for(ctx.index, server, ctx.namespace) {
             for host in hosts {
-                if let Some(existing) = vhosts.get(&host) {
-                    warnings.push(format!(
-                        "VirtualService {}/{}: host {host} on gateway port {port} is already \
-                         routed by another VirtualService ({}): ignored there",
-                        vs.namespace, vs.name, existing.name
-                    ));
+                if !merged.insert((host.clone(), vs.namespace.clone(), vs.name.clone())) {
                     continue;
                 }
                 let routes = virtual_service_routes(
@@ -111,20 +108,24 @@ fn route_config(
                     binding,
                     warnings,
                 );
-                vhosts.insert(
-                    host.clone(),
-                    VirtualHost {
-                        name: format!("{host}:{server_port}"),
-                        domains: vec![host],
-                        routes,
-                        require_tls: if redirect {
-                            virtual_host::TlsRequirementType::All as i32
-                        } else {
-                            virtual_host::TlsRequirementType::None as i32
-                        },
-                        ..Default::default()
+                let vhost = vhosts.entry(host.clone()).or_insert_with(|| VirtualHost {
+                    name: format!("{host}:{server_port}"),
+                    domains: vec![host.clone()],
+                    require_tls: if redirect {
+                        virtual_host::TlsRequirementType::All as i32
+                    } else {
+                        virtual_host::TlsRequirementType::None as i32
                     },
-                );
+                    ..Default::default()
+                });
+                if !routes.is_empty() && vhost.routes.last().is_some_and(is_catch_all) {
+                    warnings.push(format!(
+                        "VirtualService {}/{}: its routes for {host} on gateway port {port} come \
+                         after another VirtualService's catch-all route: never reached",
+                        vs.namespace, vs.name
+                    ));
+                }
+                vhost.routes.extend(routes);
             }
         }
     }

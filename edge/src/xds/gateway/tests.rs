@@ -286,3 +286,46 @@ fn secrets_are_served_from_the_routers_namespace_only() {
     let g = crate::xds::Generator::new();
     assert!(g.generate(SECRET, &sidecar, &push, &[]).is_err());
 }
+
+#[test]
+fn virtual_services_for_one_host_on_a_gateway_are_merged_in_order() {
+    let mut shop = (**gateway_mesh().namespace("shop").unwrap()).clone();
+    let mut api = routed("www.example.com", RATINGS);
+    api.http[0].matches = vec![HttpMatchRequest {
+        uri: Some(StringMatch {
+            prefix: Some("/api".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }];
+    // "a-api" sorts before "www": its /api route comes first, then www's catch-all.
+    shop.virtual_services.push(named("shop", "a-api", api));
+    shop.virtual_services.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut chunks: Vec<Chunk> = gateway_mesh()
+        .namespaces()
+        .values()
+        .filter(|ns| ns.namespace != "shop")
+        .map(|ns| Chunk::Namespace((**ns).clone()))
+        .collect();
+    chunks.push(Chunk::Namespace(shop));
+    let push = PushContext::from_chunks(4, chunks);
+    let configs: Vec<RouteConfiguration> = generate(ROUTE, &router(), &push, &["http.80"]);
+    let www = configs[0]
+        .virtual_hosts
+        .iter()
+        .find(|v| v.domains == ["www.example.com"])
+        .expect("www vhost");
+    let clusters: Vec<String> = www
+        .routes
+        .iter()
+        .map(|r| match &r.action {
+            Some(route::Action::Route(a)) => format!("{:?}", a.cluster_specifier),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(clusters.len(), 2, "{clusters:?}");
+    assert!(
+        clusters[0].contains(RATINGS) && clusters[1].contains(REVIEWS),
+        "{clusters:?}"
+    );
+}

@@ -116,7 +116,7 @@ fn applies(
 }
 
 /// A route that matches every request: `/` (or `.*`) with no header or query conditions.
-fn is_catch_all(r: &Route) -> bool {
+pub fn is_catch_all(r: &Route) -> bool {
     let Some(m) = &r.r#match else { return false };
     let everything = match &m.path_specifier {
         Some(route_match::PathSpecifier::Prefix(p)) => p == "/",
