@@ -1,9 +1,12 @@
 //! An ingress gateway: a router Envoy selected by a Gateway routes by Host and path
 //! over HTTP to the VirtualServices bound to it, redirects to HTTPS where the server
 //! says so, answers 404 for hosts nothing routes, and terminates TLS with the
-//! certificate of a `kubernetes.io/tls` Secret, which Shoal serves to it over SDS.
+//! certificate of a `kubernetes.io/tls` Secret, which Shoal serves to it over SDS. It
+//! also verifies client certificates (MUTUAL, the CA from `<name>-cacert`) and passes
+//! TLS through by SNI to a backend that terminates it.
 
 use crate::SERIAL;
+use crate::backend::tls::TestPki;
 use crate::backend::{Backend, HttpBackend};
 use crate::harness::{CLIENT_NS, GATEWAY_NS, Mesh, Role, expect, workloads};
 use crate::support::envoy::XdsApi;
@@ -98,13 +101,19 @@ fn tls_secret(cert: &str, key: &str) -> String {
 /// `GET https://secure.example.com:<port>/` with `curl`, trusting only `ca`: the
 /// status and the `x-backend` that answered.
 fn https_get(port: u16, ca: &Path) -> Result<(u16, String), String> {
+    https_get_as("secure.example.com", port, ca, &[])
+}
+
+/// `GET https://<host>:<port>/` with `curl` (more `args`, e.g. a client certificate).
+fn https_get_as(host: &str, port: u16, ca: &Path, args: &[&str]) -> Result<(u16, String), String> {
     let out = Command::new("curl")
         .args(["-s", "-o", "/dev/null", "--max-time", "5"])
         .args(["-w", "%{http_code} %header{x-backend}"])
-        .args(["--resolve", &format!("secure.example.com:{port}:127.0.0.1")])
+        .args(["--resolve", &format!("{host}:{port}:127.0.0.1")])
         .arg("--cacert")
         .arg(ca)
-        .arg(format!("https://secure.example.com:{port}/"))
+        .args(args)
+        .arg(format!("https://{host}:{port}/"))
         .output()
         .map_err(|e| format!("curl: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -185,6 +194,183 @@ async fn ingress_gateway_routes_by_host_and_path_and_terminates_tls() {
     assert!(
         refused.is_err(),
         "a client trusting another CA got {refused:?}"
+    );
+    mesh.finish().await;
+}
+
+/// `openssl` with `args`, panicking with its output on failure.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "openssl {args:?}: {out:?}");
+}
+
+/// A CA (`ca.pem`), and the server (`server.pem`, for `host`) and client (`client.pem`)
+/// certificates it signs, with their keys, made by `openssl` in `dir`.
+fn mutual_pki(dir: &Path, host: &str) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509", "-days", "1", "-subj", "/CN=test CA"];
+    ca.extend(ec);
+    ca.extend(["-keyout", "ca-key.pem", "-out", "ca.pem"]);
+    openssl(dir, &ca);
+    for (name, cn) in [("server", host), ("client", "client.example.com")] {
+        let mut req = vec!["req", "-subj"];
+        let subj = format!("/CN={cn}");
+        req.push(&subj);
+        req.extend(ec);
+        let (key, csr) = (format!("{name}-key.pem"), format!("{name}.csr"));
+        req.extend(["-keyout", &key, "-out", &csr]);
+        openssl(dir, &req);
+        let ext = format!("{name}.ext");
+        std::fs::write(dir.join(&ext), format!("subjectAltName=DNS:{cn}\n")).expect("ext");
+        let pem = format!("{name}.pem");
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca-key.pem",
+                "-CAcreateserial",
+                "-days",
+                "1",
+                "-extfile",
+                &ext,
+                "-out",
+                &pem,
+            ],
+        );
+    }
+}
+
+fn mutual_and_passthrough_gateway(mutual: u16, passthrough: u16) -> String {
+    format!(
+        r#"apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata:
+  name: edge
+  namespace: {GATEWAY_NS}
+spec:
+  selector: {{istio: ingressgateway}}
+  servers:
+  - port: {{number: {mutual}, name: https-mtls, protocol: HTTPS}}
+    hosts: ["{CLIENT_NS}/mtls.example.com"]
+    tls: {{mode: MUTUAL, credentialName: mtls-cert}}
+  - port: {{number: {passthrough}, name: tls-passthrough, protocol: TLS}}
+    hosts: ["{CLIENT_NS}/pass.example.com"]
+    tls: {{mode: PASSTHROUGH}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: mtls
+  namespace: {CLIENT_NS}
+spec:
+  hosts: [mtls.example.com]
+  gateways: [{GATEWAY_NS}/edge]
+  http:
+  - route: [{{destination: {{host: web}}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: pass
+  namespace: {CLIENT_NS}
+spec:
+  hosts: [pass.example.com]
+  gateways: [{GATEWAY_NS}/edge]
+  tls:
+  - match: [{{sniHosts: [pass.example.com]}}]
+    route: [{{destination: {{host: pass, port: {{number: 443}}}}}}]
+"#
+    )
+}
+
+/// A generic Secret with Istio's keys, and the `-cacert` Secret holding the client CA.
+fn mutual_secrets(dir: &Path) -> String {
+    let pem = |f: &str| {
+        let text = std::fs::read_to_string(dir.join(f)).expect("read PEM");
+        base64::engine::general_purpose::STANDARD.encode(text)
+    };
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: mtls-cert\n  namespace: {GATEWAY_NS}\n\
+         data:\n  cert: {}\n  key: {}\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  \
+         name: mtls-cert-cacert\n  namespace: {GATEWAY_NS}\ndata:\n  cacert: {}\n",
+        pem("server.pem"),
+        pem("server-key.pem"),
+        pem("ca.pem")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingress_gateway_verifies_client_certificates_and_passes_tls_through_by_sni() {
+    let _serial = SERIAL.lock().await;
+    let mesh = Mesh::start_as(XdsApi::Sotw, Role::IngressGateway).await;
+    let files = tempfile::tempdir().expect("tempdir");
+    let web = HttpBackend::start("web-v1").await;
+    let pki = TestPki::new(&files.path().join("backend"));
+    let pass =
+        HttpBackend::start_tls("pass-v1", pki.server_config(&["pass.example.com"], false)).await;
+    mesh.write(
+        "web.yaml",
+        &workloads::service(CLIENT_NS, "web", "http", 80, &[web.workload("v1")]),
+    );
+    mesh.write(
+        "pass.yaml",
+        &workloads::service(CLIENT_NS, "pass", "https", 443, &[pass.workload("v1")]),
+    );
+    mutual_pki(files.path(), "mtls.example.com");
+    mesh.write("mtls-secrets.yaml", &mutual_secrets(files.path()));
+    let (mutual, passthrough) = (free_port(), free_port());
+    let ca = files.path().join("ca.pem");
+    let client = |f: &str| files.path().join(f).display().to_string();
+    let (cert, key) = (client("client.pem"), client("client-key.pem"));
+    let with_cert = ["--cert", cert.as_str(), "--key", key.as_str()];
+    mesh.apply(
+        "edge-gateway.yaml",
+        &mutual_and_passthrough_gateway(mutual, passthrough),
+        "mutual TLS on the gateway with a client certificate",
+        async || {
+            let (status, backend) = https_get_as("mtls.example.com", mutual, &ca, &with_cert)?;
+            expect(
+                status == 200 && backend == "web-v1",
+                format!("{status} from {backend:?}"),
+            )
+        },
+    )
+    .await;
+    // Without a client certificate the handshake fails.
+    let refused = https_get_as("mtls.example.com", mutual, &ca, &[]);
+    assert!(refused.is_err(), "no client certificate, yet {refused:?}");
+
+    // Passed through: the backend's own certificate (from its CA) answers, by SNI.
+    let pass_ca = pki.dir.join("ca.pem");
+    mesh.eventually("TLS passed through to pass-v1 by SNI", async || {
+        let (status, backend) = https_get_as("pass.example.com", passthrough, &pass_ca, &[])?;
+        expect(
+            status == 200 && backend == "pass-v1",
+            format!("{status} from {backend:?}"),
+        )
+    })
+    .await;
+    let seen = pass.received();
+    assert!(
+        seen.iter()
+            .any(|r| r.header("x-tls-sni") == Some("pass.example.com")),
+        "the backend saw no SNI pass.example.com"
     );
     mesh.finish().await;
 }
