@@ -10,6 +10,7 @@
 
 mod listeners;
 mod routes;
+mod row;
 mod secrets;
 
 use super::GeneratorConfig;
@@ -26,12 +27,16 @@ pub fn register(table: &mut GeneratorTable, config: &GeneratorConfig) {
     table.register(
         ProxyKind::Router,
         ResourceType::Listener,
-        Arc::new(listeners::RouterListeners::new(config, warnings.clone())),
+        Arc::new(row::RouterRow::new(
+            config,
+            warnings.clone(),
+            listeners::build,
+        )),
     );
     table.register(
         ProxyKind::Router,
         ResourceType::Route,
-        Arc::new(routes::RouterRoutes::new(config, warnings)),
+        Arc::new(row::RouterRow::new(config, warnings, routes::build)),
     );
     table.register(
         ProxyKind::Router,
