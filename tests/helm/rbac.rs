@@ -72,7 +72,12 @@ fn ingest_may_read_what_it_watches_and_nothing_more() {
                 g == group && res == resource && READ_VERBS.iter().all(|v| verbs.contains(*v))
             })
         };
-        for watched in shoal_ingest::kubernetes::WATCHED {
+        let watched_or_reported = || {
+            shoal_ingest::kubernetes::WATCHED
+                .iter()
+                .chain(shoal_ingest::kubernetes::REPORTED)
+        };
+        for watched in watched_or_reported() {
             assert!(
                 reads(watched.group, watched.plural),
                 "{}: ingest watches {}/{} but may not get, list and watch it",
@@ -82,9 +87,7 @@ fn ingest_may_read_what_it_watches_and_nothing_more() {
             );
         }
         for (group, resource, _) in &cluster_wide {
-            let watched = shoal_ingest::kubernetes::WATCHED
-                .iter()
-                .any(|w| w.group == group && w.plural == resource);
+            let watched = watched_or_reported().any(|w| w.group == group && w.plural == resource);
             assert!(
                 watched,
                 "{}: ingest may read {group}/{resource}, which it does not watch",

@@ -24,7 +24,7 @@ mod resources;
 mod state;
 
 pub use clusters::{ClusterHealth, Clusters};
-pub use resources::{WATCHED, Watched};
+pub use resources::{REPORTED, WATCHED, Watched};
 
 use crate::source::{NETWORK_LABEL, Source, SourceSink};
 use crate::sync::SyncError;
@@ -87,9 +87,11 @@ impl KubeSource {
     /// One watch per kind, or per kind and namespace when limited to some.
     fn watches(&self) -> Vec<(Target, Api<DynamicObject>)> {
         let mut watches = Vec::new();
-        for w in WATCHED {
+        let watched = WATCHED.iter().map(|w| (w, false));
+        for (w, reported_only) in watched.chain(REPORTED.iter().map(|w| (w, true))) {
             let resource = w.api_resource();
             let target = match Kind::from_api(&resource.api_version, w.kind) {
+                _ if reported_only => Target::Unsupported(w.kind),
                 Some(kind) => Target::Config(kind),
                 None => Target::Nodes,
             };
@@ -157,7 +159,7 @@ impl Source for KubeSource {
                 }
             }
             if std::mem::take(&mut state.rejections_changed) {
-                sink.set_rejections(state.rejected.values().cloned().collect());
+                sink.set_rejections(state.rejections());
             }
             if std::mem::take(&mut state.warnings_changed) {
                 sink.set_warnings(state.warned.values().flatten().cloned().collect());

@@ -87,6 +87,70 @@ pub const WATCHED: &[Watched] = &[
     kind("", "v1", "Secret", "secrets", true),
 ];
 
+/// Kinds Shoal does not implement, watched only so that their objects are reported as
+/// unsupported (the log, `shoal_ingest_config_rejected{kind="other"}`,
+/// `/debug/rejections`), above all AuthorizationPolicies, whose DENY rules are not
+/// enforced. A kind whose CRD is not installed is simply not watched.
+pub const REPORTED: &[Watched] = &[
+    kind(
+        "security.istio.io",
+        "v1",
+        "AuthorizationPolicy",
+        "authorizationpolicies",
+        true,
+    ),
+    kind(
+        "security.istio.io",
+        "v1",
+        "PeerAuthentication",
+        "peerauthentications",
+        true,
+    ),
+    kind(
+        "security.istio.io",
+        "v1",
+        "RequestAuthentication",
+        "requestauthentications",
+        true,
+    ),
+    kind("telemetry.istio.io", "v1", "Telemetry", "telemetries", true),
+    kind(
+        "networking.istio.io",
+        "v1alpha3",
+        "EnvoyFilter",
+        "envoyfilters",
+        true,
+    ),
+    kind(
+        "extensions.istio.io",
+        "v1alpha1",
+        "WasmPlugin",
+        "wasmplugins",
+        true,
+    ),
+    kind(
+        "gateway.networking.k8s.io",
+        "v1",
+        "Gateway",
+        "gateways",
+        true,
+    ),
+    kind(
+        "gateway.networking.k8s.io",
+        "v1",
+        "HTTPRoute",
+        "httproutes",
+        true,
+    ),
+    kind(
+        "gateway.networking.k8s.io",
+        "v1",
+        "GRPCRoute",
+        "grpcroutes",
+        true,
+    ),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +169,23 @@ mod tests {
                 w.kind
             );
             assert_eq!(w.api_resource().api_version, api_version);
+        }
+    }
+
+    #[test]
+    fn every_reported_kind_is_reported_as_unsupported_by_the_parser() {
+        for w in REPORTED {
+            let api_version = format!("{}/{}", w.group, w.version);
+            let doc = format!(
+                "apiVersion: {api_version}\nkind: {}\nmetadata: {{name: x, namespace: shop}}\nspec: {{}}\n",
+                w.kind
+            );
+            let parsed = shoal_proto::config::parse::parse_documents("k", &doc);
+            assert!(
+                matches!(parsed.as_slice(), [Err(e)] if e.reason.starts_with("unsupported by Shoal")),
+                "{api_version} {}: {parsed:?}",
+                w.kind
+            );
         }
     }
 }

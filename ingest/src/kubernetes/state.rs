@@ -20,6 +20,9 @@ pub(super) enum Target {
     Config(Kind),
     /// Node localities, written onto Pods.
     Nodes,
+    /// A kind Shoal does not implement (an AuthorizationPolicy…), watched only to report
+    /// its objects as unsupported, like rejections.
+    Unsupported(&'static str),
 }
 
 impl fmt::Display for Target {
@@ -27,6 +30,7 @@ impl fmt::Display for Target {
         match self {
             Target::Config(kind) => kind.fmt(f),
             Target::Nodes => f.write_str("Node"),
+            Target::Unsupported(kind) => f.write_str(kind),
         }
     }
 }
@@ -38,6 +42,9 @@ pub(super) struct State {
     relisting: Vec<Option<BTreeSet<ConfigKey>>>,
     listed: Vec<bool>,
     pub(super) rejected: BTreeMap<ConfigKey, Rejection>,
+    /// Objects of kinds Shoal does not implement, by (watch, namespace, name): reported
+    /// with the rejections.
+    pub(super) unsupported: BTreeMap<(usize, String, String), Rejection>,
     /// `rejected` changed since the sink was last told.
     pub(super) rejections_changed: bool,
     /// The warnings of accepted objects, by object.
@@ -59,6 +66,7 @@ impl State {
             relisting: vec![None; watches],
             listed: vec![false; watches],
             rejected: BTreeMap::new(),
+            unsupported: BTreeMap::new(),
             rejections_changed: false,
             warned: BTreeMap::new(),
             warnings_changed: false,
@@ -89,6 +97,7 @@ impl State {
         let kind = match target {
             Target::Config(kind) => kind,
             Target::Nodes => return self.on_node_event(sink, index, event),
+            Target::Unsupported(_) => return self.on_unsupported_event(origin, index, event),
         };
         match event {
             Event::Init => self.relisting[index] = Some(BTreeSet::new()),
@@ -120,6 +129,44 @@ impl State {
                     self.held[index].remove(&key);
                     self.remove(sink, &key);
                 }
+            }
+        }
+    }
+
+    /// Every rejection to report: rejected objects, then objects of unsupported kinds.
+    pub(super) fn rejections(&self) -> Vec<Rejection> {
+        self.rejected
+            .values()
+            .chain(self.unsupported.values())
+            .cloned()
+            .collect()
+    }
+
+    /// An object of a kind Shoal does not implement: reported while it exists. A relist
+    /// starts the watch's reports afresh.
+    fn on_unsupported_event(&mut self, origin: &str, index: usize, event: Event<DynamicObject>) {
+        let id = |o: &DynamicObject| {
+            (
+                index,
+                o.metadata.namespace.clone().unwrap_or_default(),
+                o.metadata.name.clone().unwrap_or_default(),
+            )
+        };
+        match event {
+            Event::Init => {
+                let before = self.unsupported.len();
+                self.unsupported.retain(|(i, _, _), _| *i != index);
+                self.rejections_changed |= self.unsupported.len() != before;
+            }
+            Event::InitApply(object) | Event::Apply(object) => {
+                if let Converted::Rejected(report) = convert::convert(&object, origin) {
+                    self.unsupported.insert(id(&object), report);
+                    self.rejections_changed = true;
+                }
+            }
+            Event::InitDone => self.listed[index] = true,
+            Event::Delete(object) => {
+                self.rejections_changed |= self.unsupported.remove(&id(&object)).is_some();
             }
         }
     }

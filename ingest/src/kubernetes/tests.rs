@@ -259,6 +259,59 @@ async fn accepted_objects_warnings_follow_the_api() {
     env.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsupported_kinds_on_the_api_server_are_reported_while_they_exist() {
+    const AP: &str = "authorizationpolicies.security.istio.io";
+    let server = TestApiServer::start().await.unwrap();
+    let policy = json!({
+        "apiVersion": "security.istio.io/v1",
+        "kind": "AuthorizationPolicy",
+        "metadata": {"name": "deny-admin", "namespace": "shop"},
+        "spec": {"action": "DENY", "rules": [{"to": [{"operation": {"paths": ["/admin"]}}]}]}
+    });
+    server.create(AP, policy).unwrap();
+    server.create(VS, virtual_service("reviews", "5s")).unwrap();
+    let env = Env::start(server).await;
+    env.wait_for("the VirtualService", |o| {
+        o.contains_key("VirtualService shop/reviews")
+    })
+    .await;
+    let reported = |env: &Env| env.handle.rejections().list();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reported(&env).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the AuthorizationPolicy was never reported"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rejection = &reported(&env)[0];
+    assert_eq!(
+        (rejection.kind, rejection.object.as_str()),
+        ("other", "AuthorizationPolicy shop/deny-admin")
+    );
+    assert!(
+        rejection.reason.contains("DENY rules are NOT enforced"),
+        "{rejection:?}"
+    );
+    // Nothing of it reaches the KV; deleted, it is no longer reported.
+    assert!(
+        env.objects()
+            .await
+            .keys()
+            .all(|k| !k.contains("deny-admin"))
+    );
+    env.server.delete(AP, "shop", "deny-admin").unwrap();
+    while !reported(&env).is_empty() {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(10),
+            "still reported"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    env.stop().await;
+}
+
 #[test]
 fn kind_keys_of_watched_objects() {
     assert!(super::WATCHED.iter().any(|w| w.kind == "EndpointSlice"));

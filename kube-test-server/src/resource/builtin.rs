@@ -5,8 +5,9 @@ use super::{Registry, ResourceType};
 /// Istio serves its networking CRDs under all three versions (one storage version).
 const ISTIO_NETWORKING_VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha3"];
 
-/// Core Namespace, Service, Pod, Node, Secret; discovery.k8s.io/v1 EndpointSlice; and
-/// Istio's networking.istio.io kinds in v1, v1beta1 and v1alpha3.
+/// Core Namespace, Service, Pod, Node, Secret; discovery.k8s.io/v1 EndpointSlice;
+/// Istio's networking.istio.io kinds in v1, v1beta1 and v1alpha3; and security.istio.io's
+/// AuthorizationPolicy and PeerAuthentication in v1.
 pub fn shoal_resources() -> Registry {
     let mut registry = Registry::default();
     registry.register(ResourceType::core("namespaces", "Namespace", false));
@@ -32,6 +33,19 @@ pub fn shoal_resources() -> Registry {
         registry.register(ResourceType::grouped(
             "networking.istio.io",
             ISTIO_NETWORKING_VERSIONS,
+            plural,
+            kind,
+            true,
+        ));
+    }
+    // Kinds Shoal does not implement, which it watches to report (security.istio.io).
+    for (plural, kind) in [
+        ("authorizationpolicies", "AuthorizationPolicy"),
+        ("peerauthentications", "PeerAuthentication"),
+    ] {
+        registry.register(ResourceType::grouped(
+            "security.istio.io",
+            &["v1"],
             plural,
             kind,
             true,
