@@ -21,6 +21,7 @@ mod destination_rule_selector;
 mod dns_service_entry;
 mod hash_algorithms;
 mod ingress_gateway;
+mod match_conditions;
 mod outlier_detection;
 mod registry_only;
 mod request_matching;
@@ -37,6 +38,7 @@ mod fault_injection;
 mod header_manipulation;
 mod mirroring;
 mod redirect_and_direct_response;
+mod rewrites_and_delegation;
 
 /// Each test runs its own Shoal and Envoy and some count requests or time them: one at
 /// a time on a 2-core machine.
