@@ -57,6 +57,9 @@ fn destination_rule() -> String {
     )
 }
 
+/// (Host, path, headers, the backend that must answer).
+type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_headers_authority_case_source_and_port_conditions_pick_their_subsets() {
     let _serial = SERIAL.lock().await;
@@ -94,7 +97,7 @@ async fn without_headers_authority_case_source_and_port_conditions_pick_their_su
         },
     )
     .await;
-    let cases: [(&str, &str, &[(&str, &str)], &str); 12] = [
+    let cases: [Case<'_>; 12] = [
         (&fqdn, "/", &[("x-case", "without")], "shop-without"),
         (
             &fqdn,
