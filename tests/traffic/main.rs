@@ -29,6 +29,7 @@ mod request_matching;
 mod retries;
 mod route_timeout;
 mod sidecar_scope;
+mod sidecar_selection;
 mod static_service_entry;
 mod tcp_routing;
 mod tls_origination;

@@ -115,6 +115,11 @@ impl Mesh {
         write_whole(&path, yaml);
     }
 
+    /// Deletes `file` from the config directory; Shoal drops its objects.
+    pub fn remove(&self, file: &str) {
+        std::fs::remove_file(self.config_dir.join(file)).expect("remove config");
+    }
+
     /// A request to `host` through Envoy's outbound listener on `port`.
     pub fn request(
         &self,
