@@ -24,6 +24,7 @@ mod hash_keys;
 mod ingress_gateway;
 mod match_conditions;
 mod outlier_detection;
+mod policy_levels;
 mod registry_only;
 mod request_matching;
 mod retries;
