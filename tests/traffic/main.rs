@@ -30,6 +30,7 @@ mod sidecar_scope;
 mod tcp_routing;
 mod tls_origination;
 mod weighted_shifting;
+mod workload_entry;
 
 // Features of issue 8, being added to `edge/`: their tests are ignored until it lands.
 mod cors;
