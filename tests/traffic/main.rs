@@ -35,6 +35,7 @@ mod static_service_entry;
 mod tcp_routing;
 mod tls_origination;
 mod weighted_shifting;
+mod workload_entry;
 
 // Features of issue 8, being added to `edge/`: their tests are ignored until it lands.
 mod cors;

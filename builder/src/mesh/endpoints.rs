@@ -1,8 +1,10 @@
 //! Endpoints of one service: Kubernetes first (EndpointSlices, else v1 Endpoints, else
-//! the Pods the selector picks), then WorkloadEntries and ServiceEntry endpoints.
+//! the Pods the selector picks), plus the WorkloadEntries its selector picks, then
+//! ServiceEntry endpoints.
 
 use super::NamespaceObjects;
 use super::services::SourcedService;
+use super::workloads::{self, Workload};
 use shoal_proto::config::{Config, Kind, Spec, istio, k8s};
 use shoal_proto::model::{Endpoint, ServiceEndpoints, ServicePort};
 use std::collections::{BTreeMap, HashMap};
@@ -19,6 +21,8 @@ pub struct EndpointIndex<'a> {
     slices: HashMap<(&'a str, &'a str), Vec<&'a k8s::EndpointSliceSpec>>,
     /// The first v1 Endpoints by (cluster, name).
     legacy: HashMap<(&'a str, &'a str), &'a k8s::EndpointsSpec>,
+    /// WorkloadEntries, their groups applied.
+    workloads: Vec<Workload<'a>>,
 }
 
 impl<'a> EndpointIndex<'a> {
@@ -52,6 +56,7 @@ impl<'a> EndpointIndex<'a> {
             pods,
             slices,
             legacy,
+            workloads: workloads::resolve(objects),
         }
     }
 }
@@ -63,17 +68,10 @@ pub fn build(
 ) -> ServiceEndpoints {
     let mut out = Vec::new();
     for (config, spec) in &source.kube {
-        kube_endpoints(
-            config,
-            spec,
-            &source.service.ports,
-            objects,
-            index,
-            &mut out,
-        );
+        kube_endpoints(config, spec, &source.service.ports, index, &mut out);
     }
     for (config, spec) in &source.entries {
-        entry_endpoints(config, spec, &source.service.ports, objects, &mut out);
+        entry_endpoints(config, spec, objects, index, &mut out);
     }
     out.sort_by(|a, b| {
         (a.service_port, &a.address, a.port, &a.cluster).cmp(&(
@@ -147,7 +145,25 @@ fn kube_endpoints(
     config: &Config,
     spec: &k8s::ServiceSpec,
     ports: &[ServicePort],
-    objects: &NamespaceObjects<'_>,
+    index: &EndpointIndex<'_>,
+    out: &mut Vec<Endpoint>,
+) {
+    pod_endpoints(config, spec, ports, index, out);
+    // Istio adds the WorkloadEntries a Service selects whatever its Pods' endpoints
+    // come from, for client-side load-balanced Services only.
+    if spec.cluster_ip != "None" && spec.service_type != "ExternalName" {
+        for workload in &index.workloads {
+            selected_workload_endpoints(spec, workload, out);
+        }
+    }
+}
+
+/// The endpoints Kubernetes gives the Service: EndpointSlices, else v1 Endpoints, else
+/// the Pods its selector picks.
+fn pod_endpoints(
+    config: &Config,
+    spec: &k8s::ServiceSpec,
+    ports: &[ServicePort],
     index: &EndpointIndex<'_>,
     out: &mut Vec<Endpoint>,
 ) {
@@ -253,54 +269,48 @@ fn kube_endpoints(
             }
         }
     }
+}
 
-    // WorkloadEntries whose labels the Service selects (Istio merges these in).
-    for (we_config, we) in workload_entries(objects) {
-        if !selects(
-            &spec.selector,
-            &we.labels
-                .iter()
-                .chain(&we_config.meta.labels)
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ) {
-            continue;
-        }
-        for port in &spec.ports {
-            let target = match port.target_port.as_deref() {
-                None => Some(port.port),
-                Some(t) => t.parse().ok().or_else(|| we.ports.get(t).copied()),
-            };
-            if let Some(target) = target {
-                out.push(workload_endpoint(we_config, we, target, port.port));
-            }
+/// A WorkloadEntry's endpoints for a Service that selects it (same namespace, labels a
+/// superset of the selector). Ports as Istio's `serviceInstanceFromWorkloadInstance`: a
+/// named targetPort is the entry's port of that name (no such port: none); a numbered
+/// one (or none, which Kubernetes defaults to the port) is the entry's port named as the
+/// service port, else that number.
+fn selected_workload_endpoints(
+    spec: &k8s::ServiceSpec,
+    workload: &Workload<'_>,
+    out: &mut Vec<Endpoint>,
+) {
+    if !selects(&spec.selector, &workload.labels) {
+        return;
+    }
+    let we = workload.entry.as_ref();
+    for port in &spec.ports {
+        let target = match port.target_port.as_deref().map(|t| (t, t.parse::<u32>())) {
+            Some((name, Err(_))) => we.ports.get(name).copied(),
+            Some((_, Ok(number))) => Some(we.ports.get(&port.name).copied().unwrap_or(number)),
+            None => Some(we.ports.get(&port.name).copied().unwrap_or(port.port)),
+        };
+        if let Some(target) = target {
+            out.push(workload_endpoint(
+                &workload.config.meta.origin.cluster,
+                we,
+                &workload.labels,
+                target,
+                port.port,
+            ));
         }
     }
 }
 
-fn workload_entries<'a, 'b>(
-    objects: &'b NamespaceObjects<'a>,
-) -> impl Iterator<Item = (&'a Config, &'a istio::WorkloadEntry)> + 'b
-where
-    'a: 'b,
-{
-    objects
-        .of(Kind::WorkloadEntry)
-        .iter()
-        .filter_map(|c| match &c.spec {
-            Spec::WorkloadEntry(we) => Some((*c, we)),
-            _ => None,
-        })
-}
-
 fn workload_endpoint(
-    config: &Config,
+    cluster: &str,
     we: &istio::WorkloadEntry,
+    labels: &BTreeMap<String, String>,
     port: u32,
     service_port: u32,
 ) -> Endpoint {
-    let mut labels = config.meta.labels.clone();
-    labels.extend(we.labels.clone());
+    let labels = labels.clone();
     Endpoint {
         address: we.address.clone(),
         port,
@@ -316,44 +326,60 @@ fn workload_endpoint(
             we.network.clone()
         },
         labels,
-        cluster: config.meta.origin.cluster.clone(),
+        cluster: cluster.to_string(),
         weight: we.weight.max(1),
         healthy: true,
         service_account: we.service_account.clone(),
     }
 }
 
+/// A ServiceEntry's endpoints: its inline ones, or the WorkloadEntries and Pods its
+/// `workloadSelector` picks. A port is the workload's port named as the entry's port,
+/// else the entry's `targetPort`, else its number.
 fn entry_endpoints(
     config: &Config,
     spec: &istio::ServiceEntry,
-    ports: &[ServicePort],
     objects: &NamespaceObjects<'_>,
+    index: &EndpointIndex<'_>,
     out: &mut Vec<Endpoint>,
 ) {
-    let port_for = |we: &istio::WorkloadEntry, se_port: &istio::ServiceEntryPort| {
-        we.ports
+    let port_for = |named: &BTreeMap<String, u32>, se_port: &istio::ServiceEntryPort| {
+        named
             .get(&se_port.name)
             .copied()
             .or(se_port.target_port)
             .unwrap_or(se_port.number)
     };
-    let _ = ports;
+    let cluster = config.meta.origin.cluster.as_str();
     for we in &spec.endpoints {
+        let mut labels = config.meta.labels.clone();
+        labels.extend(we.labels.clone());
         for p in &spec.ports {
-            out.push(workload_endpoint(config, we, port_for(we, p), p.number));
+            out.push(workload_endpoint(
+                cluster,
+                we,
+                &labels,
+                port_for(&we.ports, p),
+                p.number,
+            ));
         }
     }
     let Some(selector) = &spec.workload_selector else {
         return;
     };
-    for (we_config, we) in workload_entries(objects) {
-        let mut labels = we_config.meta.labels.clone();
-        labels.extend(we.labels.clone());
-        if !selects(&selector.labels, &labels) {
+    for workload in &index.workloads {
+        if !selects(&selector.labels, &workload.labels) {
             continue;
         }
+        let we = workload.entry.as_ref();
         for p in &spec.ports {
-            out.push(workload_endpoint(we_config, we, port_for(we, p), p.number));
+            out.push(workload_endpoint(
+                &workload.config.meta.origin.cluster,
+                we,
+                &workload.labels,
+                port_for(&we.ports, p),
+                p.number,
+            ));
         }
     }
     for pod_config in objects.of(Kind::Pod) {
@@ -364,10 +390,9 @@ fn entry_endpoints(
             continue;
         }
         for p in &spec.ports {
-            let port = p.target_port.unwrap_or(p.number);
             out.push(Endpoint {
                 address: pod.ip.clone(),
-                port,
+                port: port_for(&pod.named_ports, p),
                 service_port: p.number,
                 labels: pod_config.meta.labels.clone(),
                 cluster: pod_config.meta.origin.cluster.clone(),

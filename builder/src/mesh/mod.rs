@@ -2,14 +2,15 @@
 //!
 //! Everything a namespace's chunks hold is derived from that namespace's objects only:
 //! services (Kubernetes Services and ServiceEntries, merged across clusters by hostname),
-//! their endpoints (EndpointSlices, else Endpoints, else selected Pods; WorkloadEntries;
-//! ServiceEntry endpoints) and its routing config with short names resolved. So a change
+//! their endpoints (EndpointSlices, else Endpoints, else selected Pods; plus selected
+//! WorkloadEntries, their WorkloadGroup applied; ServiceEntry endpoints) and its routing config with short names resolved. So a change
 //! in namespace N rebuilds only N's chunks, and content hashing drops what did not move.
 
 mod endpoints;
 mod gateways;
 mod routing;
 mod services;
+mod workloads;
 
 use shoal_proto::config::{Config, Kind};
 use shoal_proto::model::{NamespaceConfig, ServiceEndpoints};
@@ -57,9 +58,11 @@ impl Feeds {
     pub fn of(kind: Kind) -> Feeds {
         match kind {
             Kind::Service | Kind::ServiceEntry | Kind::Namespace => Feeds::Services,
-            Kind::Pod | Kind::EndpointSlice | Kind::Endpoints | Kind::WorkloadEntry => {
-                Feeds::Endpoints
-            }
+            Kind::Pod
+            | Kind::EndpointSlice
+            | Kind::Endpoints
+            | Kind::WorkloadEntry
+            | Kind::WorkloadGroup => Feeds::Endpoints,
             Kind::VirtualService
             | Kind::DestinationRule
             | Kind::Sidecar

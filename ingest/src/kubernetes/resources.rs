@@ -69,6 +69,13 @@ pub const WATCHED: &[Watched] = &[
     kind(
         "networking.istio.io",
         "v1",
+        "WorkloadGroup",
+        "workloadgroups",
+        true,
+    ),
+    kind(
+        "networking.istio.io",
+        "v1",
         "VirtualService",
         "virtualservices",
         true,

@@ -28,6 +28,7 @@ pub fn shoal_resources() -> Registry {
         ("gateways", "Gateway"),
         ("serviceentries", "ServiceEntry"),
         ("workloadentries", "WorkloadEntry"),
+        ("workloadgroups", "WorkloadGroup"),
         ("sidecars", "Sidecar"),
     ] {
         registry.register(ResourceType::grouped(

@@ -487,6 +487,72 @@ pub struct WorkloadEntry {
     pub service_account: String,
 }
 
+/// A template for the WorkloadEntries of one group of VMs (Istio's `WorkloadGroup`).
+/// Istio creates entries from it when VMs register; Shoal has no auto-registration, so
+/// it serves as the template that entries naming the group inherit from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkloadGroup {
+    pub metadata: Option<WorkloadGroupMetadata>,
+    /// Required; its `address` is left empty (each entry has its own).
+    pub template: Option<WorkloadEntry>,
+    /// Read and validated; health checking is not done by Shoal.
+    pub probe: Option<ReadinessProbe>,
+}
+
+/// Labels and annotations a WorkloadGroup's entries get.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WorkloadGroupMetadata {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// How a group's workloads are checked for readiness: exactly one method is set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReadinessProbe {
+    pub initial_delay_seconds: i32,
+    pub timeout_seconds: i32,
+    pub period_seconds: i32,
+    pub success_threshold: i32,
+    pub failure_threshold: i32,
+    pub http_get: Option<HttpHealthCheck>,
+    pub tcp_socket: Option<TcpHealthCheck>,
+    pub exec: Option<ExecHealthCheck>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpHealthCheck {
+    pub path: String,
+    pub port: u32,
+    pub host: String,
+    /// `HTTP` or `HTTPS` (empty is `HTTP`).
+    pub scheme: String,
+    pub http_headers: Vec<ProbeHeader>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProbeHeader {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TcpHealthCheck {
+    pub host: String,
+    pub port: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExecHealthCheck {
+    pub command: Vec<String>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Sidecar {

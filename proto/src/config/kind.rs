@@ -11,6 +11,8 @@ pub enum Kind {
     Endpoints,
     ServiceEntry,
     WorkloadEntry,
+    /// A template for WorkloadEntries: entries naming their group inherit from it.
+    WorkloadGroup,
     VirtualService,
     DestinationRule,
     Sidecar,
@@ -20,7 +22,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Namespace,
         Kind::Service,
         Kind::Pod,
@@ -28,6 +30,7 @@ impl Kind {
         Kind::Endpoints,
         Kind::ServiceEntry,
         Kind::WorkloadEntry,
+        Kind::WorkloadGroup,
         Kind::VirtualService,
         Kind::DestinationRule,
         Kind::Sidecar,
@@ -51,6 +54,7 @@ impl Kind {
             ("discovery.k8s.io", "EndpointSlice") => Kind::EndpointSlice,
             ("networking.istio.io", "ServiceEntry") => Kind::ServiceEntry,
             ("networking.istio.io", "WorkloadEntry") => Kind::WorkloadEntry,
+            ("networking.istio.io", "WorkloadGroup") => Kind::WorkloadGroup,
             ("networking.istio.io", "VirtualService") => Kind::VirtualService,
             ("networking.istio.io", "DestinationRule") => Kind::DestinationRule,
             ("networking.istio.io", "Sidecar") => Kind::Sidecar,
@@ -74,6 +78,7 @@ impl Kind {
             Kind::Endpoints => "Endpoints",
             Kind::ServiceEntry => "ServiceEntry",
             Kind::WorkloadEntry => "WorkloadEntry",
+            Kind::WorkloadGroup => "WorkloadGroup",
             Kind::VirtualService => "VirtualService",
             Kind::DestinationRule => "DestinationRule",
             Kind::Sidecar => "Sidecar",
@@ -90,7 +95,11 @@ impl Kind {
     pub fn is_endpoint_only(self) -> bool {
         matches!(
             self,
-            Kind::EndpointSlice | Kind::Endpoints | Kind::Pod | Kind::WorkloadEntry
+            Kind::EndpointSlice
+                | Kind::Endpoints
+                | Kind::Pod
+                | Kind::WorkloadEntry
+                | Kind::WorkloadGroup
         )
     }
 

@@ -95,13 +95,25 @@ struct Header {
 }
 
 #[derive(Default, Deserialize)]
-#[serde(default)]
+#[serde(rename_all = "camelCase", default)]
 struct Metadata {
     name: String,
     namespace: String,
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
+    owner_references: Vec<OwnerReference>,
 }
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct OwnerReference {
+    kind: String,
+    name: String,
+}
+
+/// The annotation naming a WorkloadEntry's WorkloadGroup, as Istio's auto-registration
+/// writes it.
+pub const AUTO_REGISTRATION_GROUP: &str = "istio.io/autoRegistrationGroup";
 
 #[derive(Deserialize)]
 struct WithSpec<S> {
@@ -150,11 +162,25 @@ fn parse_document(
             None,
         ));
     };
+    let mut annotations = header.metadata.annotations;
+    // A WorkloadEntry owned by a WorkloadGroup names it as an auto-registered one does,
+    // so that the builder finds its group one way.
+    if kind == Kind::WorkloadEntry
+        && let Some(owner) = header
+            .metadata
+            .owner_references
+            .iter()
+            .find(|o| o.kind == "WorkloadGroup" && !o.name.is_empty())
+    {
+        annotations
+            .entry(AUTO_REGISTRATION_GROUP.to_string())
+            .or_insert_with(|| owner.name.clone());
+    }
     let mut meta = ConfigMeta {
         name: header.metadata.name,
         namespace: header.metadata.namespace,
         labels: header.metadata.labels,
-        annotations: header.metadata.annotations,
+        annotations,
         ..ConfigMeta::default()
     };
     if kind.is_cluster_scoped() {
@@ -229,6 +255,7 @@ fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_n
         Kind::Endpoints => Spec::Endpoints(serde_norway::from_str(doc)?),
         Kind::ServiceEntry => Spec::ServiceEntry(spec_of::<istio::ServiceEntry>(doc)?),
         Kind::WorkloadEntry => Spec::WorkloadEntry(spec_of::<istio::WorkloadEntry>(doc)?),
+        Kind::WorkloadGroup => Spec::WorkloadGroup(spec_of::<istio::WorkloadGroup>(doc)?),
         Kind::VirtualService => Spec::VirtualService(spec_of::<istio::VirtualService>(doc)?),
         Kind::DestinationRule => Spec::DestinationRule(spec_of::<istio::DestinationRule>(doc)?),
         Kind::Sidecar => Spec::Sidecar(spec_of::<istio::Sidecar>(doc)?),

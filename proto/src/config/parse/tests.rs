@@ -289,6 +289,43 @@ fn service_entry_and_workload_entry() {
 }
 
 #[test]
+fn workload_group_is_read_and_validated() {
+    let wg = "  metadata:\n    labels: {app: vm}\n  template:\n    ports: {http: 8080}\n    serviceAccount: vm-sa\n  probe:\n    periodSeconds: 5\n    tcpSocket: {port: 8080}\n";
+    for version in ["v1", "v1beta1", "v1alpha3"] {
+        let p = one(&istio(version, "WorkloadGroup", "vms", wg));
+        assert_eq!(
+            p.config.key(),
+            ConfigKey::new(Kind::WorkloadGroup, "shop", "vms")
+        );
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        let Spec::WorkloadGroup(wg) = &p.config.spec else {
+            panic!("not a WorkloadGroup")
+        };
+        let template = wg.template.as_ref().unwrap();
+        assert_eq!(template.ports["http"], 8080);
+        assert_eq!(wg.probe.as_ref().unwrap().period_seconds, 5);
+    }
+    let e = rejected(&istio("v1", "WorkloadGroup", "vms", "  metadata: {}\n"));
+    assert_eq!(e.object, "WorkloadGroup shop/vms");
+    assert_eq!(e.reason, "template is required");
+}
+
+#[test]
+fn workload_entry_owned_by_a_group_names_it() {
+    let owned = "apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata:
+  name: vm-1
+  namespace: shop
+  ownerReferences:
+  - {apiVersion: networking.istio.io/v1, kind: WorkloadGroup, name: vms, uid: u1}
+spec: {address: 10.2.0.7}
+";
+    let p = one(owned);
+    assert_eq!(p.config.meta.annotations[AUTO_REGISTRATION_GROUP], "vms");
+}
+
+#[test]
 fn sidecar_and_gateway() {
     let sc = "  workloadSelector:\n    labels:\n      app: ratings\n  egress:\n  - port:\n      number: 9080\n      protocol: HTTP\n      name: http\n    hosts: [\"./*\", \"istio-system/*\"]\n  outboundTrafficPolicy:\n    mode: REGISTRY_ONLY\n";
     let gw = "  selector:\n    istio: ingressgateway\n  servers:\n  - port:\n      number: 80\n      name: http\n      protocol: HTTP\n    hosts: [\"shop/*.example.com\"]\n";

@@ -79,6 +79,7 @@ pub fn unknown_fields(spec: &Spec, doc: &str) -> Vec<String> {
     let typed = match spec {
         Spec::ServiceEntry(s) => serde_json::to_value(s),
         Spec::WorkloadEntry(s) => serde_json::to_value(s),
+        Spec::WorkloadGroup(s) => serde_json::to_value(s),
         Spec::VirtualService(s) => serde_json::to_value(s),
         Spec::DestinationRule(s) => serde_json::to_value(s),
         Spec::Sidecar(s) => serde_json::to_value(s),

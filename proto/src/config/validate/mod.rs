@@ -6,6 +6,7 @@
 mod destination_rule;
 mod gateway;
 mod virtual_service;
+mod workload_group;
 
 use super::{Config, Spec, istio};
 use destination_rule::destination_rule;
@@ -13,6 +14,7 @@ use gateway::gateway;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use virtual_service::virtual_service;
+use workload_group::workload_group;
 
 /// The reason an object was rejected.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +36,7 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
         }
         Spec::ServiceEntry(se) => service_entry(se)?,
         Spec::WorkloadEntry(we) => workload_entry(we)?,
+        Spec::WorkloadGroup(wg) => workload_group(wg)?,
         Spec::Sidecar(sc) => sidecar(sc)?,
         Spec::Gateway(gw) => gateway(gw, &mut warnings)?,
         Spec::Service(svc) => {
