@@ -64,7 +64,8 @@ impl Feeds {
             | Kind::DestinationRule
             | Kind::Sidecar
             | Kind::Gateway
-            | Kind::Secret => Feeds::Routing,
+            | Kind::Secret
+            | Kind::MeshConfig => Feeds::Routing,
         }
     }
 }

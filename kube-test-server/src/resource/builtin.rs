@@ -5,7 +5,7 @@ use super::{Registry, ResourceType};
 /// Istio serves its networking CRDs under all three versions (one storage version).
 const ISTIO_NETWORKING_VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha3"];
 
-/// Core Namespace, Service, Pod, Node, Secret; discovery.k8s.io/v1 EndpointSlice; and
+/// Core Namespace, Service, Pod, Node, Secret, ConfigMap; discovery.k8s.io/v1 EndpointSlice; and
 /// Istio's networking.istio.io kinds in v1, v1beta1 and v1alpha3.
 pub fn shoal_resources() -> Registry {
     let mut registry = Registry::default();
@@ -14,6 +14,7 @@ pub fn shoal_resources() -> Registry {
     registry.register(ResourceType::core("pods", "Pod", true));
     registry.register(ResourceType::core("nodes", "Node", false));
     registry.register(ResourceType::core("secrets", "Secret", true));
+    registry.register(ResourceType::core("configmaps", "ConfigMap", true));
     registry.register(ResourceType::grouped(
         "discovery.k8s.io",
         &["v1"],

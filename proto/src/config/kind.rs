@@ -17,10 +17,12 @@ pub enum Kind {
     Gateway,
     /// TLS Secrets, for gateways' `credentialName` (only those holding TLS material).
     Secret,
+    /// Istio's mesh config: the ConfigMap `istio` (or `istio-<revision>`), key `mesh`.
+    MeshConfig,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Namespace,
         Kind::Service,
         Kind::Pod,
@@ -33,6 +35,7 @@ impl Kind {
         Kind::Sidecar,
         Kind::Gateway,
         Kind::Secret,
+        Kind::MeshConfig,
     ];
 
     /// Resolves a YAML document's `apiVersion` and `kind`. Istio kinds are accepted in
@@ -48,6 +51,7 @@ impl Kind {
             ("", "Pod") => Kind::Pod,
             ("", "Endpoints") => Kind::Endpoints,
             ("", "Secret") => Kind::Secret,
+            ("", "ConfigMap") => Kind::MeshConfig,
             ("discovery.k8s.io", "EndpointSlice") => Kind::EndpointSlice,
             ("networking.istio.io", "ServiceEntry") => Kind::ServiceEntry,
             ("networking.istio.io", "WorkloadEntry") => Kind::WorkloadEntry,
@@ -79,6 +83,7 @@ impl Kind {
             Kind::Sidecar => "Sidecar",
             Kind::Gateway => "Gateway",
             Kind::Secret => "Secret",
+            Kind::MeshConfig => "MeshConfig",
         }
     }
 
