@@ -21,6 +21,7 @@ mod destination_rule_selector;
 mod dns_service_entry;
 mod hash_algorithms;
 mod ingress_gateway;
+mod mesh_config;
 mod outlier_detection;
 mod registry_only;
 mod request_matching;
