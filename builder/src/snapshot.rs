@@ -249,6 +249,7 @@ fn config_is_empty(config: &NamespaceConfig) -> bool {
         && config.sidecars.is_empty()
         && config.gateways.is_empty()
         && config.network_gateways.is_empty()
+        && config.mesh_configs.is_empty()
 }
 
 #[cfg(test)]

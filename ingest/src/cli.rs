@@ -127,6 +127,7 @@ impl Args {
         config.resync_interval = self.resync_interval;
         config.change_queue = self.change_queue;
         config.kv_pipeline = self.kv_pipeline;
+        config.system_namespace.clone_from(&self.system_namespace);
         config
     }
 }
@@ -200,6 +201,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let source_config = KubeSourceConfig {
                 namespaces: args.namespaces.clone(),
                 discovery_selectors: args.discovery_selectors.clone(),
+                system_namespace: None,
             };
             let health = ClusterHealth::new(
                 &args.cluster_id,
@@ -225,6 +227,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 );
                 supervisor.critical("remote_clusters", remotes.run(supervisor.watcher()));
             }
+            // Only this (the config) cluster's mesh config is read, as istiod reads it.
+            let source_config = KubeSourceConfig {
+                system_namespace: Some(args.system_namespace.clone()),
+                ..source_config
+            };
             let source = KubeSource::new(client, source_config).with_health(health);
             let span = tracing::info_span!("registry", source = kubernetes::SOURCE);
             supervisor.critical(

@@ -35,6 +35,9 @@ pub struct IngestConfig {
     pub watch_queue: usize,
     /// Backoff for KV and bus calls while they are unavailable.
     pub retry: RetryConfig,
+    /// Istio's system namespace (`SHOAL_SYSTEM_NAMESPACE`): the only one whose mesh
+    /// config (ConfigMap `istio`) is read, as istiod reads it.
+    pub system_namespace: String,
 }
 
 impl IngestConfig {
@@ -53,6 +56,7 @@ impl IngestConfig {
             push_queue: 1024,
             watch_queue: 4096,
             retry: RetryConfig::default(),
+            system_namespace: "istio-system".into(),
         }
     }
 

@@ -161,6 +161,7 @@ impl Ingest {
             coalesce_max: (self.config.file_coalesce * 20).max(Duration::from_secs(1)),
             resync: self.config.resync_interval,
             watch_queue: self.config.watch_queue,
+            system_namespace: self.config.system_namespace.clone(),
         });
         let span = tracing::info_span!("registry", dir = %self.config.config_dir.display());
         self.run_source(registry, span, drain).await

@@ -6,6 +6,7 @@
 
 mod chart;
 mod cli;
+mod mesh_config;
 mod rbac;
 
 use chart::{

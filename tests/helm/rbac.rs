@@ -4,11 +4,13 @@ use crate::chart::{
     NAMESPACE, Rendered, containers, env_named, every_values_file, name, pod_spec, strings,
 };
 use serde_json::Value;
+use shoal_ingest::kubernetes::{Scope, WATCHED};
 use std::collections::BTreeSet;
 
-/// Granted beyond `WATCHED`, in the release namespace only: remote secrets, read by
-/// `shoal_ingest::kubernetes::remote`.
-const NAMESPACED_ALLOWANCE: &[(&str, &str)] = &[("", "secrets")];
+/// Granted in the release namespace only: remote secrets, read by
+/// `shoal_ingest::kubernetes::remote`, and the kinds watched in the system namespace only
+/// (the mesh config's ConfigMaps).
+const NAMESPACED_ALLOWANCE: &[(&str, &str)] = &[("", "secrets"), ("", "configmaps")];
 
 const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
 
@@ -73,9 +75,10 @@ fn ingest_may_read_what_it_watches_and_nothing_more() {
             })
         };
         let watched_or_reported = || {
-            shoal_ingest::kubernetes::WATCHED
+            WATCHED
                 .iter()
                 .chain(shoal_ingest::kubernetes::REPORTED)
+                .filter(|w| w.scope != Scope::System)
         };
         for watched in watched_or_reported() {
             assert!(
@@ -122,5 +125,29 @@ fn remote_cluster_secrets_are_granted_only_in_the_release_namespace() {
         let ingest = &containers(r.deployment_of("ingest"))[0];
         let system = env_named(ingest, "SHOAL_SYSTEM_NAMESPACE").expect("the system namespace");
         assert_eq!(system["value"], NAMESPACE);
+    }
+}
+
+#[test]
+fn system_namespace_kinds_are_granted_there_only() {
+    for r in every_values_file() {
+        let namespaced: Vec<_> = roles_bound_to_ingest(r, "RoleBinding")
+            .into_iter()
+            .filter(|role| role["metadata"]["namespace"] == NAMESPACE)
+            .flat_map(grants)
+            .collect();
+        for watched in WATCHED.iter().filter(|w| w.scope == Scope::System) {
+            assert!(
+                namespaced.iter().any(|(g, res, verbs)| {
+                    g == watched.group
+                        && res == watched.plural
+                        && READ_VERBS.iter().all(|v| verbs.contains(*v))
+                }),
+                "{}: ingest watches {}/{} in the system namespace but may not read it there",
+                r.values_file,
+                watched.group,
+                watched.plural
+            );
+        }
     }
 }

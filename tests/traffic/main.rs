@@ -23,6 +23,7 @@ mod hash_algorithms;
 mod hash_keys;
 mod ingress_gateway;
 mod match_conditions;
+mod mesh_config;
 mod outlier_detection;
 mod policy_levels;
 mod registry_only;

@@ -67,7 +67,8 @@ impl Feeds {
             | Kind::DestinationRule
             | Kind::Sidecar
             | Kind::Gateway
-            | Kind::Secret => Feeds::Routing,
+            | Kind::Secret
+            | Kind::MeshConfig => Feeds::Routing,
         }
     }
 }

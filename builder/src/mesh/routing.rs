@@ -86,6 +86,12 @@ pub fn build(namespace: &str, objects: &NamespaceObjects<'_>) -> NamespaceConfig
         };
         config.credentials.push(named(c, secret.clone()));
     }
+    for c in dedup(objects.of(Kind::MeshConfig)) {
+        let Spec::MeshConfig(mesh) = &c.spec else {
+            continue;
+        };
+        config.mesh_configs.push(named(c, mesh.clone()));
+    }
     config
 }
 

@@ -348,3 +348,28 @@ spec:
     assert_eq!(legacy.resolution, Resolution::Dns);
     assert_eq!(legacy.external_name, "legacy.example.org");
 }
+
+#[test]
+fn the_mesh_config_travels_in_its_namespace_chunk() {
+    let cs = configs(
+        "c1",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: 'rootNamespace: mesh-root'\n",
+    );
+    let built = build("istio-system", &cs);
+    let [mesh] = built.config.mesh_configs.as_slice() else {
+        panic!("one mesh config: {:?}", built.config.mesh_configs);
+    };
+    assert_eq!(
+        (mesh.namespace.as_str(), mesh.name.as_str()),
+        ("istio-system", "istio")
+    );
+    assert_eq!(mesh.spec.root_namespace(), "mesh-root");
+    // The routing-only rebuild (a mesh config change alone) carries it too.
+    let mut objects = NamespaceObjects::default();
+    cs.iter().for_each(|c| objects.push(c));
+    assert_eq!(
+        build_routing("istio-system", &objects).mesh_configs,
+        built.config.mesh_configs
+    );
+    assert_eq!(Feeds::of(Kind::MeshConfig), Feeds::Routing);
+}

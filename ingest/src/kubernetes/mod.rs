@@ -24,7 +24,7 @@ mod resources;
 mod state;
 
 pub use clusters::{ClusterHealth, Clusters};
-pub use resources::{REPORTED, WATCHED, Watched};
+pub use resources::{REPORTED, Scope, WATCHED, Watched};
 
 use crate::source::{NETWORK_LABEL, Source, SourceSink};
 use crate::sync::SyncError;
@@ -60,6 +60,9 @@ pub struct KubeSourceConfig {
     /// Istio's discovery selectors: of those namespaces, only the ones whose labels one
     /// of these matches are read; empty: all.
     pub discovery_selectors: Vec<LabelSelector>,
+    /// Istio's system namespace, whose mesh config (ConfigMap `istio`) is read; `None`
+    /// (a remote cluster: istiod reads the mesh config of its own cluster only): none.
+    pub system_namespace: Option<String>,
 }
 
 /// The Kubernetes registry, on one cluster's API server.
@@ -95,14 +98,28 @@ impl KubeSource {
                 Some(kind) => Target::Config(kind),
                 None => Target::Nodes,
             };
-            if !w.namespaced || self.config.namespaces.is_empty() {
-                watches.push((target, Api::all_with(self.client.clone(), &resource)));
-            } else {
-                for ns in &self.config.namespaces {
-                    watches.push((
-                        target,
-                        Api::namespaced_with(self.client.clone(), ns, &resource),
-                    ));
+            match w.scope {
+                Scope::System => {
+                    if let Some(ns) = &self.config.system_namespace {
+                        watches.push((
+                            target,
+                            Api::namespaced_with(self.client.clone(), ns, &resource),
+                        ));
+                    }
+                }
+                Scope::Cluster => {
+                    watches.push((target, Api::all_with(self.client.clone(), &resource)));
+                }
+                Scope::Namespaced if self.config.namespaces.is_empty() => {
+                    watches.push((target, Api::all_with(self.client.clone(), &resource)));
+                }
+                Scope::Namespaced => {
+                    for ns in &self.config.namespaces {
+                        watches.push((
+                            target,
+                            Api::namespaced_with(self.client.clone(), ns, &resource),
+                        ));
+                    }
                 }
             }
         }

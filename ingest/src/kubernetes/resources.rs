@@ -11,8 +11,19 @@ pub struct Watched {
     pub version: &'static str,
     pub kind: &'static str,
     pub plural: &'static str,
-    /// Namespaced kinds are watched in the namespaces the source is limited to.
-    pub namespaced: bool,
+    pub scope: Scope,
+}
+
+/// Where a kind is watched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Cluster-wide objects.
+    Cluster,
+    /// In the namespaces the source is limited to (all, without a limit).
+    Namespaced,
+    /// In the system namespace only, whatever the limit (the mesh config, as istiod
+    /// reads it); not at all on a cluster whose mesh config is not read.
+    System,
 }
 
 impl Watched {
@@ -27,71 +38,86 @@ const fn kind(
     version: &'static str,
     kind: &'static str,
     plural: &'static str,
-    namespaced: bool,
+    scope: Scope,
 ) -> Watched {
     Watched {
         group,
         version,
         kind,
         plural,
-        namespaced,
+        scope,
     }
 }
 
 /// The kinds the source watches, in the order their first lists are loaded. Nodes are
 /// read for their Pods' localities only (`super::nodes`); every other kind is config.
 pub const WATCHED: &[Watched] = &[
-    kind("", "v1", "Namespace", "namespaces", false),
-    kind("", "v1", "Node", "nodes", false),
-    kind("", "v1", "Service", "services", true),
-    kind("", "v1", "Pod", "pods", true),
+    kind("", "v1", "Namespace", "namespaces", Scope::Cluster),
+    kind("", "v1", "Node", "nodes", Scope::Cluster),
+    kind("", "v1", "Service", "services", Scope::Namespaced),
+    kind("", "v1", "Pod", "pods", Scope::Namespaced),
     kind(
         "discovery.k8s.io",
         "v1",
         "EndpointSlice",
         "endpointslices",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "networking.istio.io",
         "v1",
         "ServiceEntry",
         "serviceentries",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "networking.istio.io",
         "v1",
         "WorkloadEntry",
         "workloadentries",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "networking.istio.io",
         "v1",
         "WorkloadGroup",
         "workloadgroups",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "networking.istio.io",
         "v1",
         "VirtualService",
         "virtualservices",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "networking.istio.io",
         "v1",
         "DestinationRule",
         "destinationrules",
-        true,
+        Scope::Namespaced,
     ),
-    kind("networking.istio.io", "v1", "Sidecar", "sidecars", true),
-    kind("networking.istio.io", "v1", "Gateway", "gateways", true),
+    kind(
+        "networking.istio.io",
+        "v1",
+        "Sidecar",
+        "sidecars",
+        Scope::Namespaced,
+    ),
+    kind(
+        "networking.istio.io",
+        "v1",
+        "Gateway",
+        "gateways",
+        Scope::Namespaced,
+    ),
     // Gateways' TLS credentials (`credentialName`), as istiod reads them: every
     // Secret is listed, only those with TLS material are kept.
-    kind("", "v1", "Secret", "secrets", true),
+    kind("", "v1", "Secret", "secrets", Scope::Namespaced),
+    // The mesh config, as istiod reads it: ConfigMaps of the system namespace only
+    // (the parser keeps `istio` and `istio-<revision>` with a `mesh` key).
+    kind("", "v1", "ConfigMap", "configmaps", Scope::System),
 ];
 
 /// Kinds Shoal does not implement, watched only so that their objects are reported as
@@ -104,57 +130,63 @@ pub const REPORTED: &[Watched] = &[
         "v1",
         "AuthorizationPolicy",
         "authorizationpolicies",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "security.istio.io",
         "v1",
         "PeerAuthentication",
         "peerauthentications",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "security.istio.io",
         "v1",
         "RequestAuthentication",
         "requestauthentications",
-        true,
+        Scope::Namespaced,
     ),
-    kind("telemetry.istio.io", "v1", "Telemetry", "telemetries", true),
+    kind(
+        "telemetry.istio.io",
+        "v1",
+        "Telemetry",
+        "telemetries",
+        Scope::Namespaced,
+    ),
     kind(
         "networking.istio.io",
         "v1alpha3",
         "EnvoyFilter",
         "envoyfilters",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "extensions.istio.io",
         "v1alpha1",
         "WasmPlugin",
         "wasmplugins",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "gateway.networking.k8s.io",
         "v1",
         "Gateway",
         "gateways",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "gateway.networking.k8s.io",
         "v1",
         "HTTPRoute",
         "httproutes",
-        true,
+        Scope::Namespaced,
     ),
     kind(
         "gateway.networking.k8s.io",
         "v1",
         "GRPCRoute",
         "grpcroutes",
-        true,
+        Scope::Namespaced,
     ),
 ];
 

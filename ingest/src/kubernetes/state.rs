@@ -201,7 +201,7 @@ impl State {
                     .held
                     .iter()
                     .flatten()
-                    .filter(|k| k.namespace == namespace && k.kind != Kind::Namespace)
+                    .filter(|k| k.namespace == namespace && !ignores_discovery(k.kind))
                     .cloned()
                     .collect();
                 for key in keys {
@@ -295,7 +295,7 @@ impl State {
                     sink.apply(*config);
                     let selection = self.discovery.namespace(&key.name, Some(&labels));
                     self.on_selection(sink, &key.name, selection);
-                } else if self.discovery.is_selected(&key.namespace) {
+                } else if ignores_discovery(kind) || self.discovery.is_selected(&key.namespace) {
                     sink.apply(*config);
                 } else {
                     // Read while its namespace was selected, perhaps: not any more.
@@ -312,4 +312,10 @@ impl State {
         }
         Some(key)
     }
+}
+
+/// Kinds read whatever the discovery selectors select: Namespaces themselves, and the
+/// mesh config (istiod reads it from the system namespace even when unselected).
+fn ignores_discovery(kind: Kind) -> bool {
+    matches!(kind, Kind::Namespace | Kind::MeshConfig)
 }

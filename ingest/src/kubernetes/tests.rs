@@ -476,3 +476,87 @@ async fn discovery_selectors_choose_namespaces_by_label() {
     assert!(!env.objects().await.contains_key("Service shop/ratings"));
     env.stop().await;
 }
+
+fn configmap(namespace: &str, name: &str, data: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    })
+}
+
+#[tokio::test]
+async fn the_mesh_config_is_read_from_the_system_namespace_only_whatever_the_selectors() {
+    let server = TestApiServer::start().await.unwrap();
+    let mesh = json!({"mesh": "rootNamespace: mesh-root\naccessLogFile: /dev/stdout\n"});
+    server
+        .create(
+            "configmaps",
+            configmap("istio-system", "istio", mesh.clone()),
+        )
+        .unwrap();
+    server
+        .create(
+            "configmaps",
+            configmap(
+                "istio-system",
+                "istio-ca-root-cert",
+                json!({"root-cert.pem": "x"}),
+            ),
+        )
+        .unwrap();
+    server
+        .create("configmaps", configmap("shop", "istio", mesh))
+        .unwrap();
+    server
+        .create("services", service_in("shop", "reviews"))
+        .unwrap();
+    let config = KubeSourceConfig {
+        // istio-system is not selected: its mesh config is read all the same.
+        discovery_selectors: vec!["mesh=on".parse().unwrap()],
+        system_namespace: Some("istio-system".into()),
+        ..KubeSourceConfig::default()
+    };
+    let env = Env::start_with(server, config).await;
+    env.wait_for("the mesh config", |o| {
+        o.contains_key("MeshConfig istio-system/istio")
+    })
+    .await;
+    let objects = env.objects().await;
+    let mesh_configs: Vec<_> = objects
+        .keys()
+        .filter(|k| k.starts_with("MeshConfig"))
+        .collect();
+    assert_eq!(mesh_configs, ["MeshConfig istio-system/istio"]);
+    let shoal_proto::config::Spec::MeshConfig(mesh) =
+        &objects["MeshConfig istio-system/istio"].spec
+    else {
+        panic!("not a mesh config");
+    };
+    assert_eq!(mesh.root_namespace(), "mesh-root");
+
+    // A change is followed; an invalid one is rejected and the valid one stays.
+    env.server
+        .apply(
+            "configmaps",
+            configmap(
+                "istio-system",
+                "istio",
+                json!({"mesh": "outboundTrafficPolicy: {mode: NOPE}"}),
+            ),
+        )
+        .unwrap();
+    env.wait_for("the rejection", |_| {
+        env.handle
+            .rejections_json()
+            .to_string()
+            .contains("outboundTrafficPolicy.mode")
+    })
+    .await;
+    assert!(
+        env.objects()
+            .await
+            .contains_key("MeshConfig istio-system/istio")
+    );
+    env.stop().await;
+}

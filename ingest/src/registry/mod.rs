@@ -23,7 +23,8 @@ pub use warnings::{Warning, Warnings};
 use crate::source::{Source, SourceSink};
 use crate::sync::SyncError;
 use index::{FileRead, Index};
-use shoal_proto::config::ConfigKey;
+use shoal_proto::config::parse::{ParseError, Parsed};
+use shoal_proto::config::{ConfigKey, Kind};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;
@@ -67,6 +68,8 @@ pub(crate) struct RegistryConfig {
     /// Full rescan period, in case an event was missed; zero disables it.
     pub resync: Duration,
     pub watch_queue: usize,
+    /// Mesh configs (ConfigMap `istio`) are read in this namespace only.
+    pub system_namespace: String,
 }
 
 pub(crate) struct DirectoryRegistry {
@@ -96,6 +99,23 @@ impl DirectoryRegistry {
             index: Index::default(),
             root_lost: false,
         }
+    }
+
+    /// Whether `doc` is a mesh config outside the system namespace: istiod never reads
+    /// one there, so neither does Shoal.
+    fn foreign_mesh_config(&self, doc: &Result<Parsed, ParseError>) -> bool {
+        let Ok(parsed) = doc else { return false };
+        let config = &parsed.config;
+        let foreign = config.kind() == Kind::MeshConfig
+            && config.meta.namespace != self.config.system_namespace;
+        if foreign {
+            tracing::debug!(
+                object = %config.key(),
+                system_namespace = %self.config.system_namespace,
+                "mesh config outside the system namespace: not read"
+            );
+        }
+        foreign
     }
 
     /// Loads the directory, reconciles the KV, then follows changes until `shutdown`.
@@ -239,6 +259,7 @@ impl DirectoryRegistry {
         let mut touched = BTreeSet::new();
         for (path, mut read) in reads {
             if let FileRead::Parsed(docs) = &mut read {
+                docs.retain(|doc| !self.foreign_mesh_config(doc));
                 for parsed in docs.iter_mut().flatten() {
                     sink.stamp(&mut parsed.config);
                 }

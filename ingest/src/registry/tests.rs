@@ -648,3 +648,31 @@ async fn startup_deletes_its_clusters_keys_of_the_format_before_sources() {
     assert_eq!(env.host("r").await.as_deref(), Some("one"));
     env.stop().await;
 }
+
+#[tokio::test]
+async fn the_mesh_config_is_read_in_the_system_namespace_only() {
+    let mesh = |ns: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: istio\n  namespace: {ns}\ndata:\n  mesh: 'rootNamespace: mesh-root'\n"
+        )
+    };
+    let (system, shop) = (mesh("mesh-system"), mesh("shop"));
+    let env = Env::start_with(
+        &[
+            ("system.yaml", system.as_str()),
+            ("shop.yaml", shop.as_str()),
+        ],
+        &[],
+        |config| config.system_namespace = "mesh-system".into(),
+    )
+    .await;
+    let mesh_configs: Vec<String> = env
+        .objects()
+        .await
+        .into_keys()
+        .filter(|k| k.kind == Kind::MeshConfig)
+        .map(|k| k.to_string())
+        .collect();
+    assert_eq!(mesh_configs, ["MeshConfig mesh-system/istio"]);
+    env.stop().await;
+}

@@ -5,9 +5,9 @@ use super::{Registry, ResourceType};
 /// Istio serves its networking CRDs under all three versions (one storage version).
 const ISTIO_NETWORKING_VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha3"];
 
-/// Core Namespace, Service, Pod, Node, Secret; discovery.k8s.io/v1 EndpointSlice;
-/// Istio's networking.istio.io kinds in v1, v1beta1 and v1alpha3; and security.istio.io's
-/// AuthorizationPolicy and PeerAuthentication in v1.
+/// Core Namespace, Service, Pod, Node, Secret, ConfigMap; discovery.k8s.io/v1
+/// EndpointSlice; Istio's networking.istio.io kinds in v1, v1beta1 and v1alpha3; and
+/// security.istio.io's AuthorizationPolicy and PeerAuthentication in v1.
 pub fn shoal_resources() -> Registry {
     let mut registry = Registry::default();
     registry.register(ResourceType::core("namespaces", "Namespace", false));
@@ -15,6 +15,7 @@ pub fn shoal_resources() -> Registry {
     registry.register(ResourceType::core("pods", "Pod", true));
     registry.register(ResourceType::core("nodes", "Node", false));
     registry.register(ResourceType::core("secrets", "Secret", true));
+    registry.register(ResourceType::core("configmaps", "ConfigMap", true));
     registry.register(ResourceType::grouped(
         "discovery.k8s.io",
         &["v1"],

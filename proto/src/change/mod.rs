@@ -40,7 +40,7 @@ impl TriggerReason {
         match kind {
             k if k.is_endpoint_only() => TriggerReason::EndpointUpdate,
             Kind::Service | Kind::ServiceEntry => TriggerReason::ServiceUpdate,
-            Kind::Namespace => TriggerReason::GlobalUpdate,
+            Kind::Namespace | Kind::MeshConfig => TriggerReason::GlobalUpdate,
             _ => TriggerReason::ConfigUpdate,
         }
     }

@@ -38,11 +38,15 @@ pub fn service_changes(old: &[Service], new: &[Service]) -> BTreeSet<ChangeKey> 
 
 /// The routing changes (VirtualServices and DestinationRules by the hostnames they
 /// name, Sidecars, Gateways and credentials by key); services are left out. `None` when a wildcard
-/// host keeps the change from being narrowed.
+/// host keeps the change from being narrowed, or the mesh config changed.
 pub fn routing_changes(
     old: &NamespaceConfig,
     new: &NamespaceConfig,
 ) -> Option<BTreeSet<ChangeKey>> {
+    // The mesh config shapes every proxy's config: Istio pushes a change to all, in full.
+    if old.mesh_configs != new.mesh_configs {
+        return None;
+    }
     let namespace = if new.namespace.is_empty() {
         &old.namespace
     } else {

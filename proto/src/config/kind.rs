@@ -19,10 +19,12 @@ pub enum Kind {
     Gateway,
     /// TLS Secrets, for gateways' `credentialName` (only those holding TLS material).
     Secret,
+    /// Istio's mesh config: the ConfigMap `istio` (or `istio-<revision>`), key `mesh`.
+    MeshConfig,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Namespace,
         Kind::Service,
         Kind::Pod,
@@ -36,6 +38,7 @@ impl Kind {
         Kind::Sidecar,
         Kind::Gateway,
         Kind::Secret,
+        Kind::MeshConfig,
     ];
 
     /// Resolves a YAML document's `apiVersion` and `kind`. Istio kinds are accepted in
@@ -51,6 +54,7 @@ impl Kind {
             ("", "Pod") => Kind::Pod,
             ("", "Endpoints") => Kind::Endpoints,
             ("", "Secret") => Kind::Secret,
+            ("", "ConfigMap") => Kind::MeshConfig,
             ("discovery.k8s.io", "EndpointSlice") => Kind::EndpointSlice,
             ("networking.istio.io", "ServiceEntry") => Kind::ServiceEntry,
             ("networking.istio.io", "WorkloadEntry") => Kind::WorkloadEntry,
@@ -84,6 +88,7 @@ impl Kind {
             Kind::Sidecar => "Sidecar",
             Kind::Gateway => "Gateway",
             Kind::Secret => "Secret",
+            Kind::MeshConfig => "MeshConfig",
         }
     }
 

@@ -1,4 +1,4 @@
-use super::{Kind, istio, k8s};
+use super::{Kind, istio, k8s, mesh};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -93,6 +93,7 @@ pub enum Spec {
     Sidecar(istio::Sidecar),
     Gateway(istio::Gateway),
     Secret(k8s::SecretSpec),
+    MeshConfig(mesh::MeshConfig),
 }
 
 impl Spec {
@@ -111,6 +112,7 @@ impl Spec {
             Spec::Sidecar(_) => Kind::Sidecar,
             Spec::Gateway(_) => Kind::Gateway,
             Spec::Secret(_) => Kind::Secret,
+            Spec::MeshConfig(_) => Kind::MeshConfig,
         }
     }
 }

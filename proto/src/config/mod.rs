@@ -7,6 +7,7 @@
 pub mod istio;
 pub mod k8s;
 mod kind;
+pub mod mesh;
 mod meta;
 pub mod parse;
 pub mod selector;

@@ -3,7 +3,7 @@
 //! Each document is parsed on its own so a malformed one is reported with its file and
 //! line and the others still load. Errors name the object when its header could be read.
 
-use super::{Config, ConfigMeta, Kind, Spec, istio, k8s, validate};
+use super::{Config, ConfigMeta, Kind, Spec, istio, k8s, mesh, validate};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
@@ -42,7 +42,7 @@ pub struct Parsed {
 }
 
 /// Parses every document of `text`. Documents that are empty or only comments are
-/// skipped; kinds Shoal has no business with (ConfigMaps, Deployments...) are skipped
+/// skipped; kinds Shoal has no business with (ConfigMaps other than the mesh config, Deployments...) are skipped
 /// silently, while Istio and Gateway API kinds it does not implement are reported as
 /// errors saying so (nothing is served for them either way).
 pub fn parse_documents(source: &str, text: &str) -> Vec<Result<Parsed, ParseError>> {
@@ -197,10 +197,22 @@ fn parse_document(
     if meta.name.is_empty() {
         return Err(fail(object, "metadata.name is required".into(), None));
     }
-    let spec = decode_spec(kind, &meta, doc).map_err(|e| {
+    let yaml_fail = |e: serde_norway::Error| {
         let line = e.location().map(|l| l.line());
         fail(object.clone(), yaml_reason(&e), line)
-    })?;
+    };
+    let spec = if kind == Kind::MeshConfig {
+        // Only the mesh config's ConfigMap concerns a mesh; every other is not read.
+        if !mesh::is_mesh_configmap(&meta.name) {
+            return Ok(None);
+        }
+        match mesh_config::mesh_config(doc).map_err(yaml_fail)? {
+            Some(mesh) => Spec::MeshConfig(mesh),
+            None => return Ok(None),
+        }
+    } else {
+        decode_spec(kind, &meta, doc).map_err(yaml_fail)?
+    };
     if let Spec::Secret(secret) = &spec
         && !secret.has_tls_material()
     {
@@ -261,6 +273,7 @@ fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_n
         Kind::Sidecar => Spec::Sidecar(spec_of::<istio::Sidecar>(doc)?),
         Kind::Gateway => Spec::Gateway(spec_of::<istio::Gateway>(doc)?),
         Kind::Secret => Spec::Secret(secret::tls_material(doc)?),
+        Kind::MeshConfig => Spec::MeshConfig(mesh_config::mesh_config(doc)?.unwrap_or_default()),
     })
 }
 
@@ -374,6 +387,7 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
     })
 }
 
+mod mesh_config;
 mod secret;
 mod unsupported;
 

@@ -9,7 +9,8 @@ pub use service::{
     Service, ServiceEndpoints, ServiceKey, ServicePort, export_visible,
 };
 
-/// The namespace whose Sidecar and config apply mesh-wide (Istio's root namespace).
+/// The default root namespace (whose Sidecar and config apply mesh-wide): the mesh
+/// config's `rootNamespace` overrides it.
 pub const ROOT_NAMESPACE: &str = "istio-system";
 /// The cluster domain suffix of Kubernetes Service hostnames.
 pub const DOMAIN_SUFFIX: &str = "svc.cluster.local";

@@ -1,4 +1,4 @@
-use crate::config::{istio, k8s};
+use crate::config::{istio, k8s, mesh};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -113,7 +113,8 @@ impl Resolution {
     }
 }
 
-/// Istio `exportTo`: empty means public (`*`).
+/// Istio `exportTo`: empty means unset; the push context fills in the mesh-wide default
+/// (public, `*`, unless the mesh config says otherwise).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExportTo(pub Vec<String>);
 
@@ -228,6 +229,10 @@ pub struct NamespaceConfig {
     pub credentials: Vec<NamedConfig<k8s::SecretSpec>>,
     /// The network gateways this namespace's Services declare, sorted.
     pub network_gateways: Vec<NetworkGateway>,
+    /// The mesh configs (ConfigMaps `istio`, `istio-<revision>`) of this namespace, by
+    /// name: only the system namespace's are ingested. They travel in its chunk, as
+    /// Secrets do, so a change to one is one chunk change like any other.
+    pub mesh_configs: Vec<NamedConfig<mesh::MeshConfig>>,
 }
 
 #[cfg(test)]

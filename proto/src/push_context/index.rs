@@ -1,6 +1,7 @@
 use super::SidecarScope;
+use crate::config::mesh::{MESH_CONFIGMAP, MeshConfig};
 use crate::config::{istio, k8s};
-use crate::model::{NamedConfig, NamespaceConfig, NetworkGateway, ROOT_NAMESPACE, Service};
+use crate::model::{NamedConfig, NamespaceConfig, NetworkGateway, Service};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -16,6 +17,11 @@ type ScopeKey = (String, Option<(String, String)>, Vec<usize>);
 pub struct ConfigIndex {
     /// The snapshot version this index was built at; caches keyed on scope content use it.
     pub generation: u64,
+    /// The mesh config in force (Istio's defaults without one). Its `exportTo` defaults
+    /// are already filled into the indexed objects that set none.
+    pub mesh: Arc<MeshConfig>,
+    /// The namespace whose Sidecar and DestinationRules apply mesh-wide.
+    pub root_namespace: String,
     /// Every service, sorted by (hostname, namespace).
     pub services: Vec<Arc<Service>>,
     pub services_by_host: HashMap<String, Vec<Arc<Service>>>,
@@ -51,10 +57,18 @@ pub type NetworkGateways = BTreeMap<String, Vec<NetworkGateway>>;
 
 impl ConfigIndex {
     pub fn build(generation: u64, namespaces: &BTreeMap<String, Arc<NamespaceConfig>>) -> Self {
+        let mesh = mesh_config(namespaces);
         let mut index = ConfigIndex {
             generation,
+            root_namespace: mesh.root_namespace().to_string(),
+            mesh: Arc::new(mesh),
             ..Default::default()
         };
+        // Istio's `exportToDefaults`: an object that sets no `exportTo` gets the mesh's.
+        let mesh = index.mesh.clone();
+        let service_export = &mesh.default_service_export_to;
+        let vs_export = &mesh.default_virtual_service_export_to;
+        let dr_export = &mesh.default_destination_rule_export_to;
         let mut network_gateways = NetworkGateways::new();
         for ns in namespaces.values() {
             for gw in &ns.network_gateways {
@@ -64,7 +78,11 @@ impl ConfigIndex {
                     .push(gw.clone());
             }
             for svc in &ns.services {
-                let svc = Arc::new(svc.clone());
+                let mut svc = svc.clone();
+                if svc.export_to.0.is_empty() {
+                    svc.export_to.0.clone_from(service_export);
+                }
+                let svc = Arc::new(svc);
                 index
                     .services_by_host
                     .entry(svc.hostname.clone())
@@ -73,13 +91,16 @@ impl ConfigIndex {
                 index.services.push(svc);
             }
             for vs in &ns.virtual_services {
+                let mut vs = vs.clone();
+                if vs.spec.export_to.is_empty() {
+                    vs.spec.export_to.clone_from(vs_export);
+                }
                 if vs.spec.hosts.is_empty() {
-                    index.delegates.insert(
-                        (vs.namespace.clone(), vs.name.clone()),
-                        Arc::new(vs.clone()),
-                    );
+                    index
+                        .delegates
+                        .insert((vs.namespace.clone(), vs.name.clone()), Arc::new(vs));
                 } else {
-                    let vs = Arc::new(vs.clone());
+                    let vs = Arc::new(vs);
                     if vs.spec.gateways.is_empty() || vs.spec.gateways.iter().any(|g| g == "mesh") {
                         index.virtual_services.push(vs.clone());
                     }
@@ -99,7 +120,13 @@ impl ConfigIndex {
             }
             index
                 .destination_rules
-                .extend(ns.destination_rules.iter().cloned().map(Arc::new));
+                .extend(ns.destination_rules.iter().map(|dr| {
+                    let mut dr = dr.clone();
+                    if dr.spec.export_to.is_empty() {
+                        dr.spec.export_to.clone_from(dr_export);
+                    }
+                    Arc::new(dr)
+                }));
             if !ns.sidecars.is_empty() {
                 index.sidecars_by_namespace.insert(
                     ns.namespace.clone(),
@@ -188,7 +215,7 @@ impl ConfigIndex {
             return Some(found);
         }
         self.sidecars_by_namespace
-            .get(ROOT_NAMESPACE)
+            .get(&self.root_namespace)
             .and_then(|v| v.iter().find(no_selector))
     }
 
@@ -238,6 +265,18 @@ impl ConfigIndex {
         scopes.insert(key, scope.clone());
         scope
     }
+}
+
+/// The mesh config in force: the one named `istio` (Shoal serves the default revision),
+/// else the first `istio-<revision>` by name (a mesh installed by revision only), else
+/// Istio's defaults. Only the system namespace's ConfigMaps are ingested.
+fn mesh_config(namespaces: &BTreeMap<String, Arc<NamespaceConfig>>) -> MeshConfig {
+    let mut configs: Vec<&NamedConfig<MeshConfig>> = namespaces
+        .values()
+        .flat_map(|ns| &ns.mesh_configs)
+        .collect();
+    configs.sort_by_key(|c| (c.name != MESH_CONFIGMAP, &c.name, &c.namespace));
+    configs.first().map(|c| c.spec.clone()).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -160,4 +160,6 @@ impl PushContext {
 }
 
 #[cfg(test)]
+mod mesh_config_tests;
+#[cfg(test)]
 mod tests;

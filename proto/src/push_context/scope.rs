@@ -1,7 +1,7 @@
 use super::ConfigIndex;
 use crate::change::ChangeKey;
 use crate::config::{ConfigKey, Kind, istio};
-use crate::model::{NamedConfig, ROOT_NAMESPACE, Service, host_matches, hosts_intersect};
+use crate::model::{NamedConfig, Service, host_matches, hosts_intersect};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -21,6 +21,8 @@ pub struct SidecarScope {
     pub id: String,
     /// The proxies' namespace.
     pub namespace: String,
+    /// The mesh's root namespace, whose Sidecar reshapes every scope.
+    root_namespace: String,
     /// The index generation the scope was computed from.
     pub generation: u64,
     /// Visible services, one per hostname, sorted by hostname.
@@ -92,12 +94,16 @@ impl SidecarScope {
                 host: "*".into(),
             }],
         };
+        // The Sidecar's policy, else the mesh config's (Istio's default: ALLOW_ANY).
         let outbound_mode = match sidecar
             .and_then(|s| s.spec.outbound_traffic_policy.as_ref())
             .map(|p| p.mode.as_str())
+            .filter(|mode| !mode.is_empty())
         {
             Some("REGISTRY_ONLY") => TrafficMode::RegistryOnly,
-            _ => TrafficMode::AllowAny,
+            Some(_) => TrafficMode::AllowAny,
+            None if index.mesh.registry_only() => TrafficMode::RegistryOnly,
+            None => TrafficMode::AllowAny,
         };
 
         let mut configs = HashSet::new();
@@ -205,7 +211,11 @@ impl SidecarScope {
                         && applies(dr)
                 })
                 .collect();
-            let levels = [proxy_ns, svc.namespace.as_str(), ROOT_NAMESPACE];
+            let levels = [
+                proxy_ns,
+                svc.namespace.as_str(),
+                index.root_namespace.as_str(),
+            ];
             let Some(level) = levels
                 .iter()
                 .find(|ns| candidates.iter().any(|dr| dr.namespace == **ns))
@@ -248,6 +258,7 @@ impl SidecarScope {
         SidecarScope {
             id,
             namespace: proxy_ns.to_string(),
+            root_namespace: index.root_namespace.clone(),
             generation: index.generation,
             services,
             virtual_services,
@@ -320,7 +331,7 @@ impl SidecarScope {
                 Kind::Gateway | Kind::Secret => false,
                 // A Sidecar reshapes its own namespace's scopes; in the root namespace, all.
                 Kind::Sidecar => {
-                    config.namespace == self.namespace || config.namespace == ROOT_NAMESPACE
+                    config.namespace == self.namespace || config.namespace == self.root_namespace
                 }
                 // An object not narrowed to hostnames may start to apply to any scope.
                 _ => true,

@@ -7,7 +7,7 @@ use super::super::Spec;
 use serde_json::Value;
 
 /// API groups whose kinds change traffic or policy: an object of one Shoal does not read
-/// is reported rather than skipped like a ConfigMap.
+/// is reported rather than skipped like a Deployment.
 const POLICY_GROUPS: [&str; 5] = [
     "networking.istio.io",
     "security.istio.io",

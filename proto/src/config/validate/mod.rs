@@ -49,7 +49,11 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
                 warnings.push("no kubernetes.io/service-name label: not bound to a Service".into());
             }
         }
-        Spec::Namespace(_) | Spec::Pod(_) | Spec::Endpoints(_) | Spec::Secret(_) => {}
+        Spec::Namespace(_)
+        | Spec::Pod(_)
+        | Spec::Endpoints(_)
+        | Spec::Secret(_)
+        | Spec::MeshConfig(_) => {}
     }
     Ok(warnings)
 }
