@@ -22,13 +22,16 @@ mod dns_service_entry;
 mod hash_algorithms;
 mod ingress_gateway;
 mod outlier_detection;
+mod protocol_sniffing;
 mod registry_only;
 mod request_matching;
 mod retries;
 mod route_timeout;
 mod sidecar_scope;
+mod tcp_on_http_port;
 mod tcp_routing;
 mod tls_origination;
+mod tls_sni_egress;
 mod weighted_shifting;
 
 // Features of issue 8, being added to `edge/`: their tests are ignored until it lands.

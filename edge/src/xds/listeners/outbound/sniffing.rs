@@ -10,13 +10,18 @@ use envoy_types::pb::envoy::config::listener::v3::{
 use envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector;
 
 /// The chains of a sniffed port: HTTP where the inspector detected it, else `tcp`.
-pub fn chains(port: u32, tcp: FilterChain) -> Vec<FilterChain> {
+/// Both match plaintext (`raw_buffer`): Envoy picks the most specific transport
+/// protocol before it looks at application protocols, and never backtracks, so a TCP
+/// chain matching any transport would never see the plaintext the HTTP chain refused.
+pub fn chains(port: u32, mut tcp: FilterChain) -> Vec<FilterChain> {
     let detected_http = FilterChainMatch {
-        // Plaintext only: a TLS client's ALPN `http/1.1` is no HTTP this proxy can read.
+        // A TLS client's ALPN `http/1.1` is no HTTP this proxy can read.
         transport_protocol: RAW_BUFFER.into(),
         application_protocols: PLAINTEXT_HTTP_ALPNS.iter().map(|a| a.to_string()).collect(),
         ..Default::default()
     };
+    let tcp_match = tcp.filter_chain_match.get_or_insert_with(Default::default);
+    tcp_match.transport_protocol = RAW_BUFFER.into();
     vec![http_chain(port, Some(detected_http)), tcp]
 }
 

@@ -223,7 +223,10 @@ fn unnamed_ports_are_sniffed() {
         assert_eq!(m.transport_protocol, "raw_buffer");
         let port = name.rsplit('_').next().unwrap();
         assert_eq!(action(http), format!("rds:{port}"));
-        assert!(tcp.filter_chain_match.is_none());
+        // Plaintext too: Envoy never backtracks from the transport protocol it picked.
+        let m = tcp.filter_chain_match.as_ref().unwrap();
+        assert_eq!(m.transport_protocol, "raw_buffer");
+        assert!(m.application_protocols.is_empty());
         assert_eq!(action(tcp), format!("tcp:{cluster}"));
     }
     // Their detected HTTP has route configurations to go to.
