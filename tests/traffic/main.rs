@@ -14,11 +14,13 @@ mod backend;
 mod harness;
 
 // Features Shoal supports.
+mod cidr_service_entry;
 mod circuit_breaking;
 mod consistent_hashing;
 mod cookie_hashing;
 mod destination_rule_selector;
 mod dns_service_entry;
+mod egress_proxy;
 mod hash_algorithms;
 mod ingress_gateway;
 mod outlier_detection;
