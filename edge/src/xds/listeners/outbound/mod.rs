@@ -6,7 +6,8 @@
 //!    ├ prefix_ranges <vip>/32 or <cidr>  TCP service sharing an HTTP port, CIDR entry → tcp_proxy
 //!    ├ server_names  <host>              TLS/HTTPS service without a VIP (tls routes) → tcp_proxy
 //!    └ no match:     HTTP → RDS "<port>" | sniffed (http/1.1, h2c → RDS; else tcp_proxy) | TCP
-//!  <vip>_<port>    TCP → tcp_proxy, or sniffed for a port of unknown protocol
+//!  <vip>_<port>    TCP → tcp_proxy; sniffed for a port of unknown protocol; TLS: tls routes by
+//!                  server name, then tcp_proxy
 //! ```
 //! Without capture every listener binds the proxy's own address, so a port's listeners
 //! collapse into one: the first claim (the wildcard one) wins.
@@ -198,6 +199,7 @@ pub(super) fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<List
             let tcp = chains::tcp_chain(scope, svc, p.port, None);
             let chains = match p.protocol {
                 Protocol::Unknown => sniffing::chains(p.port, tcp),
+                Protocol::Https | Protocol::Tls => tls::routed(scope, svc, p.port, tcp),
                 _ => vec![tcp],
             };
             by_bind.insert(key, Box::new(listener_with(&bind, chains, None)));

@@ -5,6 +5,7 @@
 //! auto     :8000 unnamed VIP 10.96.2.3 bare   :8001 unnamed, headless
 //! a.example.test, b.example.test  :443 TLS, DNS, no address; VirtualService tls on b
 //! corp.internal :5000 tcp addresses [10.0.0.0/16]; pinned.internal :5000 tcp [10.1.2.3/32]
+//! vault.internal :8443 https VIP 10.96.2.9, VirtualService tls: its name to subset v2
 //! proxied: Sidecar ALLOW_ANY with egressProxy egress.example.test:3128
 //! ```
 
@@ -61,6 +62,28 @@ fn tls_route_vs() -> VirtualService {
     }
 }
 
+/// `vault.internal` (a VIP): the name `vault.internal` to subset `v2`.
+fn vault_vs() -> VirtualService {
+    VirtualService {
+        hosts: vec!["vault.internal".into()],
+        tls: vec![TlsRoute {
+            matches: vec![TlsMatchAttributes {
+                sni_hosts: vec!["vault.internal".into()],
+                ..Default::default()
+            }],
+            route: vec![RouteDestination {
+                destination: Destination {
+                    host: "vault.internal".into(),
+                    subset: "v2".into(),
+                    port: None,
+                },
+                weight: 0,
+            }],
+        }],
+        ..Default::default()
+    }
+}
+
 fn egress_mesh() -> PushContext {
     let mut headless = service(
         "egress",
@@ -96,8 +119,12 @@ fn egress_mesh() -> PushContext {
             entry("corp.internal", 5000, Protocol::Tcp, &["10.0.0.0/16"]),
             entry("pinned.internal", 5000, Protocol::Tcp, &["10.1.2.3/32"]),
             entry("egress.example.test", 3128, Protocol::Tcp, &[]),
+            entry("vault.internal", 8443, Protocol::Https, &["10.96.2.9"]),
         ],
-        virtual_services: vec![named("egress", "b", tls_route_vs())],
+        virtual_services: vec![
+            named("egress", "b", tls_route_vs()),
+            named("egress", "vault", vault_vs()),
+        ],
         ..Default::default()
     };
     let proxied = NamespaceConfig {
@@ -278,6 +305,21 @@ fn tls_services_without_a_vip_are_told_apart_by_sni() {
 }
 
 #[test]
+fn a_tls_service_with_a_vip_routes_by_sni_on_its_own_listener() {
+    let ls = listeners("egress");
+    let l = find(&ls, "10.96.2.9_8443");
+    assert_eq!(filter_names(l), ["envoy.filters.listener.tls_inspector"]);
+    let [sni, rest] = l.filter_chains.as_slice() else {
+        panic!("two chains expected")
+    };
+    let m = sni.filter_chain_match.as_ref().unwrap();
+    assert_eq!(m.server_names, ["vault.internal"]);
+    assert_eq!(action(sni), "tcp:outbound|8443|v2|vault.internal");
+    assert!(rest.filter_chain_match.is_none());
+    assert_eq!(action(rest), "tcp:outbound|8443||vault.internal");
+}
+
+#[test]
 fn cidr_addresses_match_on_the_wildcard_and_a_single_ip_stays_a_vip() {
     let ls = listeners("egress");
     assert!(
@@ -346,6 +388,7 @@ fn without_capture_each_port_has_one_listener_on_the_proxy_ip() {
             "10.1.0.5_80",
             "10.1.0.5_8000",
             "10.1.0.5_8001",
+            "10.1.0.5_8443",
         ]
     );
     // The HTTP port's listener keeps its VIP chain and its HTTP chain.

@@ -35,6 +35,18 @@ impl SniChains {
     /// The chains of `svc`: its VirtualService's `tls` routes for the names they match
     /// (those of the service), then its own host name to its cluster.
     pub fn add(&mut self, scope: &SidecarScope, svc: &Service) {
+        self.add_routes(scope, svc);
+        let own = cluster_name(self.port, "", &svc.hostname);
+        self.push(
+            &[svc.hostname.as_str()],
+            &own,
+            tcp_proxy::ClusterSpecifier::Cluster(own.clone()),
+        );
+    }
+
+    /// The chains of the `tls` routes of `svc`'s VirtualService, for the names they
+    /// match (those of the service).
+    fn add_routes(&mut self, scope: &SidecarScope, svc: &Service) {
         let port = self.port;
         let routes = scope
             .virtual_service_for(&svc.hostname)
@@ -61,12 +73,6 @@ impl SniChains {
                 self.push(&names, &stat, target);
             }
         }
-        let own = cluster_name(port, "", &svc.hostname);
-        self.push(
-            &[svc.hostname.as_str()],
-            &own,
-            tcp_proxy::ClusterSpecifier::Cluster(own.clone()),
-        );
     }
 
     /// A chain for those of `names` no earlier chain matches.
@@ -93,6 +99,21 @@ impl SniChains {
     pub fn into_chains(self) -> Vec<FilterChain> {
         self.chains
     }
+}
+
+/// The chains of a TLS service's own (VIP) listener: its `tls` routes by server name,
+/// then `tcp` for every other connection.
+pub fn routed(
+    scope: &SidecarScope,
+    svc: &Service,
+    port: u32,
+    tcp: FilterChain,
+) -> Vec<FilterChain> {
+    let mut sni = SniChains::new(port);
+    sni.add_routes(scope, svc);
+    let mut chains = sni.into_chains();
+    chains.push(tcp);
+    chains
 }
 
 /// The TLS inspector, when a chain matches on a server name.
