@@ -243,6 +243,8 @@ fn wildcard_chains(scope: &SidecarScope, port: u32, kind: PortKind) -> Vec<Filte
         }
         match p.protocol {
             Protocol::Https | Protocol::Tls => sni.add(scope, svc),
+            // Routed by host name in the port's route configuration.
+            _ if kind == PortKind::Http => {}
             _ if fallback.is_some() => {
                 tracing::debug!(
                     service = svc.hostname,
@@ -254,10 +256,7 @@ fn wildcard_chains(scope: &SidecarScope, port: u32, kind: PortKind) -> Vec<Filte
                 let tcp = chains::tcp_chain(scope, svc, port, None);
                 fallback = Some(sniffing::chains(port, tcp));
             }
-            _ if !p.protocol.is_http() => {
-                fallback = Some(vec![chains::tcp_chain(scope, svc, port, None)]);
-            }
-            _ => {}
+            _ => fallback = Some(vec![chains::tcp_chain(scope, svc, port, None)]),
         }
     }
     matched.extend(sni.into_chains());
