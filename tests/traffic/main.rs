@@ -13,38 +13,41 @@ mod support;
 mod backend;
 mod harness;
 
-// Features Shoal supports.
+// One file per feature family.
+mod cidr_service_entry;
 mod circuit_breaking;
 mod consistent_hashing;
 mod cookie_hashing;
+mod cors;
 mod destination_rule_selector;
 mod dns_service_entry;
+mod egress_proxy;
+mod fault_injection;
 mod hash_algorithms;
 mod hash_keys;
+mod header_manipulation;
 mod ingress_gateway;
 mod match_conditions;
 mod mesh_config;
+mod mirroring;
 mod outlier_detection;
 mod policy_levels;
+mod protocol_sniffing;
+mod redirect_and_direct_response;
 mod registry_only;
 mod request_matching;
 mod retries;
+mod rewrites_and_delegation;
 mod route_timeout;
 mod sidecar_scope;
 mod sidecar_selection;
 mod static_service_entry;
+mod tcp_on_http_port;
 mod tcp_routing;
 mod tls_origination;
+mod tls_sni_egress;
 mod weighted_shifting;
 mod workload_entry;
-
-// Features of issue 8, being added to `edge/`: their tests are ignored until it lands.
-mod cors;
-mod fault_injection;
-mod header_manipulation;
-mod mirroring;
-mod redirect_and_direct_response;
-mod rewrites_and_delegation;
 
 /// Each test runs its own Shoal and Envoy and some count requests or time them: one at
 /// a time on a 2-core machine.

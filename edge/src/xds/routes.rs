@@ -16,8 +16,8 @@ mod mirror;
 mod retry;
 mod translate;
 
-use super::listeners::http_ports;
-use super::util::{PASSTHROUGH_CLUSTER, cluster_name, duration, sort_by_name};
+use super::listeners::{fallthrough_cluster, http_ports};
+use super::util::{cluster_name, duration, sort_by_name};
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, Route, RouteAction, RouteConfiguration, RouteMatch, VirtualHost, route,
     route_action, route_match,
@@ -121,7 +121,7 @@ fn route_config(
         })
         .collect();
     let mut vhosts = sort_by_name(vhosts, |v| &v.name);
-    vhosts.push(catch_all(scope.outbound_mode));
+    vhosts.push(catch_all(scope));
     RouteConfiguration {
         name: port.to_string(),
         virtual_hosts: vhosts,
@@ -293,15 +293,15 @@ pub fn prefix_match(prefix: &str) -> RouteMatch {
     }
 }
 
-/// The last virtual host: unknown hosts pass through (ALLOW_ANY) or get a 502
-/// (REGISTRY_ONLY).
-fn catch_all(mode: TrafficMode) -> VirtualHost {
-    let (name, action) = match mode {
+/// The last virtual host: unknown hosts pass through or go to the Sidecar's egress proxy
+/// (ALLOW_ANY), or get a 502 (REGISTRY_ONLY).
+fn catch_all(scope: &SidecarScope) -> VirtualHost {
+    let (name, action) = match scope.outbound_mode {
         TrafficMode::AllowAny => (
             "allow_any",
             route::Action::Route(RouteAction {
                 cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(
-                    PASSTHROUGH_CLUSTER.into(),
+                    fallthrough_cluster(scope),
                 )),
                 timeout: Some(duration(Duration::ZERO)),
                 ..Default::default()

@@ -431,6 +431,7 @@ pub fn mesh() -> PushContext {
                 }],
                 outbound_traffic_policy: Some(OutboundTrafficPolicy {
                     mode: "REGISTRY_ONLY".into(),
+                    ..Default::default()
                 }),
                 ..Default::default()
             },

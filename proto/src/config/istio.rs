@@ -601,6 +601,9 @@ pub struct SidecarPort {
 pub struct OutboundTrafficPolicy {
     /// `ALLOW_ANY` (default) or `REGISTRY_ONLY`.
     pub mode: String,
+    /// With `ALLOW_ANY`: where traffic to unknown hosts goes instead of passing through
+    /// (a host with a port, and optionally a subset).
+    pub egress_proxy: Option<Destination>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

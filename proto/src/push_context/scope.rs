@@ -37,6 +37,9 @@ pub struct SidecarScope {
     /// the workload's services would give it (empty without a Sidecar).
     pub ingress: Vec<istio::IngressListener>,
     pub outbound_mode: TrafficMode,
+    /// With [`TrafficMode::AllowAny`], where traffic to unknown hosts goes instead of
+    /// passing through (the Sidecar's `outboundTrafficPolicy.egressProxy`).
+    pub egress_proxy: Option<istio::Destination>,
     destination_rules: HashMap<String, Arc<NamedConfig<istio::DestinationRule>>>,
     hosts: HashSet<String>,
     /// The routing objects this scope uses, for the debug view.
@@ -105,6 +108,10 @@ impl SidecarScope {
             None if index.mesh.registry_only() => TrafficMode::RegistryOnly,
             None => TrafficMode::AllowAny,
         };
+        let egress_proxy = sidecar
+            .and_then(|s| s.spec.outbound_traffic_policy.as_ref())
+            .filter(|_| outbound_mode == TrafficMode::AllowAny)
+            .and_then(|p| p.egress_proxy.clone());
 
         let mut configs = HashSet::new();
         if let Some(sc) = sidecar {
@@ -266,6 +273,7 @@ impl SidecarScope {
             egress,
             ingress,
             outbound_mode,
+            egress_proxy,
             destination_rules,
             hosts,
             configs,

@@ -82,6 +82,68 @@ impl TestPki {
     }
 }
 
+impl TestPki {
+    /// A client trusting only this CA (no client certificate), as an application that
+    /// originates TLS itself and sends it through the sidecar untouched.
+    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.clone()).expect("CA root");
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .expect("TLS versions")
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
+    }
+}
+
+/// `GET /` over TLS to `127.0.0.1:port` with SNI (and `Host`) `server_name`, verifying
+/// the server's certificate for that name; the answer's `x-backend`. `Err` says what
+/// failed (connect, handshake, no answer).
+pub async fn get_backend(
+    client: Arc<rustls::ClientConfig>,
+    port: u16,
+    server_name: &str,
+) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let sock = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+            .map_err(|e| format!("server name: {e}"))?;
+        let mut tls = tokio_rustls::TlsConnector::from(client)
+            .connect(name, sock)
+            .await
+            .map_err(|e| format!("TLS handshake for {server_name}: {e}"))?;
+        let request = format!("GET / HTTP/1.1\r\nhost: {server_name}\r\n\r\n");
+        tls.write_all(request.as_bytes())
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        // The answer's head is enough (the backend keeps the connection open).
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match tls.read(&mut chunk).await {
+                Ok(0) => break,
+                Ok(n) => answer.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(format!("read: {e}")),
+            }
+        }
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        answer
+            .lines()
+            .find_map(|l| l.strip_prefix("x-backend: "))
+            .map(|b| b.trim().to_string())
+            .ok_or_else(|| format!("no x-backend in the answer: {answer:?}"))
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), exchange)
+        .await
+        .map_err(|_| "no answer within 5 s".to_string())?
+}
+
 /// What the handshake showed, as headers the backend echoes (`x-echo-x-tls-...`): the
 /// SNI the client sent, and whether it presented a certificate.
 pub fn handshake_headers(conn: &ServerConnection) -> Vec<(String, String)> {

@@ -4,6 +4,12 @@ use super::*;
 use envoy_types::pb::envoy::config::core::v3::{
     address::Address as A, socket_address::PortSpecifier,
 };
+use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, filter};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, http_connection_manager,
+};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
+use envoy_types::pb::google::protobuf::BoolValue;
 
 fn listeners(ns: &str, mode: InterceptionMode) -> Vec<Listener> {
     generate(LISTENER, &proxy(ns, "10.1.0.5", mode), &mesh(), &[])

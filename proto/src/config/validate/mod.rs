@@ -286,15 +286,41 @@ fn sidecar(sc: &istio::Sidecar) -> Check {
             )));
         }
     }
-    if let Some(p) = &sc.outbound_traffic_policy
-        && !matches!(p.mode.as_str(), "" | "ALLOW_ANY" | "REGISTRY_ONLY")
-    {
+    if let Some(p) = &sc.outbound_traffic_policy {
+        outbound_traffic_policy(p)?;
+    }
+    Ok(())
+}
+
+/// A Sidecar's outbound policy: a known mode, and an egress proxy only where unknown
+/// traffic leaves at all (`ALLOW_ANY`), naming a host and a port as Istio requires.
+fn outbound_traffic_policy(p: &istio::OutboundTrafficPolicy) -> Check {
+    if !matches!(p.mode.as_str(), "" | "ALLOW_ANY" | "REGISTRY_ONLY") {
         return Err(invalid(format!(
             "outboundTrafficPolicy.mode: unknown mode {:?}",
             p.mode
         )));
     }
-    Ok(())
+    let Some(proxy) = &p.egress_proxy else {
+        return Ok(());
+    };
+    if p.mode == "REGISTRY_ONLY" {
+        return Err(invalid(
+            "outboundTrafficPolicy.egressProxy: only allowed with mode ALLOW_ANY",
+        ));
+    }
+    if proxy.host.is_empty() {
+        return Err(invalid(
+            "outboundTrafficPolicy.egressProxy.host: a host is required",
+        ));
+    }
+    host(&proxy.host, "outboundTrafficPolicy.egressProxy.host")?;
+    match &proxy.port {
+        Some(port) => port_number(port.number, "outboundTrafficPolicy.egressProxy.port.number"),
+        None => Err(invalid(
+            "outboundTrafficPolicy.egressProxy.port: a port is required",
+        )),
+    }
 }
 
 /// One Sidecar ingress listener, by Istio's rules: a port with a known protocol, an IP
@@ -449,6 +475,38 @@ mod tests {
         let mut bad_mode = ingress(80, "HTTP", "");
         bad_mode.capture_mode = "SOMETIMES".into();
         assert!(err(vec![bad_mode]).contains("ingress[0].captureMode"));
+    }
+
+    #[test]
+    fn egress_proxy_needs_allow_any_a_host_and_a_port() {
+        let policy = |mode: &str, host: &str, port: Option<u32>| {
+            sidecar(&istio::Sidecar {
+                outbound_traffic_policy: Some(istio::OutboundTrafficPolicy {
+                    mode: mode.into(),
+                    egress_proxy: Some(istio::Destination {
+                        host: host.into(),
+                        subset: String::new(),
+                        port: port.map(|number| istio::PortSelector { number }),
+                    }),
+                }),
+                ..Default::default()
+            })
+        };
+        assert!(policy("ALLOW_ANY", "egress.example.com", Some(3128)).is_ok());
+        assert!(policy("", "egress.example.com", Some(3128)).is_ok());
+        let err = |c: Check| c.unwrap_err().0;
+        assert!(
+            err(policy("REGISTRY_ONLY", "egress.example.com", Some(3128)))
+                .contains("only allowed with mode ALLOW_ANY")
+        );
+        assert!(err(policy("ALLOW_ANY", "", Some(3128))).contains("egressProxy.host"));
+        assert!(
+            err(policy("ALLOW_ANY", "egress.example.com", None))
+                .contains("egressProxy.port: a port is required")
+        );
+        assert!(
+            err(policy("ALLOW_ANY", "egress.example.com", Some(0))).contains("egressProxy.port")
+        );
     }
 
     #[test]
