@@ -248,9 +248,32 @@ fn config_is_empty(config: &NamespaceConfig) -> bool {
         && config.destination_rules.is_empty()
         && config.sidecars.is_empty()
         && config.gateways.is_empty()
+        && config.credentials.is_empty()
         && config.network_gateways.is_empty()
         && config.mesh_configs.is_empty()
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod emptiness {
+    use super::*;
+    use shoal_proto::config::k8s::SecretSpec;
+    use shoal_proto::model::NamedConfig;
+
+    #[test]
+    fn a_namespace_holding_only_credentials_keeps_its_chunk() {
+        let mut config = NamespaceConfig {
+            namespace: "istio-system".into(),
+            ..Default::default()
+        };
+        assert!(config_is_empty(&config));
+        config.credentials.push(NamedConfig {
+            name: "ingress-cert".into(),
+            namespace: "istio-system".into(),
+            spec: SecretSpec::default(),
+        });
+        assert!(!config_is_empty(&config));
+    }
+}

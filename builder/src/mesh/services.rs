@@ -111,7 +111,11 @@ fn from_kube(namespace: &str, config: &Config, spec: &k8s::ServiceSpec) -> Servi
             .map(|p| ServicePort {
                 name: p.name.clone(),
                 port: p.port,
-                protocol: Protocol::infer(&p.name, p.app_protocol.as_deref(), &p.protocol),
+                protocol: Protocol::of_kubernetes_port(
+                    &p.name,
+                    p.app_protocol.as_deref(),
+                    &p.protocol,
+                ),
             })
             .collect(),
         addresses: match spec.cluster_ip.as_str() {

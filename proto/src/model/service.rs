@@ -66,6 +66,21 @@ impl Protocol {
         }
     }
 
+    /// A Kubernetes Service port's protocol. Its `protocol` field is the transport the API
+    /// server always fills in (`TCP` by default), not the application protocol: only
+    /// `UDP` counts; otherwise `appProtocol`, then the port name, else unknown (sniffed),
+    /// as Istio reads Kubernetes ports.
+    pub fn of_kubernetes_port(
+        port_name: &str,
+        app_protocol: Option<&str>,
+        protocol: &str,
+    ) -> Protocol {
+        if protocol.eq_ignore_ascii_case("UDP") {
+            return Protocol::Udp;
+        }
+        Protocol::infer(port_name, app_protocol, "")
+    }
+
     /// A ServiceEntry port's protocol: its `protocol` field, which Istio requires; the
     /// port name only when the field is empty.
     pub fn of_entry_port(protocol: &str, port_name: &str) -> Protocol {
@@ -249,6 +264,23 @@ mod tests {
         assert_eq!(Protocol::infer("http-dns", None, "UDP"), Protocol::Udp);
         assert_eq!(Protocol::of_entry_port("UDP", "http"), Protocol::Udp);
         assert_eq!(Protocol::infer("x", None, "HTTP"), Protocol::Http);
+        // Kubernetes' `protocol: TCP` is the transport: an unnamed port is sniffed.
+        assert_eq!(
+            Protocol::of_kubernetes_port("web", None, "TCP"),
+            Protocol::Unknown
+        );
+        assert_eq!(
+            Protocol::of_kubernetes_port("tcp-db", None, "TCP"),
+            Protocol::Tcp
+        );
+        assert_eq!(
+            Protocol::of_kubernetes_port("web", Some("http"), "TCP"),
+            Protocol::Http
+        );
+        assert_eq!(
+            Protocol::of_kubernetes_port("http", None, "UDP"),
+            Protocol::Udp
+        );
     }
 
     #[test]
