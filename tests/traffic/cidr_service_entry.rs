@@ -4,13 +4,11 @@
 //! the range reach the entry's endpoint.
 
 use crate::SERIAL;
+use crate::backend::tcp::exchange;
 use crate::backend::{Backend, TcpEcho};
 use crate::harness::{Mesh, expect};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 fn service_entry(port: u16, endpoint_port: u16) -> String {
     format!(
@@ -34,27 +32,7 @@ spec:
 }
 
 async fn echo(port: u16) -> Result<String, String> {
-    let exchange = async {
-        let mut sock = TcpStream::connect(("127.0.0.1", port))
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        sock.write_all(b"ping\n")
-            .await
-            .map_err(|e| format!("write: {e}"))?;
-        let mut got = Vec::new();
-        let mut chunk = [0u8; 256];
-        while !got.ends_with(b"\n") {
-            match sock.read(&mut chunk).await {
-                Ok(0) => return Err(format!("closed after {:?}", String::from_utf8_lossy(&got))),
-                Ok(n) => got.extend_from_slice(&chunk[..n]),
-                Err(e) => return Err(format!("read: {e}")),
-            }
-        }
-        Ok(String::from_utf8_lossy(&got).into_owned())
-    };
-    tokio::time::timeout(Duration::from_secs(5), exchange)
-        .await
-        .map_err(|_| "no echo within 5 s".to_string())?
+    exchange("127.0.0.1", port, "ping\n").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,13 +9,11 @@
 //! original destination.
 
 use crate::SERIAL;
+use crate::backend::tcp::exchange;
 use crate::backend::{Backend, HttpBackend, TcpEcho};
 use crate::harness::{CLIENT_NS, Mesh, expect, fqdn, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const TCP_VIP: &str = "127.0.0.2";
 
@@ -48,29 +46,8 @@ fn tcp_service(port: u16, echo: &TcpEcho) -> String {
     .replacen("spec:\n", &format!("spec:\n  clusterIP: {TCP_VIP}\n"), 1)
 }
 
-/// A line sent to `ip:port` and what came back.
 async fn echo(ip: &str, port: u16) -> Result<String, String> {
-    let exchange = async {
-        let mut sock = TcpStream::connect((ip, port))
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        sock.write_all(b"ping\n")
-            .await
-            .map_err(|e| format!("write: {e}"))?;
-        let mut got = Vec::new();
-        let mut chunk = [0u8; 256];
-        while !got.ends_with(b"\n") {
-            match sock.read(&mut chunk).await {
-                Ok(0) => return Err(format!("closed after {:?}", String::from_utf8_lossy(&got))),
-                Ok(n) => got.extend_from_slice(&chunk[..n]),
-                Err(e) => return Err(format!("read: {e}")),
-            }
-        }
-        Ok(String::from_utf8_lossy(&got).into_owned())
-    };
-    tokio::time::timeout(Duration::from_secs(5), exchange)
-        .await
-        .map_err(|_| "no echo within 5 s".to_string())?
+    exchange(ip, port, "ping\n").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,13 +2,11 @@
 //! (named `tcp-...`) to the subset it names.
 
 use crate::SERIAL;
+use crate::backend::tcp::exchange;
 use crate::backend::{Backend, TcpEcho};
 use crate::harness::{CLIENT_NS, Mesh, expect, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const DESTINATION_RULE: &str = r#"apiVersion: networking.istio.io/v1
 kind: DestinationRule
@@ -41,27 +39,7 @@ spec:
 /// Opens a connection to Envoy's listener on `port`, sends a line and returns the
 /// echo: `<backend>: <line>`.
 async fn echo(port: u16, line: &str) -> Result<String, String> {
-    let exchange = async {
-        let mut sock = TcpStream::connect(("127.0.0.1", port))
-            .await
-            .map_err(|e| format!("connect: {e}"))?;
-        sock.write_all(line.as_bytes())
-            .await
-            .map_err(|e| format!("write: {e}"))?;
-        let mut got = Vec::new();
-        let mut chunk = [0u8; 256];
-        while !got.ends_with(b"\n") {
-            match sock.read(&mut chunk).await {
-                Ok(0) => return Err(format!("closed after {:?}", String::from_utf8_lossy(&got))),
-                Ok(n) => got.extend_from_slice(&chunk[..n]),
-                Err(e) => return Err(format!("read: {e}")),
-            }
-        }
-        Ok(String::from_utf8_lossy(&got).into_owned())
-    };
-    tokio::time::timeout(Duration::from_secs(5), exchange)
-        .await
-        .map_err(|_| "no echo within 5 s".to_string())?
+    exchange("127.0.0.1", port, line).await
 }
 
 /// `count` connections in a row all echoed by `backend`.

@@ -3,8 +3,9 @@
 
 use super::Backend;
 use std::net::SocketAddr;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 pub struct TcpEcho {
@@ -59,4 +60,30 @@ impl Backend for TcpEcho {
     fn addr(&self) -> SocketAddr {
         self.addr
     }
+}
+
+/// Connects to `ip:port` (an Envoy listener), sends `line` and returns the echo up to its
+/// newline: `<backend>: <line>`. `Err` says what went wrong (refused, closed, silent).
+pub async fn exchange(ip: &str, port: u16, line: &str) -> Result<String, String> {
+    let exchange = async {
+        let mut sock = TcpStream::connect((ip, port))
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        sock.write_all(line.as_bytes())
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 256];
+        while !got.ends_with(b"\n") {
+            match sock.read(&mut chunk).await {
+                Ok(0) => return Err(format!("closed after {:?}", String::from_utf8_lossy(&got))),
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(format!("read: {e}")),
+            }
+        }
+        Ok(String::from_utf8_lossy(&got).into_owned())
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .map_err(|_| "no echo within 5 s".to_string())?
 }
