@@ -17,7 +17,9 @@
 mod inbound;
 mod outbound;
 
-pub use outbound::{fallthrough_cluster, http_ports, route_destinations, single_port};
+pub use outbound::{
+    fallthrough_cluster, http_ports, rds_http_chain, route_destinations, single_port,
+};
 
 use super::routes;
 use super::util::{

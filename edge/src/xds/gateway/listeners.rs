@@ -3,16 +3,13 @@
 
 use super::secrets::has_certificate;
 use super::tls::downstream;
-use crate::xds::listeners::{http_filters, route_destinations, tcp_proxy_filter};
-use crate::xds::util::{WILDCARD_IP, address, ads_config_source, any, sort_by_name};
+use crate::xds::listeners::{rds_http_chain, route_destinations, tcp_proxy_filter};
+use crate::xds::util::{WILDCARD_IP, address, any, sort_by_name};
 use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
 use envoy_types::pb::envoy::config::listener::v3::{
-    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
+    FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
-use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, Rds, http_connection_manager,
-};
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
 use envoy_types::pb::google::protobuf::BoolValue;
 use shoal_proto::config::istio::{RouteDestination, TcpRoute, TlsMatchAttributes};
@@ -85,29 +82,7 @@ fn listener(port: &GatewayPort, chains: Vec<FilterChain>) -> Listener {
 /// An HTTP connection manager taking its routes from RDS `route_name`. A gateway is the
 /// edge of the mesh: it trusts no forwarded address but its own peer's.
 fn http_chain(port: u32, route_name: String) -> FilterChain {
-    let hcm = HttpConnectionManager {
-        stat_prefix: format!("outbound_{WILDCARD_IP}_{port}"),
-        codec_type: http_connection_manager::CodecType::Auto as i32,
-        route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
-            config_source: Some(ads_config_source()),
-            route_config_name: route_name,
-        })),
-        http_filters: http_filters(),
-        use_remote_address: Some(BoolValue { value: true }),
-        normalize_path: Some(BoolValue { value: true }),
-        upgrade_configs: vec![http_connection_manager::UpgradeConfig {
-            upgrade_type: "websocket".into(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    FilterChain {
-        filters: vec![Filter {
-            name: "envoy.filters.network.http_connection_manager".into(),
-            config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
-        }],
-        ..Default::default()
-    }
+    rds_http_chain(port, route_name, true)
 }
 
 fn sni_match(hosts: Vec<String>) -> Option<FilterChainMatch> {

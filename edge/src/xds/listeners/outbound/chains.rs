@@ -17,16 +17,28 @@ use std::collections::BTreeSet;
 
 /// HTTP through the route configuration named after `port`.
 pub fn http_chain(port: u32, filter_chain_match: Option<FilterChainMatch>) -> FilterChain {
+    FilterChain {
+        filter_chain_match,
+        ..rds_http_chain(port, port.to_string(), false)
+    }
+}
+
+/// An HTTP connection manager on `port` taking its routes from RDS `route_name`, with
+/// Istio's outbound stat name however the listener is bound. `use_remote_address`: the
+/// proxy is the edge of the mesh (a gateway), trusting no forwarded address but its own
+/// peer's.
+pub fn rds_http_chain(port: u32, route_name: String, use_remote_address: bool) -> FilterChain {
     let hcm = HttpConnectionManager {
-        // Istio's stat name for a port's outbound HTTP traffic, however it is bound.
         stat_prefix: format!("outbound_{WILDCARD_IP}_{port}"),
         codec_type: http_connection_manager::CodecType::Auto as i32,
         route_specifier: Some(http_connection_manager::RouteSpecifier::Rds(Rds {
             config_source: Some(ads_config_source()),
-            route_config_name: port.to_string(),
+            route_config_name: route_name,
         })),
         http_filters: http_filters(),
-        use_remote_address: Some(BoolValue { value: false }),
+        use_remote_address: Some(BoolValue {
+            value: use_remote_address,
+        }),
         normalize_path: Some(BoolValue { value: true }),
         upgrade_configs: vec![http_connection_manager::UpgradeConfig {
             upgrade_type: "websocket".into(),
@@ -35,7 +47,6 @@ pub fn http_chain(port: u32, filter_chain_match: Option<FilterChainMatch>) -> Fi
         ..Default::default()
     };
     FilterChain {
-        filter_chain_match,
         filters: vec![Filter {
             name: "envoy.filters.network.http_connection_manager".into(),
             config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),

@@ -16,7 +16,7 @@ mod chains;
 mod sniffing;
 mod tls;
 
-pub use chains::{route_destinations, single_port};
+pub use chains::{rds_http_chain, route_destinations, single_port};
 
 use super::{ListenerOptions, catch_all};
 use crate::proxy::InterceptionMode;
