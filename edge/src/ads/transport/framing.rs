@@ -30,9 +30,13 @@ pub(crate) enum FrameError {
 }
 
 impl FrameError {
+    /// The client's mistakes, told as such: compression the server does not take is
+    /// UNIMPLEMENTED (as gRPC answers an unsupported `grpc-encoding`, and as the header
+    /// check does), a request cut short INVALID_ARGUMENT; INTERNAL would blame the server.
     pub(crate) fn to_status(&self) -> Status {
         match self {
-            FrameError::Compressed(_) | FrameError::Truncated => Status::internal(self.to_string()),
+            FrameError::Compressed(_) => Status::unimplemented(self.to_string()),
+            FrameError::Truncated => Status::invalid_argument(self.to_string()),
             FrameError::TooLarge { .. } => Status::resource_exhausted(self.to_string()),
         }
     }
@@ -198,7 +202,11 @@ mod tests {
         );
         assert_eq!(
             FrameError::Compressed(1).to_status().code(),
-            tonic::Code::Internal
+            tonic::Code::Unimplemented
+        );
+        assert_eq!(
+            FrameError::Truncated.to_status().code(),
+            tonic::Code::InvalidArgument
         );
         assert_eq!(
             FrameError::TooLarge { len: 5, max: 4 }.to_status().code(),

@@ -65,9 +65,10 @@ where
                         // Let go of the chunk's allocation (h2's read buffer) now.
                         this.chunk = Bytes::new();
                     }
+                    // Bytes that are not the request message: the client's error.
                     return Poll::Ready(Some(T::decode(msg).map_err(|e| {
                         this.body = None;
-                        Status::internal(format!(
+                        Status::invalid_argument(format!(
                             "cannot decode the request as {}: {e}",
                             std::any::type_name::<T>().rsplit("::").next().unwrap_or("")
                         ))

@@ -86,17 +86,17 @@ async fn refused_requests_end_the_stream_with_a_status() {
     .await;
     assert_eq!(got.len(), 1);
     let status = got[0].as_ref().unwrap_err();
-    assert_eq!(status.code(), Code::Internal);
+    assert_eq!(status.code(), Code::Unimplemented);
     assert!(status.message().contains("compression"), "{status}");
 
     let got = all(inbound(vec![grpc(b"\xff\xff\xff").into()], 1 << 20)).await;
     let status = got[0].as_ref().unwrap_err();
-    assert_eq!(status.code(), Code::Internal);
+    assert_eq!(status.code(), Code::InvalidArgument);
     assert!(status.message().contains("DiscoveryRequest"), "{status}");
 
     let got = all(inbound(vec![big[..big.len() - 1].to_vec().into()], 1 << 20)).await;
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].as_ref().unwrap_err().code(), Code::Internal);
+    assert_eq!(got[0].as_ref().unwrap_err().code(), Code::InvalidArgument);
 }
 
 #[tokio::test]
