@@ -74,6 +74,10 @@ pub struct PushArgs {
     /// an edge further ahead) waits up to this long for the edge to catch up.
     #[arg(long, env = "SHOAL_XDS_RESUME_WAIT", default_value = "3s", value_parser = duration)]
     pub resume_wait: Duration,
+    /// Resource names one ADS stream may subscribe to, over all its types (SotW and
+    /// Delta); a request that would exceed it closes the stream with RESOURCE_EXHAUSTED.
+    #[arg(long, env = "SHOAL_XDS_MAX_NAMES_PER_STREAM", default_value_t = crate::ads::DEFAULT_MAX_NAMES)]
+    pub max_names_per_stream: usize,
 }
 
 impl PushArgs {
@@ -84,6 +88,7 @@ impl PushArgs {
         xds.max_requests_per_second = self.max_requests_per_second;
         xds.initial_throttle = self.initial_throttle;
         xds.resume_wait = self.resume_wait;
+        xds.max_names_per_stream = self.max_names_per_stream;
     }
 }
 
@@ -99,5 +104,11 @@ mod tests {
         assert_eq!(args.nats.nats_url, "nats://127.0.0.1:4222");
         assert_eq!(args.redis.redis_url, "redis://127.0.0.1:6379");
         assert_eq!(args.http.http_addr, "127.0.0.1:15014".parse().unwrap());
+        let mut xds = crate::ads::XdsConfig::default();
+        args.push.apply(&mut xds);
+        assert_eq!(
+            xds.max_names_per_stream,
+            crate::ads::XdsConfig::default().max_names_per_stream
+        );
     }
 }

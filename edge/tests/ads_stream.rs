@@ -456,3 +456,45 @@ async fn a_proxy_from_an_edge_further_ahead_waits_for_its_snapshot() {
     assert_eq!(cds.version_info, "2");
     h.shutdown().await;
 }
+
+/// Delta's twin: a reconnecting proxy's `initial_resource_versions` name the snapshot they
+/// came from (`<hash>@<snapshot>`); an edge behind it waits to catch up before answering.
+#[tokio::test]
+async fn a_delta_proxy_from_an_edge_further_ahead_waits_for_its_snapshot() {
+    let h = Harness::start(mesh_v1()).await;
+    let mut client = AggregatedDiscoveryServiceClient::connect(format!("http://{}", h.addr))
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(DeltaDiscoveryRequest {
+        node: Some(node()),
+        type_url: CLUSTER.into(),
+        resource_names_subscribe: vec!["*".into()],
+        initial_resource_versions: [(outbound(RATINGS), "0123456789abcdef@2".to_string())].into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut rx: Streaming<DeltaDiscoveryResponse> = client
+        .delta_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    if let Ok(m) = tokio::time::timeout(QUIET, rx.message()).await {
+        panic!("expected no response from snapshot 1, got {m:?}");
+    }
+    let reviews = service("reviews", 9080);
+    let v2 = h
+        .latest()
+        .with_changes(2, [endpoints(&reviews, &["10.2.0.7"])], []);
+    h.update(v2, false, &[service_key(REVIEWS)]).await;
+    let cds = tokio::time::timeout(WAIT, rx.message())
+        .await
+        .expect("a response")
+        .unwrap()
+        .expect("stream open");
+    assert_eq!(cds.type_url, CLUSTER);
+    assert_eq!(cds.system_version_info, "2");
+    drop(tx);
+    h.shutdown().await;
+}

@@ -32,6 +32,10 @@ pub struct XdsConfig {
     /// holds (a proxy that moved from an edge further ahead) waits up to this long for
     /// the edge to catch up, so the proxy never goes back to an older config.
     pub resume_wait: Duration,
+    /// `SHOAL_XDS_MAX_NAMES_PER_STREAM`: resource names one stream may subscribe to, over
+    /// all its types (SotW and Delta); a request that would exceed it closes the stream
+    /// with RESOURCE_EXHAUSTED.
+    pub max_names_per_stream: usize,
 }
 
 impl Default for XdsConfig {
@@ -46,6 +50,7 @@ impl Default for XdsConfig {
             max_requests_per_second: 0.0,
             initial_throttle: 100,
             resume_wait: Duration::from_secs(3),
+            max_names_per_stream: super::limits::DEFAULT_MAX_NAMES,
         }
     }
 }

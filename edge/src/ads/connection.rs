@@ -154,7 +154,7 @@ pub(crate) async fn serve<M, S>(
     info!(connection = %conn.conn_id, "proxy connected");
 
     let mut task = StreamTask::<M> {
-        machine: M::new(proxy),
+        machine: M::new(proxy, shared.config.max_names_per_stream),
         shared: shared.clone(),
         conn: conn.clone(),
         out,
@@ -300,6 +300,10 @@ impl<M: Protocol> StreamTask<M> {
                 warn!(r#type = short_type(type_url), %message, "proxy rejected config");
             }
             RequestKind::Stale => self.shared.metrics.expired_nonce(type_url),
+            RequestKind::Unsupported => {
+                self.shared.metrics.unsupported_type.inc();
+                warn!(%type_url, "ignoring a request for a resource type this edge does not serve");
+            }
             _ => {}
         }
         for (type_url, error) in &reply.errors {

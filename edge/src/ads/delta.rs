@@ -9,8 +9,24 @@
 //!
 //! Subscription changes are deltas, so they are applied whatever the nonce (a stale
 //! request's subscriptions would otherwise be lost); the nonce only decides ACK/NACK
-//! bookkeeping. Explicitly subscribed names that do not exist are reported in
-//! `removed_resources`, so the proxy stops waiting for them.
+//! bookkeeping. As the xDS protocol requires:
+//!
+//! - every name in `resource_names_subscribe` is answered, even one the stream believes
+//!   the proxy holds at its current version (Envoy re-subscribes a name it dropped, then
+//!   waits for it); names that do not exist are reported in `removed_resources`, so the
+//!   proxy stops waiting for them;
+//! - a name unsubscribed while `*` stays subscribed is answered too: resent if the
+//!   wildcard covers it, else in `removed_resources` (the proxy cannot tell which, and
+//!   drops it unless told);
+//! - `*` is implied (legacy wildcard) only for CDS/LDS whose first request names nothing.
+//!
+//! A version is a resource's content hash and the snapshot it was sent from
+//! (`known::version_of`): a reconnecting proxy's `initial_resource_versions` thus tell the
+//! edge the newest snapshot the proxy has seen, and the stream task waits (up to
+//! `--resume-wait`) for it, as a SotW proxy's `version_info` makes it do.
+//!
+//! Types this server does not generate are ignored without keeping anything, and the
+//! names a stream subscribes to are bounded (`limits`).
 //!
 //! The first request of a type is always answered, empty if need be: Envoy completes a
 //! wildcard subscription's initial fetch on an empty response (its `WatchMap` notifies
@@ -19,6 +35,7 @@
 //! if something differs, and one holding every current version is sent nothing.
 
 use super::error::{AdsError, Result};
+use super::limits::{self, DEFAULT_MAX_NAMES};
 use super::scope::{PushScope, host_selected};
 use super::sent::Names;
 use super::source::{ResourceSource, subscribed};
@@ -28,6 +45,7 @@ use crate::proxy::Proxy;
 use crate::xds::GenerateError;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+pub(crate) use known::claimed_snapshot;
 use known::{Known, version_of};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -40,6 +58,8 @@ pub struct DeltaStream {
     proxy: Proxy,
     watches: BTreeMap<String, Watch>,
     nonces: Nonces,
+    /// Names the stream may subscribe to, over all types.
+    max_names: usize,
 }
 
 #[derive(Debug)]
@@ -52,49 +72,90 @@ struct Watch {
     status: TypeStatus,
 }
 
+/// What a request's subscription deltas ask the response to carry.
+struct Asked {
+    /// Names to answer, sorted and unique: each one subscribed, and each explicitly
+    /// subscribed one unsubscribed while `*` stays.
+    answer: Vec<String>,
+    /// `*` was newly subscribed.
+    wildcard_added: bool,
+}
+
 impl Watch {
-    /// Applies a request's subscription deltas; returns the names newly subscribed
-    /// (sorted) and whether `*` was.
-    fn subscribe(&mut self, req: &DeltaDiscoveryRequest) -> (Vec<String>, bool) {
+    /// Applies a request's subscription deltas, unless the stream would then hold more
+    /// than `max` names (`others` of them subscribed for other types).
+    fn subscribe(
+        &mut self,
+        req: &DeltaDiscoveryRequest,
+        others: usize,
+        max: usize,
+    ) -> Result<Asked> {
+        let mut wildcard = self.wildcard;
         let mut wildcard_added = false;
         for name in &req.resource_names_subscribe {
             if name == "*" {
-                wildcard_added |= !self.wildcard;
-                self.wildcard = true;
+                wildcard_added |= !wildcard;
+                wildcard = true;
             }
         }
         let mut wildcard_dropped = false;
         let mut gone: Vec<&str> = Vec::new();
         for name in &req.resource_names_unsubscribe {
             if name == "*" {
-                wildcard_dropped |= self.wildcard;
-                self.wildcard = false;
+                wildcard_dropped |= wildcard;
+                wildcard = false;
             } else {
                 gone.push(name);
             }
         }
         gone.sort_unstable();
+        gone.dedup();
         let unsubscribed = |n: &str| gone.binary_search(&n).is_ok();
-        let mut added: Vec<String> = req
+        let mut answer: Vec<String> = req
             .resource_names_subscribe
             .iter()
-            .filter(|n| *n != "*" && !self.names.contains(n) && !unsubscribed(n))
+            .filter(|n| *n != "*" && !unsubscribed(n))
             .cloned()
             .collect();
-        added.sort_unstable();
-        added.dedup();
-        let dropped = gone.iter().any(|n| self.names.contains(n));
-        if !added.is_empty() || dropped {
+        answer.sort_unstable();
+        answer.dedup();
+        let added = answer.iter().filter(|n| !self.names.contains(n)).count();
+        // Phantom unsubscriptions (names not subscribed) are ignored, as the protocol asks.
+        let dropped: Vec<&str> = gone
+            .iter()
+            .copied()
+            .filter(|n| self.names.contains(n))
+            .collect();
+        let total = others + self.names.len() + added - dropped.len();
+        limits::check_names(total, max, &req.type_url)?;
+
+        self.wildcard = wildcard;
+        if added > 0 || !dropped.is_empty() {
             // Interned again only when the subscription changes.
-            let kept = self.names.iter().filter(|n| !unsubscribed(n));
-            self.names = Names::new(kept.chain(&added).map(String::as_str));
+            let kept = self
+                .names
+                .iter()
+                .map(String::as_str)
+                .filter(|n| !unsubscribed(n));
+            let new = answer
+                .iter()
+                .map(String::as_str)
+                .filter(|n| !self.names.contains(n));
+            self.names = Names::new(kept.chain(new));
         }
-        // Without `*`, the proxy holds only what it names: forget the rest.
-        if !self.wildcard && (wildcard_dropped || !gone.is_empty()) {
+        if self.wildcard {
+            // The wildcard may cover what was unsubscribed: the response says.
+            answer.extend(dropped.iter().map(|n| n.to_string()));
+            answer.sort_unstable();
+        } else if wildcard_dropped || !gone.is_empty() {
+            // Without `*`, the proxy holds only what it names: forget the rest.
             let names = &self.names;
             self.known.retain(|n| names.contains(n));
         }
-        (added, wildcard_added)
+        Ok(Asked {
+            answer,
+            wildcard_added,
+        })
     }
 }
 
@@ -105,7 +166,7 @@ enum Consider<'a> {
     First(&'a HashMap<String, String>),
     /// Everything subscribed (of these hosts' clusters, when given).
     Subscribed(Option<&'a BTreeSet<String>>),
-    /// Just these names (newly subscribed).
+    /// Just these names (those a request asked to be answered).
     Names(&'a [String]),
 }
 
@@ -115,7 +176,14 @@ impl DeltaStream {
             proxy,
             watches: BTreeMap::new(),
             nonces: Nonces::default(),
+            max_names: DEFAULT_MAX_NAMES,
         }
+    }
+
+    /// Bounds the names the stream may subscribe to, over all types.
+    pub fn with_max_names(mut self, max: usize) -> Self {
+        self.max_names = max;
+        self
     }
 
     pub fn proxy(&self) -> &Proxy {
@@ -132,13 +200,24 @@ impl DeltaStream {
         if type_url.is_empty() {
             return Err(AdsError::MissingTypeUrl);
         }
+        if !limits::served(type_url) {
+            return Ok(Reply::new(RequestKind::Unsupported));
+        }
+        let others: usize = self
+            .watches
+            .iter()
+            .filter(|(t, _)| *t != type_url)
+            .map(|(_, w)| w.names.len())
+            .sum();
         let first = !self.watches.contains_key(type_url);
         let w = self
             .watches
             .entry(type_url.to_string())
             .or_insert_with(|| Watch {
                 // Legacy wildcard: CDS/LDS whose first request names nothing.
-                wildcard: is_wildcard(type_url) && req.resource_names_subscribe.is_empty(),
+                wildcard: is_wildcard(type_url)
+                    && req.resource_names_subscribe.is_empty()
+                    && req.resource_names_unsubscribe.is_empty(),
                 names: Names::default(),
                 known: Known::default(),
                 status: TypeStatus::new(type_url),
@@ -160,12 +239,21 @@ impl DeltaStream {
             RequestKind::Ack
         };
 
-        let (added, wildcard_added) = w.subscribe(req);
+        let asked = match w.subscribe(req, others, self.max_names) {
+            Ok(asked) => asked,
+            Err(e) => {
+                if first {
+                    self.watches.remove(type_url);
+                }
+                return Err(e);
+            }
+        };
+        let answer = &asked.answer;
 
         let mut reply = Reply::new(kind);
         let claimed = &req.initial_resource_versions;
         let response = if first {
-            let response = self.respond(src, type_url, Consider::First(claimed), &added);
+            let response = self.respond(src, type_url, Consider::First(claimed), answer);
             if response.is_err()
                 && let Some(w) = self.watches.get_mut(type_url)
             {
@@ -173,10 +261,10 @@ impl DeltaStream {
                 w.known.keep_claims(claimed);
             }
             response
-        } else if wildcard_added {
-            self.respond(src, type_url, Consider::Subscribed(None), &added)
-        } else if !added.is_empty() {
-            self.respond(src, type_url, Consider::Names(&added), &added)
+        } else if asked.wildcard_added {
+            self.respond(src, type_url, Consider::Subscribed(None), answer)
+        } else if !answer.is_empty() {
+            self.respond(src, type_url, Consider::Names(answer), answer)
         } else {
             Ok(None)
         };
@@ -224,20 +312,23 @@ impl DeltaStream {
             .collect()
     }
 
+    /// The response for `consider`, if any. `answer` (sorted): names the response must
+    /// carry, in `resources` if they exist and in `removed_resources` if not; a first
+    /// response only reports the missing ones (the proxy's claims decide the rest).
     fn respond(
         &mut self,
         src: &dyn ResourceSource,
         type_url: &str,
         consider: Consider<'_>,
-        report_missing: &[String],
+        answer: &[String],
     ) -> Result<Option<DeltaDiscoveryResponse>, GenerateError> {
         let Some(w) = self.watches.get_mut(type_url) else {
             return Ok(None);
         };
-        let (claimed, force) = match consider {
+        let (claimed, force, resend) = match consider {
             // A reconnect (versions named) is answered only if something differs.
-            Consider::First(claimed) => (Some(claimed), claimed.is_empty()),
-            _ => (None, false),
+            Consider::First(claimed) => (Some(claimed), claimed.is_empty(), &[][..]),
+            _ => (None, false, answer),
         };
         let (resources, hosts) = match consider {
             Consider::Names(names) => (src.resources(type_url, &self.proxy, names)?, None),
@@ -257,8 +348,19 @@ impl DeltaStream {
                 (all, Some(hosts))
             }
         };
-        // From here on the proxy holds every one of `resources`: those it lacked are sent.
-        let upserts = w.known.update(&resources, claimed);
+        // From here on the proxy holds every one of `resources`: those it lacked are sent,
+        // and those asked for.
+        let mut upserts = w.known.update(&resources, claimed);
+        if !resend.is_empty() {
+            let lacked: HashSet<&str> = upserts.iter().map(|r| r.name.as_str()).collect();
+            upserts = resources
+                .iter()
+                .filter(|r| {
+                    lacked.contains(r.name.as_str()) || resend.binary_search(&r.name).is_ok()
+                })
+                .collect();
+        }
+        let report_missing = answer;
         // Gone: what the proxy holds (in scope) that no longer exists, and names it just
         // asked for that do not. (Holding no more than what exists, nothing is gone.)
         let mut removed = BTreeSet::new();
@@ -295,7 +397,7 @@ impl DeltaStream {
                 .iter()
                 .map(|r| DeltaResource {
                     resource: Arc::clone(r),
-                    version: version_of(r),
+                    version: version_of(r, src.version()),
                 })
                 .collect(),
             type_url: type_url.to_string(),

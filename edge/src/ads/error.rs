@@ -22,6 +22,16 @@ pub enum AdsError {
     TooManyStreams(usize),
     #[error("new streams arrive faster than this edge admits them ({0}/s)")]
     RateLimited(f64),
+    /// A subscription would make the stream hold more names than it may.
+    #[error(
+        "a request for {type_url} would subscribe this stream to {total} resource names, \
+         over its limit of {max}"
+    )]
+    TooManyNames {
+        total: usize,
+        max: usize,
+        type_url: String,
+    },
     /// The proxy went away: nothing to tell it.
     #[error("the proxy closed the stream")]
     ClientGone,
@@ -65,6 +75,10 @@ impl AdsError {
             AdsError::RateLimited(rate) => Status::resource_exhausted(format!(
                 "new xDS streams exceed this edge's admission rate of {rate}/s \
                  (SHOAL_MAX_REQUESTS_PER_SECOND); retry with backoff or scale out edges"
+            )),
+            AdsError::TooManyNames { .. } => Status::resource_exhausted(format!(
+                "{self} (SHOAL_XDS_MAX_NAMES_PER_STREAM, --max-names-per-stream); subscribe \
+                 to fewer names (a Sidecar resource narrows a proxy's scope) or raise the limit"
             )),
             AdsError::ClientGone => Status::cancelled("the proxy closed the stream"),
         }

@@ -31,6 +31,7 @@ pub(crate) struct Metrics {
     pub handoffs: Counter,
     pub rate_limited: Counter,
     pub relayed: Gauge,
+    pub unsupported_type: Counter,
 }
 
 fn push_histogram() -> Histogram {
@@ -52,7 +53,14 @@ impl Metrics {
             handoffs: Counter::default(),
             rate_limited: Counter::default(),
             relayed: Gauge::default(),
+            unsupported_type: Counter::default(),
         };
+        registry.register(
+            "shoal_xds_unsupported_type_requests",
+            "Requests for a resource type this edge does not serve, ignored without a \
+             response (as Istio does)",
+            m.unsupported_type.clone(),
+        );
         registry.register(
             "shoal_xds_relayed_streams",
             "Streams this edge relays to the edge that owns their proxy",

@@ -22,7 +22,8 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     /// The gRPC method's path.
     const PATH: &'static str;
 
-    fn new(proxy: Proxy) -> Self;
+    /// A stream for `proxy` that may subscribe to at most `max_names` names.
+    fn new(proxy: Proxy, max_names: usize) -> Self;
     fn node(req: &Self::Request) -> Option<&Node>;
     fn type_url(req: &Self::Request) -> &str;
     /// The snapshot version the proxy reports holding, when the protocol carries one.
@@ -50,8 +51,8 @@ impl Protocol for SotwStream {
     const NAME: &'static str = "sotw";
     const PATH: &'static str = super::transport::SOTW_PATH;
 
-    fn new(proxy: Proxy) -> Self {
-        SotwStream::new(proxy)
+    fn new(proxy: Proxy, max_names: usize) -> Self {
+        SotwStream::new(proxy).with_max_names(max_names)
     }
     fn node(req: &DiscoveryRequest) -> Option<&Node> {
         req.node.as_ref()
@@ -96,15 +97,15 @@ impl Protocol for DeltaStream {
     const NAME: &'static str = "delta";
     const PATH: &'static str = super::transport::DELTA_PATH;
 
-    fn new(proxy: Proxy) -> Self {
-        DeltaStream::new(proxy)
+    fn new(proxy: Proxy, max_names: usize) -> Self {
+        DeltaStream::new(proxy).with_max_names(max_names)
     }
     fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {
         req.node.as_ref()
     }
-    /// Delta requests carry per-resource versions, not the snapshot's.
-    fn reported_snapshot(_: &DeltaDiscoveryRequest) -> Option<u64> {
-        None
+    /// A reconnect's `initial_resource_versions` name the snapshots they were sent from.
+    fn reported_snapshot(req: &DeltaDiscoveryRequest) -> Option<u64> {
+        super::delta::claimed_snapshot(&req.initial_resource_versions)
     }
 
     fn type_url(req: &DeltaDiscoveryRequest) -> &str {

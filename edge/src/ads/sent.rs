@@ -165,6 +165,10 @@ impl Names {
         self.0.as_ref().map_or(0, |l| l.len())
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
     pub fn contains(&self, name: &str) -> bool {
         self.0
             .as_ref()

@@ -12,9 +12,17 @@
 //!   changed or went away; EDS and RDS send only requested resources that changed or were
 //!   never sent, and names requested before they exist go out when they appear;
 //! - a cluster that changed makes its endpoints "unsent", so the re-warming cluster gets
-//!   its ClusterLoadAssignment again (Envoy waits for it).
+//!   its ClusterLoadAssignment again (Envoy waits for it);
+//! - `*` subscribes to everything of a type; so does an empty `resource_names` for CDS and
+//!   LDS, but only while no request of that type on the stream has named anything (the
+//!   protocol's legacy wildcard). After that an empty list unsubscribes from everything:
+//!   nothing is sent, and what was sent is forgotten (a re-subscription resends it).
+//!
+//! Types this server does not generate are ignored without keeping anything, and the
+//! names a stream subscribes to are bounded (`limits`).
 
 use super::error::{AdsError, Result};
+use super::limits::{self, DEFAULT_MAX_NAMES};
 use super::scope::{PushScope, host_selected};
 use super::sent::{Names, SentSet};
 use super::source::{ResourceSource, subscribed};
@@ -33,12 +41,17 @@ pub struct SotwStream {
     proxy: Proxy,
     watches: BTreeMap<String, Watch>,
     nonces: Nonces,
+    /// Names the stream may subscribe to, over all types.
+    max_names: usize,
 }
 
 #[derive(Debug)]
 struct Watch {
     wildcard: bool,
     names: Names,
+    /// A request of this type named a resource (`*` included): an empty list no longer
+    /// means wildcard.
+    named: bool,
     /// What the proxy was last sent.
     sent: SentSet,
     status: TypeStatus,
@@ -49,6 +62,7 @@ impl Watch {
         Watch {
             wildcard: false,
             names: Names::default(),
+            named: false,
             sent: SentSet::default(),
             status: TypeStatus::new(type_url),
         }
@@ -73,9 +87,11 @@ impl Watch {
     }
 }
 
-/// `(wildcard, names)` of a SotW request: `*`, or no names for CDS/LDS, is wildcard.
-fn subscription(type_url: &str, names: &[String]) -> (bool, Names) {
-    let wildcard = names.iter().any(|n| n == "*") || (names.is_empty() && is_wildcard(type_url));
+/// `(wildcard, names)` of a SotW request: `*` is wildcard, and so are no names for CDS/LDS
+/// while `legacy` (no earlier request of the type on this stream named anything).
+fn subscription(type_url: &str, names: &[String], legacy: bool) -> (bool, Names) {
+    let wildcard =
+        names.iter().any(|n| n == "*") || (names.is_empty() && legacy && is_wildcard(type_url));
     (wildcard, Names::new(names.iter().map(String::as_str)))
 }
 
@@ -85,7 +101,14 @@ impl SotwStream {
             proxy,
             watches: BTreeMap::new(),
             nonces: Nonces::default(),
+            max_names: DEFAULT_MAX_NAMES,
         }
+    }
+
+    /// Bounds the names the stream may subscribe to, over all types.
+    pub fn with_max_names(mut self, max: usize) -> Self {
+        self.max_names = max;
+        self
     }
 
     pub fn proxy(&self) -> &Proxy {
@@ -107,7 +130,19 @@ impl SotwStream {
         if type_url.is_empty() {
             return Err(AdsError::MissingTypeUrl);
         }
-        let (wildcard, names) = subscription(type_url, &req.resource_names);
+        if !limits::served(type_url) {
+            return Ok(Reply::new(RequestKind::Unsupported));
+        }
+        let legacy = self.watches.get(type_url).is_none_or(|w| !w.named);
+        let (wildcard, names) = subscription(type_url, &req.resource_names, legacy);
+        let named = !req.resource_names.is_empty();
+        let others: usize = self
+            .watches
+            .iter()
+            .filter(|(t, _)| *t != type_url)
+            .map(|(_, w)| w.names.len())
+            .sum();
+        limits::check_names(others + names.len(), self.max_names, type_url)?;
         let nonce = req.response_nonce.as_str();
 
         // First request of the type (or a proxy that reconnected with a nonce from
@@ -119,6 +154,7 @@ impl SotwStream {
                 .or_insert_with(|| Watch::new(type_url));
             w.wildcard = wildcard;
             w.names = names;
+            w.named |= named;
             w.sent.clear();
             let mut reply = Reply::new(RequestKind::Initial);
             reply.push(type_url, self.respond(src, type_url, None, true));
@@ -142,12 +178,22 @@ impl SotwStream {
             }
         };
         let mut reply = Reply::new(kind);
+        w.named |= named;
         if w.wildcard == wildcard && w.names == names {
             return Ok(reply);
         }
-        // The subscription changed: forget what was sent for names no longer watched (so a
-        // re-subscription resends them) and send what is newly requested.
-        if !wildcard {
+        // The subscription changed. Unsubscribed from everything of the type: nothing to
+        // send, and what was sent is forgotten.
+        if !wildcard && names.is_empty() {
+            w.sent.clear();
+            w.wildcard = false;
+            w.names = names;
+            return Ok(reply);
+        }
+        // Otherwise CDS/LDS resend their whole set if it differs from the last one (fewer
+        // names included); other types forget what was sent for names no longer watched
+        // (so a re-subscription resends them) and send what is newly requested.
+        if !wildcard && !is_wildcard(type_url) {
             w.sent.retain(|n| names.contains(n));
         }
         w.wildcard = wildcard;

@@ -95,6 +95,9 @@ pub enum RequestKind {
     Stale,
     /// Delta only: changes subscriptions without acknowledging anything.
     Subscribe,
+    /// For a type this server does not generate: ignored, nothing kept
+    /// (`limits::served`).
+    Unsupported,
 }
 
 /// The outcome of one request: its kind, the responses to send, and generation failures.

@@ -14,6 +14,8 @@ pub(crate) struct FakeSource {
     pub version: u64,
     by_type: HashMap<String, BTreeMap<String, Arc<XdsResource>>>,
     pub calls: RefCell<Vec<(String, Vec<String>)>>,
+    /// Types whose generation fails.
+    failing: Vec<String>,
 }
 
 impl FakeSource {
@@ -43,6 +45,11 @@ impl FakeSource {
             );
     }
 
+    /// Makes generating `type_url` fail.
+    pub fn fail(&mut self, type_url: &str) {
+        self.failing.push(type_url.to_string());
+    }
+
     pub fn remove(&mut self, type_url: &str, name: &str) {
         if let Some(m) = self.by_type.get_mut(type_url) {
             m.remove(name);
@@ -64,6 +71,12 @@ impl ResourceSource for FakeSource {
         self.calls
             .borrow_mut()
             .push((type_url.to_string(), names.to_vec()));
+        if self.failing.iter().any(|t| t == type_url) {
+            return Err(GenerateError::Invalid {
+                resource: type_url.to_string(),
+                reason: "failing on purpose".to_string(),
+            });
+        }
         let Some(all) = self.by_type.get(type_url) else {
             return Err(GenerateError::UnsupportedType(type_url.to_string()));
         };

@@ -10,18 +10,34 @@ use crate::xds::XdsResource;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A resource's Delta version: its content hash, as 16 hex digits.
-pub(crate) fn version_of(r: &XdsResource) -> String {
-    format!("{:016x}", r.hash)
+/// A resource's Delta version: its content hash as 16 hex digits, `@`, and the snapshot
+/// it was sent from. Only the hash is compared, so a proxy that moves between edges (or
+/// across builds) is not sent what it holds; the snapshot tells the edge a reconnecting
+/// proxy reaches that the proxy has seen that snapshot ([`claimed_snapshot`]).
+pub(crate) fn version_of(r: &XdsResource, snapshot: u64) -> String {
+    format!("{:016x}@{snapshot}", r.hash)
 }
 
 /// The hash a Delta version stands for; `None` for anything this edge would not have sent
-/// (so it never equals a resource, and the resource is resent).
+/// (so it never equals a resource, and the resource is resent). A bare hash (what edges
+/// sent before versions named their snapshot) is accepted.
 fn parse_version(v: &str) -> Option<u64> {
-    if v.len() != 16 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let hash = v.split_once('@').map_or(v, |(hash, _)| hash);
+    if hash.len() != 16 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
-    u64::from_str_radix(v, 16).ok()
+    u64::from_str_radix(hash, 16).ok()
+}
+
+/// The newest snapshot a reconnecting proxy's `initial_resource_versions` were sent from:
+/// it has seen that snapshot, so an edge behind it must not answer from an older one.
+/// (A response that only removed resources leaves no version behind: the bound is the
+/// last one that sent a resource.)
+pub(crate) fn claimed_snapshot(initial: &HashMap<String, String>) -> Option<u64> {
+    initial
+        .values()
+        .filter_map(|v| v.split_once('@')?.1.parse().ok())
+        .max()
 }
 
 /// A version the proxy claims to hold, not yet matched against what the edge has.
@@ -155,32 +171,50 @@ mod tests {
     #[test]
     fn versions_are_the_same_on_every_edge_and_build() {
         // BLAKE3("hello") begins ea8f163db3868292: its first eight bytes, little-endian.
-        assert_eq!(version_of(&r("a", b"hello")), "928286b33d168fea");
+        assert_eq!(version_of(&r("a", b"hello"), 7), "928286b33d168fea@7");
     }
 
     #[test]
     fn versions_parse_only_as_this_edge_writes_them() {
         let a = r("a", b"1");
-        assert_eq!(parse_version(&version_of(&a)), Some(a.hash));
+        assert_eq!(parse_version(&version_of(&a, 3)), Some(a.hash));
+        // An edge of the previous release wrote the hash alone.
+        assert_eq!(parse_version(&format!("{:016x}", a.hash)), Some(a.hash));
         for bad in [
             "",
             "old",
+            "@3",
             "+123456789abcdef",
             "0123456789abcdef0",
             "0123456789abcdeg",
+            "0123456789abcdeg@3",
         ] {
             assert_eq!(parse_version(bad), None, "{bad}");
         }
     }
 
     #[test]
+    fn the_claimed_snapshot_is_the_newest_a_version_names() {
+        let (a, b) = (r("a", b"1"), r("b", b"1"));
+        let claims = |vs: &[(&str, String)]| -> HashMap<String, String> {
+            vs.iter().map(|(n, v)| (n.to_string(), v.clone())).collect()
+        };
+        let held = claims(&[("a", version_of(&a, 12)), ("b", version_of(&b, 9))]);
+        assert_eq!(claimed_snapshot(&held), Some(12));
+        // Versions without a snapshot (another server's, an older edge's) bound nothing.
+        let old = claims(&[("a", format!("{:016x}", a.hash)), ("b", "v7".into())]);
+        assert_eq!(claimed_snapshot(&old), None);
+        assert_eq!(claimed_snapshot(&HashMap::new()), None);
+    }
+
+    #[test]
     fn claims_are_settled_by_what_is_current_sent_or_removed() {
         let (a, b, c) = (r("a", b"1"), r("b", b"1"), r("c", b"1"));
         let claimed = HashMap::from([
-            ("a".to_string(), version_of(&a)),
+            ("a".to_string(), version_of(&a, 1)),
             ("b".to_string(), "0000000000000000".to_string()),
             ("c".to_string(), "not a version".to_string()),
-            ("gone".to_string(), version_of(&a)),
+            ("gone".to_string(), version_of(&a, 1)),
         ]);
         let resources = [a.clone(), b.clone(), c.clone()];
         for kept in [false, true] {

@@ -1,7 +1,7 @@
 use super::*;
 use crate::ads::testing::{FakeSource, proxy};
 use crate::xds::XdsResource;
-use crate::xds::types::LISTENER;
+use crate::xds::types::{LISTENER, ROUTE};
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 
 const A: &str = "outbound|80||a.shop.svc.cluster.local";
@@ -56,7 +56,12 @@ fn wildcard_first_request_then_ack() {
     let mut s = DeltaStream::new(proxy());
     let r = one(s.on_request(&src, &req(CLUSTER, &[], &[], "")).unwrap());
     assert_eq!(names(&r), [A, B]);
-    assert!(r.resources.iter().all(|x| x.version.len() == 16));
+    // `<content hash>@<snapshot>`.
+    assert!(
+        r.resources
+            .iter()
+            .all(|x| x.version.len() == 18 && x.version.ends_with("@3"))
+    );
     assert_eq!(r.system_version_info, "3");
     let a = s.on_request(&src, &ack(&r)).unwrap();
     assert_eq!(a.kind, RequestKind::Ack);
@@ -248,7 +253,7 @@ fn claims_outlive_a_first_response_that_could_not_be_generated() {
     let mut s = DeltaStream::new(proxy());
     let mut request = req(LISTENER, &["*"], &[], "");
     request.initial_resource_versions = [
-        ("0.0.0.0_80".to_string(), version_of(&held)),
+        ("0.0.0.0_80".to_string(), version_of(&held, 1)),
         ("0.0.0.0_81".to_string(), "old".to_string()),
     ]
     .into();
@@ -274,4 +279,143 @@ fn first_request_without_versions_is_answered_even_empty() {
     let r = one(s.on_request(&src, &req(LISTENER, &[], &[], "")).unwrap());
     assert!(r.resources.is_empty() && r.removed_resources.is_empty());
     assert_eq!(status(&s, LISTENER).state(), "STALE");
+}
+
+/// The xDS protocol: a name unsubscribed while `*` stays is answered, resent if the
+/// wildcard covers it, else in `removed_resources` (the proxy cannot tell which).
+#[test]
+fn unsubscribing_a_name_under_the_wildcard_says_whether_the_wildcard_keeps_it() {
+    let src = mesh(1);
+    let mut s = DeltaStream::new(proxy());
+    // Legacy wildcard, then A and a name that does not exist, explicitly.
+    let cds = one(s.on_request(&src, &req(CLUSTER, &[], &[], "")).unwrap());
+    assert_eq!(names(&cds), [A, B]);
+    s.on_request(&src, &ack(&cds)).unwrap();
+    let r = one(s.on_request(&src, &req(CLUSTER, &[A, C], &[], "")).unwrap());
+    assert_eq!(names(&r), [A], "a subscribed name is answered, held or not");
+    assert_eq!(r.removed_resources, [C]);
+    let st = status(&s, CLUSTER);
+    assert!(st.wildcard);
+    assert_eq!(st.subscribed, 2);
+
+    // A is covered by `*`: resent. C is not: removed.
+    let r = one(s.on_request(&src, &req(CLUSTER, &[], &[A, C], "")).unwrap());
+    assert_eq!(names(&r), [A]);
+    assert_eq!(r.removed_resources, [C]);
+    let st = status(&s, CLUSTER);
+    assert!(st.wildcard);
+    assert_eq!((st.subscribed, st.resources), (0, 2));
+    // A name never subscribed (a phantom unsubscription) needs no answer.
+    let r = s.on_request(&src, &req(CLUSTER, &[], &[B], "")).unwrap();
+    assert!(r.responses.is_empty());
+
+    // Without `*`, unsubscribing needs no answer either; the proxy drops what it named.
+    let r = s.on_request(&src, &req(CLUSTER, &[A], &["*"], "")).unwrap();
+    assert_eq!(names(&one(r)), [A]);
+    let r = s.on_request(&src, &req(CLUSTER, &[], &[A], "")).unwrap();
+    assert!(r.responses.is_empty());
+    assert_eq!(status(&s, CLUSTER).resources, 0);
+    // And an empty subscription is not wildcard again (the legacy form is for the first).
+    let mut src = src;
+    src.set(CLUSTER, C, "cluster c");
+    assert!(s.on_push(&src, &PushScope::Full).unwrap().is_empty());
+}
+
+/// Envoy re-subscribes a name it dropped (a cluster re-created before the request went
+/// out) without unsubscribing it first, then waits for it: it is resent though current.
+#[test]
+fn a_name_subscribed_again_is_resent_even_if_held() {
+    let src = mesh(1);
+    let mut s = DeltaStream::new(proxy());
+    let eds = one(s
+        .on_request(&src, &req(ENDPOINT, &[A, B], &[], ""))
+        .unwrap());
+    s.on_request(&src, &ack(&eds)).unwrap();
+    let r = s.on_request(&src, &req(ENDPOINT, &[A], &[], "")).unwrap();
+    assert_eq!(r.kind, RequestKind::Subscribe);
+    let r = one(r);
+    assert_eq!(names(&r), [A]);
+    assert!(r.removed_resources.is_empty());
+    assert_eq!(status(&s, ENDPOINT).subscribed, 2);
+}
+
+/// A Delta version names the snapshot it was sent from, so a reconnect tells the edge the
+/// newest snapshot the proxy has seen (the stream waits for it, as SotW's `version_info`
+/// makes it).
+#[test]
+fn a_reconnect_reports_the_newest_snapshot_it_holds() {
+    use crate::ads::protocol::Protocol;
+    let mut src = mesh(5);
+    let mut first = DeltaStream::new(proxy());
+    let cds = one(first.on_request(&src, &req(CLUSTER, &[], &[], "")).unwrap());
+    assert!(cds.resources.iter().all(|r| r.version.ends_with("@5")));
+    src.version = 9;
+    src.set(CLUSTER, B, "cluster b v2");
+    let pushed = first.on_push(&src, &PushScope::Full).unwrap().remove(0);
+    assert_eq!(names(&pushed), [B]);
+
+    let mut held = versions(&cds);
+    held.extend(versions(&pushed));
+    let mut request = req(CLUSTER, &["*"], &[], "");
+    request.initial_resource_versions = held;
+    assert_eq!(DeltaStream::reported_snapshot(&request), Some(9));
+    // An edge at 9 finds it current.
+    let mut s = DeltaStream::new(proxy());
+    assert!(s.on_request(&src, &request).unwrap().responses.is_empty());
+    // A first connection reports nothing, nor do versions of another server.
+    assert_eq!(
+        DeltaStream::reported_snapshot(&req(CLUSTER, &[], &[], "")),
+        None
+    );
+    request.initial_resource_versions = [(A.to_string(), "v1".to_string())].into();
+    assert_eq!(DeltaStream::reported_snapshot(&request), None);
+}
+
+#[test]
+fn unknown_types_are_ignored_and_nothing_is_kept() {
+    let src = mesh(1);
+    let mut s = DeltaStream::new(proxy());
+    let mut request = req("type.googleapis.com/Invented", &["x", "y"], &[], "");
+    request.initial_resource_versions = [("x".to_string(), "1".to_string())].into();
+    let r = s.on_request(&src, &request).unwrap();
+    assert_eq!(r.kind, RequestKind::Unsupported);
+    assert!(r.responses.is_empty() && r.errors.is_empty());
+    assert!(s.status().is_empty());
+    assert!(src.calls.borrow().is_empty(), "nothing was generated");
+}
+
+#[test]
+fn names_per_stream_are_bounded_over_all_types() {
+    let src = mesh(1);
+    let mut s = DeltaStream::new(proxy()).with_max_names(3);
+    one(s
+        .on_request(&src, &req(ENDPOINT, &[A, B], &[], ""))
+        .unwrap());
+    one(s.on_request(&src, &req(CLUSTER, &[A], &[], "")).unwrap());
+    let err = s
+        .on_request(&src, &req(ENDPOINT, &[C], &[], ""))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AdsError::TooManyNames {
+                total: 4,
+                max: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.to_status().code(), tonic::Code::ResourceExhausted);
+    assert_eq!(status(&s, ENDPOINT).subscribed, 2, "nothing kept");
+    // A first request over the limit keeps no watch.
+    let err = s.on_request(&src, &req(ROUTE, &["80", "81"], &[], ""));
+    assert!(err.is_err());
+    assert!(s.status().iter().all(|t| t.type_url != ROUTE));
+    // Trading a name for another fits; `*` is not a name.
+    let r = s
+        .on_request(&src, &req(ENDPOINT, &[C, "*"], &[B], ""))
+        .unwrap();
+    assert!(r.errors.is_empty());
+    assert_eq!(status(&s, ENDPOINT).subscribed, 2);
 }

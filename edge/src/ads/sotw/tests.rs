@@ -331,11 +331,113 @@ fn request_without_type_url_is_an_error() {
 
 #[test]
 fn generation_errors_are_reported_not_fatal() {
-    let src = mesh(1);
+    let mut src = mesh(1);
+    src.fail(ROUTE);
     let mut s = SotwStream::new(proxy());
-    let r = s
-        .on_request(&src, &req("type.googleapis.com/Unknown", &["x"], ""))
-        .unwrap();
+    let r = s.on_request(&src, &req(ROUTE, &["80"], "")).unwrap();
     assert!(r.responses.is_empty());
     assert_eq!(r.errors.len(), 1);
+}
+
+/// The xDS protocol's legacy wildcard: an empty `resource_names` means `*` for CDS/LDS only
+/// until a request of the type names something; after that it unsubscribes from all.
+#[test]
+fn empty_names_are_wildcard_only_until_a_request_names_something() {
+    let mut src = mesh(1);
+    let mut s = SotwStream::new(proxy());
+    let r = s.on_request(&src, &req(CLUSTER, &[], "")).unwrap();
+    assert_eq!(names(&r.responses[0]), ["cluster a", "cluster b"]);
+    // Still legacy wildcard on every empty request, pushes included.
+    let a = s.on_request(&src, &ack(&r.responses[0], &[])).unwrap();
+    assert!(a.responses.is_empty());
+    src.set(CLUSTER, C, "cluster c");
+    let pushed = s.on_push(&src, &PushScope::Full).unwrap();
+    assert_eq!(names(&pushed[0]), ["cluster a", "cluster b", "cluster c"]);
+    s.on_request(&src, &ack(&pushed[0], &[])).unwrap();
+
+    // `*` and a name: still everything, nothing new to send.
+    let nonce = status(&s, CLUSTER).nonce_sent;
+    let r = s
+        .on_request(&src, &req(CLUSTER, &["*", A], &nonce))
+        .unwrap();
+    assert!(r.responses.is_empty());
+    // A alone: the wildcard is dropped, the proxy is told its set is just A.
+    let r = s.on_request(&src, &req(CLUSTER, &[A], &nonce)).unwrap();
+    assert_eq!(names(&r.responses[0]), ["cluster a"]);
+    assert!(!status(&s, CLUSTER).wildcard);
+    // Its last name dropped: subscribed to nothing, and sent nothing (not everything).
+    let nonce = r.responses[0].nonce.clone();
+    let r = s.on_request(&src, &req(CLUSTER, &[], &nonce)).unwrap();
+    assert_eq!(r.kind, RequestKind::Ack);
+    assert!(r.responses.is_empty(), "{:?}", r.responses);
+    let st = status(&s, CLUSTER);
+    assert_eq!((st.wildcard, st.subscribed, st.resources), (false, 0, 0));
+    src.set(CLUSTER, B, "cluster b v2");
+    assert!(s.on_push(&src, &PushScope::Full).unwrap().is_empty());
+    // So does an empty first request again on this stream (Envoy's re-request).
+    let r = s.on_request(&src, &req(CLUSTER, &[], "")).unwrap();
+    assert!(r.responses.iter().all(|r| r.resources.is_empty()));
+
+    // An explicit `*` still subscribes to everything.
+    let nonce = status(&s, CLUSTER).nonce_sent;
+    let r = s.on_request(&src, &req(CLUSTER, &["*"], &nonce)).unwrap();
+    assert_eq!(
+        names(&r.responses[0]),
+        ["cluster a", "cluster b v2", "cluster c"]
+    );
+    assert!(status(&s, CLUSTER).wildcard);
+}
+
+#[test]
+fn unknown_types_are_ignored_and_nothing_is_kept() {
+    let src = mesh(1);
+    let mut s = SotwStream::new(proxy());
+    for type_url in [
+        "type.googleapis.com/Unknown",
+        "type.googleapis.com/envoy.service.runtime.v3.Runtime",
+    ] {
+        let r = s.on_request(&src, &req(type_url, &["x", "y"], "")).unwrap();
+        assert_eq!(r.kind, RequestKind::Unsupported);
+        assert!(r.responses.is_empty() && r.errors.is_empty());
+        assert!(!s.watches(type_url));
+    }
+    assert!(s.status().is_empty());
+    assert!(src.calls.borrow().is_empty(), "nothing was generated");
+}
+
+#[test]
+fn names_per_stream_are_bounded_over_all_types() {
+    let src = mesh(1);
+    let mut s = SotwStream::new(proxy()).with_max_names(3);
+    s.on_request(&src, &req(ENDPOINT, &[A, B], "")).unwrap();
+    s.on_request(&src, &req(ROUTE, &["80"], "")).unwrap();
+    let err = s
+        .on_request(&src, &req(ROUTE, &["80", "8080"], ""))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AdsError::TooManyNames {
+                total: 4,
+                max: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let status = err.to_status();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+    assert!(
+        status.message().contains("limit of 3")
+            && status.message().contains("SHOAL_XDS_MAX_NAMES_PER_STREAM"),
+        "{status}"
+    );
+    assert_eq!(self::status(&s, ROUTE).subscribed, 1, "nothing kept");
+    // Replacing names is not adding them; duplicates count once.
+    let nonce = self::status(&s, ENDPOINT).nonce_sent;
+    s.on_request(&src, &req(ENDPOINT, &[A], &nonce)).unwrap();
+    let nonce = self::status(&s, ROUTE).nonce_sent;
+    s.on_request(&src, &req(ROUTE, &["80", "8080", "80"], &nonce))
+        .unwrap();
+    assert_eq!(self::status(&s, ROUTE).subscribed, 2);
 }
