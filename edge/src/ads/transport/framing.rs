@@ -31,8 +31,9 @@ pub(crate) enum FrameError {
 
 impl FrameError {
     /// The client's mistakes, told as such: compression the server does not take is
-    /// UNIMPLEMENTED (as gRPC answers an unsupported `grpc-encoding`, and as the header
-    /// check does), a request cut short INVALID_ARGUMENT; INTERNAL would blame the server.
+    /// UNIMPLEMENTED (gRPC's code for it, and the header check's), a request cut short
+    /// INVALID_ARGUMENT. gRPC's libraries answer INTERNAL for a request they cannot
+    /// parse; that reads as the server's fault, so this server does not.
     pub(crate) fn to_status(&self) -> Status {
         match self {
             FrameError::Compressed(_) => Status::unimplemented(self.to_string()),
