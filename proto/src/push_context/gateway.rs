@@ -9,6 +9,12 @@
 //!  Gateway shop/shop-gw (same selector)   │   each with its route config
 //!    servers: 80 HTTP shop/shop.example.com┘  "https.443.<port name>.<gateway>.<ns>"
 //! ```
+//! A server's port is a port of the Service in front of the router: the router listens
+//! on the port that Service sends it to (its `targetPort`), as Istio translates it
+//! (`resolvePorts`); with no such Service the server's port is bound as written.
+//! The route configuration of an HTTP port is named by the port listened on
+//! (`http.8080` for a server on 80 behind `80 → 8080`), as istiod names it.
+//!
 //! A server's hosts are `[namespace/]host`: a VirtualService binds to it when it names
 //! the Gateway in `gateways`, one of its hosts intersects a server host, and its
 //! namespace is the one the server host allows (`*` any, `.` the Gateway's own).
@@ -152,8 +158,14 @@ pub struct MergedGateway {
 }
 
 impl MergedGateway {
-    /// The Gateways selecting a router with `labels`, from every namespace, merged.
-    pub fn for_router(index: &ConfigIndex, labels: &BTreeMap<String, String>) -> MergedGateway {
+    /// The Gateways selecting a router with `labels`, from every namespace, merged;
+    /// `translation` is the router's `(service port, workload port)` pairs
+    /// ([`super::ServiceInstances::gateway_ports`]).
+    pub fn for_router(
+        index: &ConfigIndex,
+        labels: &BTreeMap<String, String>,
+        translation: &[(u32, u32)],
+    ) -> MergedGateway {
         let mut ports: BTreeMap<u32, GatewayPort> = BTreeMap::new();
         let mut warnings = Vec::new();
         let selected = index.gateways.iter().filter(|gw| {
@@ -165,7 +177,11 @@ impl MergedGateway {
         for gw in selected {
             for (i, server) in gw.spec.servers.iter().enumerate() {
                 let Some(port) = &server.port else { continue };
-                let number = port.target_port.unwrap_or(port.number);
+                // Istio ignores the server's deprecated `targetPort` here.
+                let number = translation
+                    .iter()
+                    .find(|(service_port, _)| *service_port == port.number)
+                    .map_or(port.number, |(_, target)| *target);
                 let kind = PortKind::of(server);
                 let bound = BoundServer {
                     gateway: gw.clone(),

@@ -15,7 +15,9 @@ pub mod policy;
 mod scope;
 
 pub use index::{ConfigIndex, NetworkGateways};
-pub use instances::{InboundPort, ServiceInstances, ServiceTarget};
+pub use instances::{
+    DISABLE_GATEWAY_PORT_TRANSLATION, GatewayPorts, InboundPort, ServiceInstances, ServiceTarget,
+};
 pub use scope::{SidecarScope, TrafficMode};
 
 use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};

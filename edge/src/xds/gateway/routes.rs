@@ -129,6 +129,26 @@ fn route_config(
             }
         }
     }
+    // A server that redirects to HTTPS does so for each of its hosts, whether or not a
+    // VirtualService routes it (Istio's gateway route builder adds a virtual host that
+    // only redirects).
+    for server in servers {
+        let s = server.server();
+        if !s.tls.as_ref().is_some_and(|t| t.https_redirect) {
+            continue;
+        }
+        let server_port = s.port.as_ref().map_or(port, |p| p.number);
+        for host in &s.hosts {
+            let host = host.split_once('/').map_or(host.as_str(), |(_, h)| h);
+            let host = host.to_ascii_lowercase();
+            let vhost = vhosts.entry(host.clone()).or_insert_with(|| VirtualHost {
+                name: format!("{host}:{server_port}"),
+                domains: vec![host.clone()],
+                ..Default::default()
+            });
+            vhost.require_tls = virtual_host::TlsRequirementType::All as i32;
+        }
+    }
     let mut virtual_hosts: Vec<VirtualHost> = vhosts.into_values().collect();
     if virtual_hosts.is_empty() {
         virtual_hosts.push(blackhole(port));
