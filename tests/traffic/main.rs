@@ -39,6 +39,7 @@ mod request_matching;
 mod retries;
 mod rewrites_and_delegation;
 mod route_timeout;
+mod service_aliases;
 mod sidecar_scope;
 mod sidecar_selection;
 mod static_service_entry;

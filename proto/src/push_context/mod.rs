@@ -7,6 +7,7 @@
 //! are looked up per service. An endpoint-only update keeps the index (and every scope
 //! computed from it) and swaps only the changed endpoint chunks.
 
+mod aliases;
 pub mod delegate;
 pub mod gateway;
 mod index;

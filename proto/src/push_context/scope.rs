@@ -25,8 +25,11 @@ pub struct SidecarScope {
     root_namespace: String,
     /// The index generation the scope was computed from.
     pub generation: u64,
-    /// Visible services, one per hostname, sorted by hostname.
+    /// Visible services, one per hostname, sorted by hostname; ExternalName Services
+    /// that alias one of them are not among them (see `aliases_of`).
     pub services: Vec<Arc<Service>>,
+    /// The ExternalName Services aliasing each service, by its hostname.
+    aliases: super::aliases::Aliases,
     /// Visible VirtualServices, the proxy's namespace first, then by (namespace, name).
     pub virtual_services: Vec<Arc<NamedConfig<istio::VirtualService>>>,
     /// The delegate VirtualServices those delegate to, by (namespace, name).
@@ -199,6 +202,7 @@ impl SidecarScope {
         }
         let services: Vec<_> = by_host.into_values().collect();
         let hosts: HashSet<String> = services.iter().map(|s| s.hostname.clone()).collect();
+        let (services, aliases) = super::aliases::split(services);
 
         // DestinationRules: for each service, the proxy namespace's, else the service
         // namespace's, else the root namespace's (Istio never looks elsewhere); within
@@ -268,6 +272,7 @@ impl SidecarScope {
             root_namespace: index.root_namespace.clone(),
             generation: index.generation,
             services,
+            aliases,
             virtual_services,
             delegates,
             egress,
@@ -315,6 +320,12 @@ impl SidecarScope {
         self.virtual_services
             .iter()
             .find(|vs| vs.spec.hosts.iter().any(|h| host_matches(h, hostname)))
+    }
+
+    /// The ExternalName Services of the scope that alias `hostname` (Istio's
+    /// `Aliases`), sorted by (namespace, hostname).
+    pub fn aliases_of(&self, hostname: &str) -> &[Arc<Service>] {
+        self.aliases.get(hostname).map_or(&[], Vec::as_slice)
     }
 
     pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {
