@@ -20,6 +20,7 @@
 //! namespace is the one the server host allows (`*` any, `.` the Gateway's own).
 
 use super::ConfigIndex;
+use super::scope::istio_order;
 use crate::config::istio::{Gateway, GatewayServer, VirtualService};
 use crate::model::{NamedConfig, export_visible, host_matches};
 use std::collections::BTreeMap;
@@ -225,13 +226,14 @@ pub fn names_gateway(gateways: &[String], vs_namespace: &str, namespace: &str, n
 }
 
 /// The VirtualServices bound to `server`'s Gateway and visible from the router's
-/// namespace, each with the hosts the server serves for it, in (namespace, name) order.
+/// namespace, each with the hosts the server serves for it, in Istio's order
+/// ([`istio_order`]: the oldest first).
 pub fn virtual_services_for<'a>(
     index: &'a ConfigIndex,
     server: &BoundServer,
     router_namespace: &str,
 ) -> Vec<(&'a Arc<NamedConfig<VirtualService>>, Vec<String>)> {
-    index
+    let mut bound: Vec<_> = index
         .gateway_virtual_services
         .iter()
         .filter(|vs| binds_to(vs, &server.gateway.namespace, &server.gateway.name))
@@ -240,7 +242,11 @@ pub fn virtual_services_for<'a>(
             let hosts = server.hosts_for(vs);
             (!hosts.is_empty()).then_some((vs, hosts))
         })
-        .collect()
+        .collect();
+    bound.sort_by(|(a, _), (b, _)| {
+        istio_order(a, router_namespace).cmp(&istio_order(b, router_namespace))
+    });
+    bound
 }
 
 #[cfg(test)]

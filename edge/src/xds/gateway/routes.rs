@@ -81,7 +81,7 @@ fn route_config(
 ) -> RouteConfiguration {
     // One virtual host per host: Envoy rejects a domain listed twice. Several
     // VirtualServices for one host on a gateway are merged, as Istio merges them: their
-    // routes in (namespace, name) order.
+    // routes in their order (the oldest first, as Istio takes them).
     let mut vhosts: BTreeMap<String, VirtualHost> = BTreeMap::new();
     let mut merged: HashSet<(String, String, String)> = HashSet::new();
     for server in servers {

@@ -213,6 +213,7 @@ fn with_vs(vs: VirtualService) -> shoal_proto::push_context::PushContext {
     shop.virtual_services = vec![NamedConfig {
         name: "test".into(),
         namespace: "shop".into(),
+        created: 0,
         spec: vs,
     }];
     shoal_proto::push_context::PushContext::from_chunks(2, [Chunk::Namespace(shop)])
@@ -301,6 +302,7 @@ fn vs_index_agrees_with_the_scope() {
     shop.virtual_services.push(NamedConfig {
         name: "a-wild".into(),
         namespace: "shop".into(),
+        created: 0,
         spec: wildcard,
     });
     let push = shoal_proto::push_context::PushContext::from_chunks(2, [Chunk::Namespace(shop)]);
@@ -442,6 +444,7 @@ fn a_delegate_replaces_the_route_that_names_it() {
         .map(|(name, spec)| NamedConfig {
             name: name.into(),
             namespace: "shop".into(),
+            created: 0,
             spec,
         })
         .collect();
@@ -536,11 +539,13 @@ fn virtual_service_hosts_without_a_service_get_their_virtual_host() {
         NamedConfig {
             name: "multi".into(),
             namespace: "shop".into(),
+            created: 0,
             spec: route_to(&[REVIEWS, "reviews.example.com"], REVIEWS),
         },
         NamedConfig {
             name: "external".into(),
             namespace: "shop".into(),
+            created: 0,
             spec: route_to(&["httpbin.org", "*.wild.test"], REVIEWS),
         },
     ];

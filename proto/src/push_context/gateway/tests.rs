@@ -24,6 +24,7 @@ fn named<T>(namespace: &str, name: &str, spec: T) -> NamedConfig<T> {
     NamedConfig {
         name: name.into(),
         namespace: namespace.into(),
+        created: 0,
         spec,
     }
 }
