@@ -47,6 +47,7 @@ mod tcp_on_http_port;
 mod tcp_routing;
 mod tls_origination;
 mod tls_sni_egress;
+mod virtual_service_conflicts;
 mod weighted_shifting;
 mod workload_entry;
 
