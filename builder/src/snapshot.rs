@@ -272,6 +272,7 @@ mod emptiness {
         config.credentials.push(NamedConfig {
             name: "ingress-cert".into(),
             namespace: "istio-system".into(),
+            created: 0,
             spec: SecretSpec::default(),
         });
         assert!(!config_is_empty(&config));

@@ -255,6 +255,7 @@ async fn drives_real_envoy(api_type: &str) {
     ns.destination_rules.push(NamedConfig {
         name: "reviews".into(),
         namespace: NS.into(),
+        created: 0,
         spec: istio::DestinationRule {
             host: REVIEWS.into(),
             traffic_policy: Some(istio::TrafficPolicy {

@@ -8,31 +8,77 @@
 use crate::SERIAL;
 use crate::backend::tls::TestPki;
 use crate::backend::{Backend, HttpBackend};
-use crate::harness::{CLIENT_NS, GATEWAY_NS, Mesh, Role, expect, workloads};
+use crate::harness::{CLIENT_NS, GATEWAY_IP, GATEWAY_NS, Mesh, Role, expect, workloads};
 use crate::support::envoy::XdsApi;
 use crate::support::free_port;
 use base64::Engine;
 use std::path::Path;
 use std::process::Command;
 
-fn gateway(http: u16, redirect: u16, https: u16) -> String {
-    format!(
-        r#"apiVersion: networking.istio.io/v1
+/// The Gateway's servers are on the ports of the Service in front of the gateway
+/// (80, 81, 443), as users write them for a cluster.
+const GATEWAY: &str = r#"apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata:
   name: public
+  namespace: istio-system
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: ["traffic/*.example.com"]
+  - port: {number: 81, name: http-redirect, protocol: HTTP}
+    hosts: ["*"]
+    tls: {httpsRedirect: true}
+  - port: {number: 443, name: https, protocol: HTTPS}
+    hosts: ["traffic/secure.example.com"]
+    tls: {mode: SIMPLE, credentialName: ingress-cert}
+"#;
+
+/// The Service `istio-ingressgateway` selecting the gateway pod (at [`GATEWAY_IP`]), as
+/// Istio's chart installs it: Service ports 80, 81 and 443 sent to the pod's `targets`
+/// (unprivileged ports the gateway listens on), and the EndpointSlice naming them.
+fn gateway_service(targets: [u16; 3]) -> String {
+    let [http, redirect, https] = targets;
+    format!(
+        r#"apiVersion: v1
+kind: Service
+metadata:
+  name: istio-ingressgateway
   namespace: {GATEWAY_NS}
 spec:
   selector: {{istio: ingressgateway}}
-  servers:
-  - port: {{number: {http}, name: http, protocol: HTTP}}
-    hosts: ["{CLIENT_NS}/*.example.com"]
-  - port: {{number: {redirect}, name: http-redirect, protocol: HTTP}}
-    hosts: ["*"]
-    tls: {{httpsRedirect: true}}
-  - port: {{number: {https}, name: https, protocol: HTTPS}}
-    hosts: ["{CLIENT_NS}/secure.example.com"]
-    tls: {{mode: SIMPLE, credentialName: ingress-cert}}
+  ports:
+  - {{name: http2, port: 80, targetPort: {http}}}
+  - {{name: http-redirect, port: 81, targetPort: {redirect}}}
+  - {{name: https, port: 443, targetPort: {https}}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: istio-ingressgateway
+  namespace: {GATEWAY_NS}
+  labels: {{istio: ingressgateway, app: istio-ingressgateway}}
+status:
+  podIP: {GATEWAY_IP}
+  conditions: [{{type: Ready, status: "True"}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: istio-ingressgateway
+  namespace: {GATEWAY_NS}
+  labels:
+    kubernetes.io/service-name: istio-ingressgateway
+addressType: IPv4
+ports:
+- {{name: http2, port: {http}}}
+- {{name: http-redirect, port: {redirect}}}
+- {{name: https, port: {https}}}
+endpoints:
+- addresses: [{GATEWAY_IP}]
+  conditions: {{ready: true}}
+  targetRef: {{kind: Pod, name: istio-ingressgateway, namespace: {GATEWAY_NS}}}
 "#
     )
 }
@@ -140,18 +186,33 @@ async fn ingress_gateway_routes_by_host_and_path_and_terminates_tls() {
             &workloads::service(CLIENT_NS, name, "http", 80, &[backend.workload("v1")]),
         );
     }
+    // Istio's gateway port translation: the servers on Service ports 80/81/443 are
+    // served on the ports the Service sends them to, where clients reach them.
     let (http, redirect, https) = (free_port(), free_port(), free_port());
     mesh.write("virtual-services.yaml", VIRTUAL_SERVICES);
+    mesh.write(
+        "ingress-service.yaml",
+        &gateway_service([http, redirect, https]),
+    );
     mesh.apply(
         "gateway.yaml",
-        &gateway(http, redirect, https),
-        "shop.example.com/api routed to api through the gateway",
+        GATEWAY,
+        "shop.example.com/api routed to api through the gateway's target port",
         async || {
             let r = mesh.get(http, "shop.example.com", "/api/items").await?;
             expect(r.backend() == Some("api-v1"), r)
         },
     )
     .await;
+    // Named as istiod names them: listener and HTTP route configuration by the port
+    // listened on; Service port 80 itself is not bound.
+    let listeners = mesh.config_dump("dynamic_listeners").await;
+    let routes = mesh.config_dump("dynamic_route_configs").await;
+    assert!(
+        listeners.contains(&format!("\"0.0.0.0_{http}\"")) && !listeners.contains("\"0.0.0.0_80\""),
+        "{listeners}"
+    );
+    assert!(routes.contains(&format!("\"http.{http}\"")), "{routes}");
     let r = mesh.must_get(http, "shop.example.com", "/").await;
     assert_eq!(r.served_by(), Ok("web-v1"), "{r}");
     // The Host decides: no VirtualService routes other.example.com.
@@ -163,6 +224,10 @@ async fn ingress_gateway_routes_by_host_and_path_and_terminates_tls() {
     assert_eq!(r.status, 301, "{r}");
     let location = r.header("location").unwrap_or_default();
     assert!(location.starts_with("https://secure.example.com"), "{r}");
+    // Hosts no VirtualService routes are redirected too (Istio adds a virtual host that
+    // only redirects).
+    let r = mesh.must_get(redirect, "unbound.example.com", "/").await;
+    assert_eq!(r.status, 301, "{r}");
 
     // Until its Secret exists the HTTPS server is left out; then its certificate is
     // served over SDS, and only a client trusting it gets through.

@@ -39,6 +39,7 @@ mod request_matching;
 mod retries;
 mod rewrites_and_delegation;
 mod route_timeout;
+mod service_aliases;
 mod sidecar_scope;
 mod sidecar_selection;
 mod static_service_entry;
@@ -46,6 +47,7 @@ mod tcp_on_http_port;
 mod tcp_routing;
 mod tls_origination;
 mod tls_sni_egress;
+mod virtual_service_conflicts;
 mod weighted_shifting;
 mod workload_entry;
 

@@ -78,3 +78,47 @@ async fn a_tcp_service_sharing_an_http_port_keeps_its_own_chain() {
     }
     mesh.finish().await;
 }
+
+/// Istio's fall-through chain on an outbound HTTP listener bound to the wildcard
+/// (`buildSidecarOutboundListener`: the HTTP chain matches what the HTTP inspector finds
+/// to be HTTP, the rest goes to `PassthroughCluster`, or `BlackHoleCluster` under
+/// REGISTRY_ONLY): TCP sent to an HTTP port that no service claims is blackholed, where
+/// the HTTP codec answered `400 Bad Request` before, while HTTP on the port is still
+/// routed. (ALLOW_ANY's passthrough needs captured traffic: without it the original
+/// destination is Envoy's own listener.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_to_an_http_port_falls_through_to_the_blackhole_under_registry_only() {
+    let _serial = SERIAL.lock().await;
+    let mesh = Mesh::start(XdsApi::Sotw).await;
+    let web = HttpBackend::start("web-v1").await;
+    let port = free_port();
+    let host = fqdn("web", CLIENT_NS);
+    mesh.write(
+        "sidecar.yaml",
+        &format!(
+            "{}outboundTrafficPolicy: {{mode: REGISTRY_ONLY}}\n",
+            sidecar(port)
+        )
+        .replace("\noutboundTrafficPolicy", "\n  outboundTrafficPolicy"),
+    );
+    mesh.write(
+        "web.yaml",
+        &workloads::service(CLIENT_NS, "web", "http", port, &[web.workload("v1")]),
+    );
+    mesh.eventually("HTTP to web on the port's wildcard listener", async || {
+        mesh.get(port, &host, "/").await?.served_by().map(|_| ())
+    })
+    .await;
+    // The blackhole closes (or resets) the connection without a byte; the HTTP codec
+    // answered `HTTP/1.1 400 Bad Request`.
+    let got = echo("127.0.0.1", port).await;
+    assert!(
+        got.as_ref()
+            .is_err_and(|e| e.starts_with("closed") || e.contains("reset")),
+        "TCP on the HTTP port got {got:?}\n{}",
+        mesh.logs()
+    );
+    let r = mesh.must_get(port, &host, "/").await;
+    assert_eq!(r.served_by(), Ok("web-v1"), "{r}");
+    mesh.finish().await;
+}

@@ -26,6 +26,7 @@ fn named<T>(c: &Config, spec: T) -> NamedConfig<T> {
     NamedConfig {
         name: c.meta.name.clone(),
         namespace: c.meta.namespace.clone(),
+        created: c.meta.created_seconds(),
         spec,
     }
 }

@@ -80,11 +80,14 @@ pub(crate) fn needs_push(conn: &Connection, event: &PushEvent) -> bool {
     proxy_needs_push(conn.proxy.kind, &prev, &scope, &event.changes)
 }
 
-/// Whether the workload behind a captured sidecar now serves other ports (its own
-/// endpoints changed): its inbound listeners and clusters change though only endpoints
+/// Whether the workload behind a captured sidecar (or a router, whose Gateway ports are
+/// translated by the Services in front of it) now serves other ports (its own
+/// endpoints changed): its listeners and clusters change though only endpoints
 /// did, so it needs a full push (Istio's `ProxyUpdate` for a pod's IP). Records the ports.
 pub(crate) fn inbound_changed(conn: &Connection, push: &PushContext) -> bool {
-    if conn.proxy.kind != ProxyKind::Sidecar || conn.proxy.interception == InterceptionMode::None {
+    let captured =
+        conn.proxy.kind == ProxyKind::Sidecar && conn.proxy.interception != InterceptionMode::None;
+    if !captured && conn.proxy.kind != ProxyKind::Router {
         return false;
     }
     let now = push.service_instances().inbound_ports(&conn.proxy.ip);

@@ -47,6 +47,7 @@ fn namespace(timeout: &str) -> NamespaceConfig {
         virtual_services: vec![NamedConfig {
             name: "a".into(),
             namespace: "ns".into(),
+            created: 0,
             spec: vs,
         }],
         ..Default::default()

@@ -23,11 +23,14 @@ pub use outbound::{
 
 use super::routes;
 use super::util::{
-    VIRTUAL_OUTBOUND, VIRTUAL_OUTBOUND_PORT, WILDCARD_IP, address, any, sort_by_name,
+    BLACKHOLE_CLUSTER, VIRTUAL_OUTBOUND, VIRTUAL_OUTBOUND_PORT, WILDCARD_IP, address, any,
+    sort_by_name,
 };
 use crate::proxy::InterceptionMode;
 use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
-use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, Listener, filter};
+use envoy_types::pb::envoy::config::listener::v3::{
+    Filter, FilterChain, FilterChainMatch, Listener, filter,
+};
 use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors;
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::HttpFault;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
@@ -35,7 +38,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     HttpFilter, http_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
-use envoy_types::pb::google::protobuf::BoolValue;
+use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
 use shoal_proto::push_context::{InboundPort, SidecarScope};
 
 /// The proxy-specific inputs: everything else comes from the scope.
@@ -123,11 +126,24 @@ fn transparent(mode: InterceptionMode) -> Option<BoolValue> {
 /// proxy, when the Sidecar names one).
 fn virtual_outbound(scope: &SidecarScope, mode: InterceptionMode) -> Listener {
     let cluster = outbound::fallthrough_cluster(scope);
+    // Istio's loop guard: a connection addressed to 15001 itself was not redirected
+    // from elsewhere, and passing it through would send it back here.
+    let blackhole = FilterChain {
+        name: format!("{VIRTUAL_OUTBOUND}-blackhole"),
+        filter_chain_match: Some(FilterChainMatch {
+            destination_port: Some(UInt32Value {
+                value: VIRTUAL_OUTBOUND_PORT,
+            }),
+            ..Default::default()
+        }),
+        ..catch_all(BLACKHOLE_CLUSTER)
+    };
     Listener {
         name: VIRTUAL_OUTBOUND.into(),
         address: Some(address(WILDCARD_IP, VIRTUAL_OUTBOUND_PORT)),
         use_original_dst: Some(BoolValue { value: true }),
         transparent: transparent(mode),
+        filter_chains: vec![blackhole],
         default_filter_chain: Some(catch_all(&cluster)),
         traffic_direction: TrafficDirection::Outbound as i32,
         ..Default::default()

@@ -15,6 +15,7 @@ mod matching;
 mod mirror;
 mod retry;
 mod translate;
+mod vs_hosts;
 
 use super::listeners::{fallthrough_cluster, http_ports};
 use super::util::{cluster_name, duration, sort_by_name};
@@ -65,11 +66,11 @@ pub fn uses_source_labels(scope: &SidecarScope) -> bool {
 pub fn build(scope: &SidecarScope, labels: &BTreeMap<String, String>) -> ScopeRoutes {
     let mut out = ScopeRoutes::default();
     let vs_index = VsIndex::new(scope);
+    let ports = http_ports(scope);
+    let extra = vs_hosts::non_service_hosts(scope, &ports, |h| vs_index.lookup(h));
     // One pass over the services, not one per port: scopes can hold thousands.
-    let mut by_port: BTreeMap<u32, Vec<&Service>> = http_ports(scope)
-        .into_iter()
-        .map(|p| (p, Vec::new()))
-        .collect();
+    let mut by_port: BTreeMap<u32, Vec<&Service>> =
+        ports.into_iter().map(|p| (p, Vec::new())).collect();
     for svc in &scope.services {
         for p in &svc.ports {
             if let Some(services) = by_port.get_mut(&p.port) {
@@ -78,7 +79,15 @@ pub fn build(scope: &SidecarScope, labels: &BTreeMap<String, String>) -> ScopeRo
         }
     }
     for (port, services) in by_port {
-        let config = route_config(scope, &vs_index, port, &services, labels, &mut out.warnings);
+        let config = route_config(
+            scope,
+            &vs_index,
+            port,
+            &services,
+            &extra,
+            labels,
+            &mut out.warnings,
+        );
         out.configs.push(config);
     }
     out.configs = sort_by_name(std::mem::take(&mut out.configs), |c| &c.name);
@@ -88,12 +97,14 @@ pub fn build(scope: &SidecarScope, labels: &BTreeMap<String, String>) -> ScopeRo
 }
 
 /// The configuration for `port`, with a virtual host for each of `services` (those of
-/// the scope that have the port).
+/// the scope that have the port) and for each VirtualService host in `extra` served on
+/// the port.
 fn route_config(
     scope: &SidecarScope,
     vs_index: &VsIndex<'_>,
     port: u32,
     services: &[&Service],
+    extra: &[vs_hosts::VsHosts<'_>],
     labels: &BTreeMap<String, String>,
     warnings: &mut Vec<String>,
 ) -> RouteConfiguration {
@@ -103,11 +114,14 @@ fn route_config(
         .iter()
         .flat_map(|s| [s.hostname.clone(), format!("{}:{port}", s.hostname)])
         .collect();
-    let vhosts: Vec<VirtualHost> = services
+    let mut vhosts: Vec<VirtualHost> = services
         .iter()
         .map(|svc| {
             let mut domains = vec![svc.hostname.clone(), format!("{}:{port}", svc.hostname)];
-            for d in alt_domains(svc, port, &scope.namespace) {
+            let names = alt_domains(svc, port, &scope.namespace)
+                .into_iter()
+                .chain(alias_domains(scope, svc, port));
+            for d in names {
                 if taken.insert(d.clone()) {
                     domains.push(d);
                 }
@@ -120,6 +134,35 @@ fn route_config(
             }
         })
         .collect();
+    for entry in extra.iter().filter(|e| e.on(port)) {
+        let routes = translate::virtual_service_routes(
+            scope,
+            entry.vs,
+            port,
+            labels,
+            Binding::Mesh,
+            warnings,
+        );
+        if routes.is_empty() {
+            continue;
+        }
+        for host in &entry.hosts {
+            // A host claimed by a service or an earlier VirtualService keeps its claim.
+            let domains: Vec<String> = [host.to_string(), format!("{host}:{port}")]
+                .into_iter()
+                .filter(|d| taken.insert(d.clone()))
+                .collect();
+            if domains.is_empty() {
+                continue;
+            }
+            vhosts.push(VirtualHost {
+                name: format!("{host}:{port}"),
+                domains,
+                routes: routes.clone(),
+                ..Default::default()
+            });
+        }
+    }
     let mut vhosts = sort_by_name(vhosts, |v| &v.name);
     vhosts.push(catch_all(scope));
     RouteConfiguration {
@@ -144,6 +187,7 @@ pub(crate) fn service_virtual_host(
 ) -> VirtualHost {
     let mut domains = vec![svc.hostname.clone(), format!("{}:{port}", svc.hostname)];
     domains.extend(alt_domains(svc, port, &scope.namespace));
+    domains.extend(alias_domains(scope, svc, port));
     VirtualHost {
         name: format!("{}:{port}", svc.hostname),
         domains,
@@ -238,6 +282,19 @@ fn alt_domains(svc: &Service, port: u32, proxy_ns: &str) -> Vec<String> {
             [n, with_port]
         })
         .collect()
+}
+
+/// The names of the ExternalName Services aliasing `svc` (Istio routes a call to an
+/// alias by the aliased service's virtual host): each hostname and its short forms,
+/// with and without the port.
+fn alias_domains(scope: &SidecarScope, svc: &Service, port: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for alias in scope.aliases_of(&svc.hostname) {
+        out.push(alias.hostname.clone());
+        out.push(format!("{}:{port}", alias.hostname));
+        out.extend(alt_domains(alias, port, &scope.namespace));
+    }
+    out
 }
 
 /// The routes of a service's virtual host: the first VirtualService for the host, when it

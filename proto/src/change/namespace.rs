@@ -155,6 +155,7 @@ mod tests {
         NamedConfig {
             name: name.into(),
             namespace: "ns".into(),
+            created: 0,
             spec: VirtualService {
                 hosts: vec![host.into()],
                 http: vec![HttpRoute {

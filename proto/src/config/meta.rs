@@ -39,9 +39,35 @@ pub struct ConfigMeta {
     /// Set by the store on every mutation; opaque to clients.
     #[serde(default)]
     pub resource_version: String,
+    /// `metadata.creationTimestamp` as written (RFC 3339), empty when absent: Istio
+    /// lets the oldest of conflicting objects win.
+    #[serde(default)]
+    pub creation_timestamp: String,
     /// Where this object came from: cluster, network and registry source.
     #[serde(default)]
     pub origin: Origin,
+}
+
+impl ConfigMeta {
+    /// The creation time in seconds since the epoch; 0 (older than any) when absent or
+    /// not RFC 3339, as Istio's zero time.
+    pub fn created_seconds(&self) -> i64 {
+        if self.creation_timestamp.is_empty() {
+            return 0;
+        }
+        match self.creation_timestamp.parse::<jiff::Timestamp>() {
+            Ok(t) => t.as_second(),
+            Err(e) => {
+                tracing::warn!(
+                    object = %format!("{}/{}", self.namespace, self.name),
+                    timestamp = self.creation_timestamp,
+                    error = %e,
+                    "metadata.creationTimestamp is not RFC 3339: taken as the oldest"
+                );
+                0
+            }
+        }
+    }
 }
 
 /// Where an object came from, stamped by the ingest that read it.

@@ -102,6 +102,7 @@ struct Metadata {
     labels: BTreeMap<String, String>,
     annotations: BTreeMap<String, String>,
     owner_references: Vec<OwnerReference>,
+    creation_timestamp: String,
 }
 
 #[derive(Default, Deserialize)]
@@ -181,6 +182,7 @@ fn parse_document(
         namespace: header.metadata.namespace,
         labels: header.metadata.labels,
         annotations,
+        creation_timestamp: header.metadata.creation_timestamp,
         ..ConfigMeta::default()
     };
     if kind.is_cluster_scoped() {

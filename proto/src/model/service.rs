@@ -216,6 +216,9 @@ pub struct ServiceEndpoints {
 pub struct NamedConfig<T> {
     pub name: String,
     pub namespace: String,
+    /// Its `creationTimestamp` in seconds since the epoch (0 when unknown): of
+    /// conflicting objects the oldest wins, as in Istio.
+    pub created: i64,
     pub spec: T,
 }
 

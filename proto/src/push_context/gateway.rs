@@ -9,11 +9,18 @@
 //!  Gateway shop/shop-gw (same selector)   │   each with its route config
 //!    servers: 80 HTTP shop/shop.example.com┘  "https.443.<port name>.<gateway>.<ns>"
 //! ```
+//! A server's port is a port of the Service in front of the router: the router listens
+//! on the port that Service sends it to (its `targetPort`), as Istio translates it
+//! (`resolvePorts`); with no such Service the server's port is bound as written.
+//! The route configuration of an HTTP port is named by the port listened on
+//! (`http.8080` for a server on 80 behind `80 → 8080`), as istiod names it.
+//!
 //! A server's hosts are `[namespace/]host`: a VirtualService binds to it when it names
 //! the Gateway in `gateways`, one of its hosts intersects a server host, and its
 //! namespace is the one the server host allows (`*` any, `.` the Gateway's own).
 
 use super::ConfigIndex;
+use super::scope::istio_order;
 use crate::config::istio::{Gateway, GatewayServer, VirtualService};
 use crate::model::{NamedConfig, export_visible, host_matches};
 use std::collections::BTreeMap;
@@ -152,8 +159,14 @@ pub struct MergedGateway {
 }
 
 impl MergedGateway {
-    /// The Gateways selecting a router with `labels`, from every namespace, merged.
-    pub fn for_router(index: &ConfigIndex, labels: &BTreeMap<String, String>) -> MergedGateway {
+    /// The Gateways selecting a router with `labels`, from every namespace, merged;
+    /// `translation` is the router's `(service port, workload port)` pairs
+    /// ([`super::ServiceInstances::gateway_ports`]).
+    pub fn for_router(
+        index: &ConfigIndex,
+        labels: &BTreeMap<String, String>,
+        translation: &[(u32, u32)],
+    ) -> MergedGateway {
         let mut ports: BTreeMap<u32, GatewayPort> = BTreeMap::new();
         let mut warnings = Vec::new();
         let selected = index.gateways.iter().filter(|gw| {
@@ -165,7 +178,11 @@ impl MergedGateway {
         for gw in selected {
             for (i, server) in gw.spec.servers.iter().enumerate() {
                 let Some(port) = &server.port else { continue };
-                let number = port.target_port.unwrap_or(port.number);
+                // Istio ignores the server's deprecated `targetPort` here.
+                let number = translation
+                    .iter()
+                    .find(|(service_port, _)| *service_port == port.number)
+                    .map_or(port.number, |(_, target)| *target);
                 let kind = PortKind::of(server);
                 let bound = BoundServer {
                     gateway: gw.clone(),
@@ -209,13 +226,14 @@ pub fn names_gateway(gateways: &[String], vs_namespace: &str, namespace: &str, n
 }
 
 /// The VirtualServices bound to `server`'s Gateway and visible from the router's
-/// namespace, each with the hosts the server serves for it, in (namespace, name) order.
+/// namespace, each with the hosts the server serves for it, in Istio's order
+/// ([`istio_order`]: the oldest first).
 pub fn virtual_services_for<'a>(
     index: &'a ConfigIndex,
     server: &BoundServer,
     router_namespace: &str,
 ) -> Vec<(&'a Arc<NamedConfig<VirtualService>>, Vec<String>)> {
-    index
+    let mut bound: Vec<_> = index
         .gateway_virtual_services
         .iter()
         .filter(|vs| binds_to(vs, &server.gateway.namespace, &server.gateway.name))
@@ -224,7 +242,11 @@ pub fn virtual_services_for<'a>(
             let hosts = server.hosts_for(vs);
             (!hosts.is_empty()).then_some((vs, hosts))
         })
-        .collect()
+        .collect();
+    bound.sort_by(|(a, _), (b, _)| {
+        istio_order(a, router_namespace).cmp(&istio_order(b, router_namespace))
+    });
+    bound
 }
 
 #[cfg(test)]

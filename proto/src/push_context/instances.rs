@@ -35,11 +35,22 @@ pub struct InboundPort {
     pub hostname: String,
 }
 
+/// The label by which a Service opts out of gateway port translation (Istio's
+/// `DisableGatewayPortTranslationLabel`).
+pub const DISABLE_GATEWAY_PORT_TRANSLATION: &str =
+    "experimental.istio.io/disable-gateway-port-translation";
+
+/// A router's gateway port translation: `(service port, workload port)` pairs, sorted by
+/// service port, one per service port. A router with equal pairs gets equal listeners,
+/// so this is part of its cache key.
+pub type GatewayPorts = Arc<[(u32, u32)]>;
+
 /// Service targets by workload address.
 #[derive(Debug, Default)]
 pub struct ServiceInstances {
     by_address: HashMap<String, Vec<ServiceTarget>>,
     ports: HashMap<String, Arc<[InboundPort]>>,
+    gateway_ports: HashMap<String, GatewayPorts>,
 }
 
 impl ServiceInstances {
@@ -74,6 +85,7 @@ impl ServiceInstances {
             }
         }
         let mut ports = HashMap::with_capacity(by_address.len());
+        let mut gateway_ports = HashMap::with_capacity(by_address.len());
         for (address, targets) in &mut by_address {
             // Istio keeps the oldest service of a port; creation times are not in the
             // snapshot, so the order is by (hostname, namespace), stable across builds.
@@ -85,13 +97,28 @@ impl ServiceInstances {
                 ))
             });
             ports.insert(address.clone(), inbound_ports(targets));
+            gateway_ports.insert(address.clone(), gateway_port_pairs(targets));
         }
-        ServiceInstances { by_address, ports }
+        ServiceInstances {
+            by_address,
+            ports,
+            gateway_ports,
+        }
     }
 
     /// The service targets of the workload at `address`, by target port.
     pub fn targets(&self, address: &str) -> &[ServiceTarget] {
         self.by_address.get(address).map_or(&[], Vec::as_slice)
+    }
+
+    /// How a router at `address` translates a Gateway server's port (a Service port of
+    /// the Services selecting it) to the port it listens on (Istio's `resolvePorts` with
+    /// a label selector: the first Service target of that port wins).
+    pub fn gateway_ports(&self, address: &str) -> GatewayPorts {
+        self.gateway_ports
+            .get(address)
+            .cloned()
+            .unwrap_or_else(|| Arc::from([]))
     }
 
     /// The inbound ports of the workload at `address`, sorted by target port.
@@ -101,6 +128,25 @@ impl ServiceInstances {
             .cloned()
             .unwrap_or_else(|| Arc::from([]))
     }
+}
+
+/// One `(service port, target port)` per service port, the first target of each
+/// winning; Services labelled [`DISABLE_GATEWAY_PORT_TRANSLATION`] are skipped.
+fn gateway_port_pairs(targets: &[ServiceTarget]) -> GatewayPorts {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for t in targets {
+        if t.service
+            .labels
+            .contains_key(DISABLE_GATEWAY_PORT_TRANSLATION)
+        {
+            continue;
+        }
+        if !out.iter().any(|(port, _)| *port == t.port.port) {
+            out.push((t.port.port, t.target_port));
+        }
+    }
+    out.sort_unstable();
+    out.into()
 }
 
 /// One port per target port, the first target of each winning (targets sorted by it).

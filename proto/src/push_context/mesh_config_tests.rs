@@ -31,6 +31,7 @@ fn named<T>(ns: &str, name: &str, spec: T) -> NamedConfig<T> {
     NamedConfig {
         name: name.into(),
         namespace: ns.into(),
+        created: 0,
         spec,
     }
 }

@@ -7,6 +7,7 @@
 //! are looked up per service. An endpoint-only update keeps the index (and every scope
 //! computed from it) and swaps only the changed endpoint chunks.
 
+mod aliases;
 pub mod delegate;
 pub mod gateway;
 mod index;
@@ -15,7 +16,9 @@ pub mod policy;
 mod scope;
 
 pub use index::{ConfigIndex, NetworkGateways};
-pub use instances::{InboundPort, ServiceInstances, ServiceTarget};
+pub use instances::{
+    DISABLE_GATEWAY_PORT_TRANSLATION, GatewayPorts, InboundPort, ServiceInstances, ServiceTarget,
+};
 pub use scope::{SidecarScope, TrafficMode};
 
 use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};

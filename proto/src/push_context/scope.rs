@@ -25,9 +25,13 @@ pub struct SidecarScope {
     root_namespace: String,
     /// The index generation the scope was computed from.
     pub generation: u64,
-    /// Visible services, one per hostname, sorted by hostname.
+    /// Visible services, one per hostname, sorted by hostname; ExternalName Services
+    /// that alias one of them are not among them (see `aliases_of`).
     pub services: Vec<Arc<Service>>,
-    /// Visible VirtualServices, the proxy's namespace first, then by (namespace, name).
+    /// The ExternalName Services aliasing each service, by its hostname.
+    aliases: super::aliases::Aliases,
+    /// Visible VirtualServices in Istio's order (`istio_order`): of two for a host the
+    /// first wins.
     pub virtual_services: Vec<Arc<NamedConfig<istio::VirtualService>>>,
     /// The delegate VirtualServices those delegate to, by (namespace, name).
     delegates: HashMap<(String, String), Arc<NamedConfig<istio::VirtualService>>>,
@@ -44,6 +48,26 @@ pub struct SidecarScope {
     hosts: HashSet<String>,
     /// The routing objects this scope uses, for the debug view.
     pub configs: HashSet<ConfigKey>,
+}
+
+/// The order in which Istio takes the VirtualServices a proxy of `proxy_ns` sees, so
+/// that of two for one host the first wins (`SelectVirtualServices`,
+/// `VirtualServicesForGateway`): those private to the namespace, then those exported to
+/// it by name, then the public ones; within each the oldest first
+/// (`sortConfigByCreationTime`: creation time, then name, then namespace).
+pub fn istio_order<'a>(
+    vs: &'a NamedConfig<istio::VirtualService>,
+    proxy_ns: &str,
+) -> (u8, i64, &'a str, &'a str) {
+    let export = &vs.spec.export_to;
+    let class = if export.is_empty() || export.iter().any(|e| e == "*") {
+        2
+    } else if vs.namespace == proxy_ns && export.iter().any(|e| e == "." || e == proxy_ns) {
+        0
+    } else {
+        1
+    };
+    (class, vs.created, &vs.name, &vs.namespace)
 }
 
 /// One `namespace/host` egress selector.
@@ -131,13 +155,7 @@ impl SidecarScope {
             })
             .cloned()
             .collect();
-        virtual_services.sort_by_key(|vs| {
-            (
-                vs.namespace != proxy_ns,
-                vs.namespace.clone(),
-                vs.name.clone(),
-            )
-        });
+        virtual_services.sort_by(|a, b| istio_order(a, proxy_ns).cmp(&istio_order(b, proxy_ns)));
         for vs in &virtual_services {
             configs.insert(ConfigKey::new(
                 Kind::VirtualService,
@@ -199,6 +217,7 @@ impl SidecarScope {
         }
         let services: Vec<_> = by_host.into_values().collect();
         let hosts: HashSet<String> = services.iter().map(|s| s.hostname.clone()).collect();
+        let (services, aliases) = super::aliases::split(services);
 
         // DestinationRules: for each service, the proxy namespace's, else the service
         // namespace's, else the root namespace's (Istio never looks elsewhere); within
@@ -268,6 +287,7 @@ impl SidecarScope {
             root_namespace: index.root_namespace.clone(),
             generation: index.generation,
             services,
+            aliases,
             virtual_services,
             delegates,
             egress,
@@ -315,6 +335,12 @@ impl SidecarScope {
         self.virtual_services
             .iter()
             .find(|vs| vs.spec.hosts.iter().any(|h| host_matches(h, hostname)))
+    }
+
+    /// The ExternalName Services of the scope that alias `hostname` (Istio's
+    /// `Aliases`), sorted by (namespace, hostname).
+    pub fn aliases_of(&self, hostname: &str) -> &[Arc<Service>] {
+        self.aliases.get(hostname).map_or(&[], Vec::as_slice)
     }
 
     pub fn service(&self, hostname: &str) -> Option<&Arc<Service>> {

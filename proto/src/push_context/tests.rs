@@ -34,6 +34,7 @@ fn sidecar(ns: &str, hosts: &[&str]) -> NamedConfig<istio::Sidecar> {
     NamedConfig {
         name: "default".into(),
         namespace: ns.into(),
+        created: 0,
         spec: istio::Sidecar {
             egress: vec![istio::EgressListener {
                 hosts: hosts.iter().map(|h| h.to_string()).collect(),
@@ -153,6 +154,7 @@ fn destination_rule_precedence() {
     let dr = |ns: &str, host: &str| NamedConfig {
         name: format!("dr-{ns}"),
         namespace: ns.to_string(),
+        created: 0,
         spec: istio::DestinationRule {
             host: host.into(),
             ..Default::default()
@@ -206,6 +208,7 @@ fn destination_rules_of_unrelated_namespaces_are_ignored_and_same_host_rules_mer
     let dr = |ns: &str, name: &str, subsets: Vec<istio::Subset>, tp| NamedConfig {
         name: name.into(),
         namespace: ns.to_string(),
+        created: 0,
         spec: istio::DestinationRule {
             host: "x.a.svc.cluster.local".into(),
             subsets,
@@ -245,6 +248,7 @@ fn destination_rule_candidates_are_the_matching_rules_in_index_order() {
     let dr = |ns: &str, name: &str, host: &str| NamedConfig {
         name: name.into(),
         namespace: ns.to_string(),
+        created: 0,
         spec: istio::DestinationRule {
             host: host.into(),
             ..Default::default()
@@ -306,4 +310,75 @@ fn destination_rule_candidates_are_the_matching_rules_in_index_order() {
         .map(|dr| dr.name.as_str())
         .collect();
     assert_eq!(all, ["1", "2", "3", "4", "6", "7"]);
+}
+
+/// Istio's conflicting VirtualServices (`sortConfigByCreationTime`,
+/// `SelectVirtualServices`): of two for one host the oldest wins, whichever namespace
+/// it is in; one private to the proxy's namespace comes before every public one. The
+/// creation time is read from `metadata.creationTimestamp`.
+#[test]
+fn of_conflicting_virtual_services_the_oldest_wins() {
+    let yaml = |ns: &str, name: &str, created: &str, export: &str| {
+        format!(
+            "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  \
+             name: {name}\n  namespace: {ns}\n  creationTimestamp: \"{created}\"\n\
+             spec:\n  hosts: [x.a.svc.cluster.local]\n  exportTo: [{export}]\n  \
+             http:\n  - route: [{{destination: {{host: x.a.svc.cluster.local}}}}]\n"
+        )
+    };
+    let vs = |ns: &str, name: &str, created: &str, export: &str| {
+        let parsed =
+            crate::config::parse::parse_documents("vs.yaml", &yaml(ns, name, created, export));
+        let config = parsed.into_iter().next().unwrap().unwrap().config;
+        let crate::config::Spec::VirtualService(spec) = config.spec else {
+            panic!("not a VirtualService")
+        };
+        NamedConfig {
+            name: name.into(),
+            namespace: ns.into(),
+            created: config.meta.created_seconds(),
+            spec,
+        }
+    };
+    let newer_here = vs("a", "a-newer", "2024-05-02T00:00:00Z", "\"*\"");
+    let older_there = vs("b", "z-older", "2024-05-01T00:00:00+02:00", "\"*\"");
+    assert_eq!(older_there.created, 1_714_514_400);
+    let chunk = |name: &str, vss: Vec<NamedConfig<istio::VirtualService>>| {
+        Chunk::Namespace(NamespaceConfig {
+            namespace: name.into(),
+            services: if name == "a" {
+                vec![svc("a", "x")]
+            } else {
+                vec![]
+            },
+            virtual_services: vss,
+            ..Default::default()
+        })
+    };
+    let pc = PushContext::from_chunks(
+        1,
+        [
+            chunk("a", vec![newer_here.clone()]),
+            chunk("b", vec![older_there.clone()]),
+        ],
+    );
+    let scope = pc.sidecar_scope("a", &Default::default());
+    let first = scope.virtual_service_for("x.a.svc.cluster.local").unwrap();
+    assert_eq!(
+        first.name, "z-older",
+        "the oldest wins, not the proxy's namespace"
+    );
+
+    // A VirtualService private to the proxy's namespace comes first.
+    let private_newer = vs("a", "a-newer", "2024-05-02T00:00:00Z", "\".\"");
+    let pc = PushContext::from_chunks(
+        2,
+        [
+            chunk("a", vec![private_newer]),
+            chunk("b", vec![older_there]),
+        ],
+    );
+    let scope = pc.sidecar_scope("a", &Default::default());
+    let first = scope.virtual_service_for("x.a.svc.cluster.local").unwrap();
+    assert_eq!(first.name, "a-newer");
 }

@@ -33,7 +33,8 @@ use std::sync::Arc;
 /// direct responses and delegates. 5: Gateway servers carry TLS settings; namespace
 /// chunks carry TLS credentials (Secrets) for gateways; traffic policies carry client
 /// TLS, cookie hashing, ring hash and Maglev settings; Sidecars carry ingress listeners.
-pub const FORMAT_VERSION: u8 = 5;
+/// 6: routing objects carry their creation time.
+pub const FORMAT_VERSION: u8 = 6;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {

@@ -38,6 +38,8 @@ pub enum Role {
 
 /// Where the ingress gateway runs (and its TLS Secrets are).
 pub const GATEWAY_NS: &str = "istio-system";
+/// The ingress gateway pod's address (it listens on every address).
+pub const GATEWAY_IP: &str = "127.0.0.2";
 
 impl Role {
     fn node(self) -> Node<'static> {
@@ -49,9 +51,11 @@ impl Role {
                 pod: "client",
                 labels: "{app: client}",
             },
+            // Its own pod address, so that the backends' endpoints (127.0.0.1) are not
+            // its service targets: a Service selecting it translates its Gateway ports.
             Role::IngressGateway => Node {
                 kind: "router",
-                ip: "127.0.0.1",
+                ip: GATEWAY_IP,
                 namespace: GATEWAY_NS,
                 pod: "istio-ingressgateway",
                 labels: "{istio: ingressgateway, app: istio-ingressgateway}",

@@ -191,6 +191,7 @@ async fn updates_reach_only_the_proxies_whose_scope_depends_on_them() {
     a.sidecars.push(NamedConfig {
         name: "default".into(),
         namespace: "a".into(),
+        created: 0,
         spec: istio::Sidecar {
             egress: vec![istio::EgressListener {
                 hosts: vec!["./*".into()],

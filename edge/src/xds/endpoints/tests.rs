@@ -139,6 +139,7 @@ fn two_network_mesh() -> PushContext {
     shop.destination_rules = vec![NamedConfig {
         name: "reviews".into(),
         namespace: "shop".into(),
+        created: 0,
         spec: DestinationRule {
             host: REVIEWS.into(),
             traffic_policy: Some(TrafficPolicy {

@@ -81,7 +81,7 @@ fn route_config(
 ) -> RouteConfiguration {
     // One virtual host per host: Envoy rejects a domain listed twice. Several
     // VirtualServices for one host on a gateway are merged, as Istio merges them: their
-    // routes in (namespace, name) order.
+    // routes in their order (the oldest first, as Istio takes them).
     let mut vhosts: BTreeMap<String, VirtualHost> = BTreeMap::new();
     let mut merged: HashSet<(String, String, String)> = HashSet::new();
     for server in servers {
@@ -127,6 +127,26 @@ fn route_config(
                 }
                 vhost.routes.extend(routes);
             }
+        }
+    }
+    // A server that redirects to HTTPS does so for each of its hosts, whether or not a
+    // VirtualService routes it (Istio's gateway route builder adds a virtual host that
+    // only redirects).
+    for server in servers {
+        let s = server.server();
+        if !s.tls.as_ref().is_some_and(|t| t.https_redirect) {
+            continue;
+        }
+        let server_port = s.port.as_ref().map_or(port, |p| p.number);
+        for host in &s.hosts {
+            let host = host.split_once('/').map_or(host.as_str(), |(_, h)| h);
+            let host = host.to_ascii_lowercase();
+            let vhost = vhosts.entry(host.clone()).or_insert_with(|| VirtualHost {
+                name: format!("{host}:{server_port}"),
+                domains: vec![host.clone()],
+                ..Default::default()
+            });
+            vhost.require_tls = virtual_host::TlsRequirementType::All as i32;
         }
     }
     let mut virtual_hosts: Vec<VirtualHost> = vhosts.into_values().collect();

@@ -8,7 +8,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 use shoal_proto::config::istio::*;
 use shoal_proto::config::k8s::SecretSpec;
-use shoal_proto::model::{NamedConfig, NamespaceConfig};
+use shoal_proto::model::{Endpoint, NamedConfig, NamespaceConfig, Protocol, ServiceEndpoints};
 use shoal_proto::push_context::PushContext;
 use shoal_proto::snapshot::Chunk;
 
@@ -18,6 +18,7 @@ fn named<T>(ns: &str, name: &str, spec: T) -> NamedConfig<T> {
     NamedConfig {
         name: name.into(),
         namespace: ns.into(),
+        created: 0,
         spec,
     }
 }
@@ -327,5 +328,122 @@ fn virtual_services_for_one_host_on_a_gateway_are_merged_in_order() {
     assert!(
         clusters[0].contains(RATINGS) && clusters[1].contains(REVIEWS),
         "{clusters:?}"
+    );
+}
+
+/// [`gateway_mesh`] with the Service `istio-ingressgateway` in front of the router
+/// (10.2.0.1): port 80 to the pod's 8081, 443 to its 8443.
+fn gateway_mesh_behind_a_service() -> PushContext {
+    let mut system = (**gateway_mesh().namespace("istio-system").unwrap()).clone();
+    let front = service(
+        "istio-system",
+        "istio-ingressgateway",
+        vec![
+            port("http2", 80, Protocol::Http),
+            port("https", 443, Protocol::Https),
+        ],
+        Some("10.96.0.10"),
+    );
+    let endpoints = ServiceEndpoints {
+        service: front.key(),
+        endpoints: [(80, 8081), (443, 8443)]
+            .into_iter()
+            .map(|(service_port, target)| Endpoint {
+                service_port,
+                labels: labels(&[("istio", "ingressgateway")]),
+                ..endpoint("10.2.0.1", target, "v1", "", true)
+            })
+            .collect(),
+    };
+    system.services.push(front);
+    let mut chunks: Vec<Chunk> = gateway_mesh()
+        .namespaces()
+        .values()
+        .filter(|ns| ns.namespace != "istio-system")
+        .map(|ns| Chunk::Namespace((**ns).clone()))
+        .collect();
+    chunks.push(Chunk::Namespace(system));
+    chunks.push(Chunk::Endpoints(endpoints));
+    PushContext::from_chunks(5, chunks)
+}
+
+/// Istio's gateway port translation (`resolvePorts`, `gatewayRDSRouteName`; istiod's
+/// `gateway_simulation_test` "target port"): a server on Service port 80 is served on
+/// the Service's targetPort, listener `0.0.0.0_8081` with route configuration
+/// `http.8081`, its virtual hosts still named by the server's port (`host:80`); a
+/// server on a port no Service maps (8080) is bound as written; HTTPS route
+/// configurations keep the server's port in their name.
+#[test]
+fn gateway_ports_are_translated_to_the_target_ports_of_the_routers_service() {
+    let push = gateway_mesh_behind_a_service();
+    let listeners: Vec<Listener> = generate(LISTENER, &router(), &push, &[]);
+    let names: Vec<&str> = listeners.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["0.0.0.0_8080", "0.0.0.0_8081", "0.0.0.0_8443"]);
+    let bound = |l: &Listener| {
+        match l.address.as_ref().and_then(|a| a.address.as_ref()) {
+        Some(envoy_types::pb::envoy::config::core::v3::address::Address::SocketAddress(s)) => {
+            match s.port_specifier {
+                Some(
+                    envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier::PortValue(
+                        p,
+                    ),
+                ) => p,
+                _ => 0,
+            }
+        }
+        _ => 0,
+    }
+    };
+    assert_eq!(bound(&listeners[1]), 8081);
+
+    let configs: Vec<RouteConfiguration> = generate(ROUTE, &router(), &push, &[]);
+    let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "http.8080",
+            "http.8081",
+            "https.443.https-443.public.istio-system",
+            "https.443.https-missing.public.istio-system",
+        ]
+    );
+    let vhosts: Vec<&str> = configs[1]
+        .virtual_hosts
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(vhosts, ["secure.example.com:80", "www.example.com:80"]);
+
+    // Without the Service (or with its opt-out label), port 80 is bound as written.
+    let listeners: Vec<Listener> = generate(LISTENER, &router(), &gateway_mesh(), &[]);
+    assert_eq!(listeners[1].name, "0.0.0.0_80");
+}
+
+/// Istio's gateway route builder ("check all hostname … with HttpsRedirect set to true,
+/// create VirtualHost to redirect"): a server with `httpsRedirect` redirects its hosts
+/// even when no VirtualService is bound to it, instead of answering 404.
+#[test]
+fn https_redirect_works_on_a_server_no_virtual_service_binds() {
+    let namespaces: Vec<Chunk> = gateway_mesh()
+        .namespaces()
+        .values()
+        .map(|ns| {
+            let mut ns = (**ns).clone();
+            ns.virtual_services.retain(|vs| vs.spec.gateways.is_empty());
+            Chunk::Namespace(ns)
+        })
+        .collect();
+    let push = PushContext::from_chunks(3, namespaces);
+    let configs: Vec<RouteConfiguration> = generate(ROUTE, &router(), &push, &["http.8080"]);
+    let [vhost] = configs[0].virtual_hosts.as_slice() else {
+        panic!("one virtual host expected: {:?}", configs[0].virtual_hosts)
+    };
+    assert_eq!(
+        (vhost.name.as_str(), vhost.domains.as_slice()),
+        ("*:8080", &["*".to_string()][..])
+    );
+    assert_eq!(
+        vhost.require_tls,
+        virtual_host::TlsRequirementType::All as i32
     );
 }

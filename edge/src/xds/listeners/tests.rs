@@ -136,6 +136,22 @@ fn redirect_mode_listeners() {
     );
 }
 
+/// Istio's `blackholeFilterChain` (`virtualOutbound-blackhole`): a connection whose
+/// original destination is 15001 itself is blackholed, not passed through back into the
+/// listener.
+#[test]
+fn virtual_outbound_blackholes_traffic_addressed_to_itself() {
+    let ls = listeners("shop", InterceptionMode::Redirect);
+    let outbound = find(&ls, "virtualOutbound");
+    let [guard] = outbound.filter_chains.as_slice() else {
+        panic!("one filter chain expected")
+    };
+    assert_eq!(guard.name, "virtualOutbound-blackhole");
+    let m = guard.filter_chain_match.as_ref().unwrap();
+    assert_eq!(m.destination_port.map(|p| p.value), Some(15001));
+    assert_eq!(tcp_cluster(guard), "BlackHoleCluster");
+}
+
 #[test]
 fn registry_only_blackholes_unknown_traffic() {
     let ls = listeners("locked", InterceptionMode::Redirect);

@@ -213,6 +213,7 @@ fn with_vs(vs: VirtualService) -> shoal_proto::push_context::PushContext {
     shop.virtual_services = vec![NamedConfig {
         name: "test".into(),
         namespace: "shop".into(),
+        created: 0,
         spec: vs,
     }];
     shoal_proto::push_context::PushContext::from_chunks(2, [Chunk::Namespace(shop)])
@@ -301,6 +302,7 @@ fn vs_index_agrees_with_the_scope() {
     shop.virtual_services.push(NamedConfig {
         name: "a-wild".into(),
         namespace: "shop".into(),
+        created: 0,
         spec: wildcard,
     });
     let push = shoal_proto::push_context::PushContext::from_chunks(2, [Chunk::Namespace(shop)]);
@@ -442,6 +444,7 @@ fn a_delegate_replaces_the_route_that_names_it() {
         .map(|(name, spec)| NamedConfig {
             name: name.into(),
             namespace: "shop".into(),
+            created: 0,
             spec,
         })
         .collect();
@@ -502,4 +505,126 @@ fn hash_policies_for_every_key() {
         Some(PolicySpecifier::QueryParameter(q)) if q.name == "user"
     ));
     assert_eq!(specifier(ConsistentHashLb::default()), None);
+}
+
+fn route_to(hosts: &[&str], to: &str) -> VirtualService {
+    VirtualService {
+        hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        http: vec![HttpRoute {
+            name: "to".into(),
+            route: vec![HttpRouteDestination {
+                destination: Destination {
+                    host: to.into(),
+                    subset: String::new(),
+                    port: None,
+                },
+                weight: 0,
+                headers: None,
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// Istio's `separateVSHostsAndServices` and `buildSidecarVirtualHostsForVirtualService`:
+/// a VirtualService host that names no service still gets a virtual host with the
+/// VirtualService's routes, on the ports of the services the VirtualService does name
+/// (the non-imported host of a multi-host VirtualService), or on port 80 when it names
+/// none (an external host routed without a ServiceEntry).
+#[test]
+fn virtual_service_hosts_without_a_service_get_their_virtual_host() {
+    let mut shop = shop();
+    shop.virtual_services = vec![
+        NamedConfig {
+            name: "multi".into(),
+            namespace: "shop".into(),
+            created: 0,
+            spec: route_to(&[REVIEWS, "reviews.example.com"], REVIEWS),
+        },
+        NamedConfig {
+            name: "external".into(),
+            namespace: "shop".into(),
+            created: 0,
+            spec: route_to(&["httpbin.org", "*.wild.test"], REVIEWS),
+        },
+    ];
+    let push = shoal_proto::push_context::PushContext::from_chunks(2, [Chunk::Namespace(shop)]);
+    let scope = push.sidecar_scope("shop", &Default::default());
+    let built = build(&scope, &Default::default());
+    let config = |name: &str| built.configs.iter().find(|c| c.name == name).unwrap();
+
+    let multi = vhost(config("9080"), "reviews.example.com:9080");
+    assert_eq!(
+        multi.domains,
+        ["reviews.example.com", "reviews.example.com:9080"]
+    );
+    assert_eq!(
+        cluster(&multi.routes[0]),
+        format!("outbound|9080||{REVIEWS}")
+    );
+    // Only on the ports of the services it names.
+    assert!(
+        !config("9090")
+            .virtual_hosts
+            .iter()
+            .any(|v| v.name.starts_with("reviews.example.com"))
+    );
+
+    let external = vhost(config("80"), "httpbin.org:80");
+    assert_eq!(external.domains, ["httpbin.org", "httpbin.org:80"]);
+    assert_eq!(
+        cluster(&external.routes[0]),
+        format!("outbound|9080||{REVIEWS}")
+    );
+    let wild = vhost(config("80"), "*.wild.test:80");
+    assert_eq!(wild.domains, ["*.wild.test", "*.wild.test:80"]);
+    assert!(
+        !config("9080")
+            .virtual_hosts
+            .iter()
+            .any(|v| v.name.starts_with("httpbin.org"))
+    );
+}
+
+/// Istio's ExternalName aliases (`resolveServiceAliases`, `generateVirtualHostDomains`
+/// over `Aliases`): a call to an ExternalName Service naming `reviews` is routed by
+/// reviews' virtual host, which carries the alias's names; the alias gets no virtual
+/// host, listener or cluster of its own.
+#[test]
+fn an_external_name_service_is_routed_as_the_service_it_aliases() {
+    let mut shop = shop();
+    let mut legacy = service(
+        "shop",
+        "legacy",
+        vec![port("http", 9080, shoal_proto::model::Protocol::Http)],
+        None,
+    );
+    legacy.resolution = shoal_proto::model::Resolution::Dns;
+    legacy.external_name = REVIEWS.into();
+    shop.services.push(legacy);
+    let push = shoal_proto::push_context::PushContext::from_chunks(2, [Chunk::Namespace(shop)]);
+    let p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
+    let [rc]: [RouteConfiguration; 1] = generate(ROUTE, &p, &push, &["9080"]).try_into().unwrap();
+    let reviews = vhost(&rc, "reviews.shop.svc.cluster.local:9080");
+    for name in [
+        "legacy.shop.svc.cluster.local",
+        "legacy.shop.svc.cluster.local:9080",
+        "legacy",
+        "legacy.shop",
+    ] {
+        assert!(
+            reviews.domains.iter().any(|d| d == name),
+            "{name} not in {:?}",
+            reviews.domains
+        );
+    }
+    assert!(
+        !rc.virtual_hosts
+            .iter()
+            .any(|v| v.name.starts_with("legacy"))
+    );
+    let clusters: Vec<envoy_types::pb::envoy::config::cluster::v3::Cluster> =
+        generate(super::super::types::CLUSTER, &p, &push, &[]);
+    assert!(!clusters.iter().any(|c| c.name.contains("legacy")));
 }

@@ -24,6 +24,7 @@ fn named<T>(namespace: &str, name: &str, spec: T) -> NamedConfig<T> {
     NamedConfig {
         name: name.into(),
         namespace: namespace.into(),
+        created: 0,
         spec,
     }
 }
@@ -113,7 +114,7 @@ fn servers_of_selected_gateways_merge_by_port_and_conflicts_are_left_out() {
             ..Default::default()
         },
     ]);
-    let merged = MergedGateway::for_router(&idx, &labels("istio=ingressgateway"));
+    let merged = MergedGateway::for_router(&idx, &labels("istio=ingressgateway"), &[]);
     let summary: Vec<(u32, PortKind, usize)> = merged
         .ports
         .iter()
@@ -175,7 +176,7 @@ fn virtual_services_bind_by_gateway_name_host_and_namespace() {
             ..Default::default()
         },
     ]);
-    let merged = MergedGateway::for_router(&idx, &labels("istio=ingressgateway"));
+    let merged = MergedGateway::for_router(&idx, &labels("istio=ingressgateway"), &[]);
     let bound = virtual_services_for(&idx, &merged.ports[0].servers[0], "istio-system");
     let got: Vec<(&str, Vec<String>)> = bound
         .iter()

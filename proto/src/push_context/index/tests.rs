@@ -42,6 +42,7 @@ fn rule(
     NamedConfig {
         name: name.into(),
         namespace: ns.into(),
+        created: 0,
         spec: istio::DestinationRule {
             host: HOST.into(),
             traffic_policy: Some(istio::TrafficPolicy {

@@ -76,6 +76,7 @@ pub(crate) fn workload_mesh() -> PushContext {
         sidecars: vec![NamedConfig {
             name: "ingress".into(),
             namespace: "ing".into(),
+            created: 0,
             spec: Sidecar {
                 ingress: vec![
                     ingress(8080, "HTTP", "127.0.0.1:8080", ""),
@@ -265,6 +266,7 @@ fn unix_default_endpoint_is_a_pipe() {
             sidecars: vec![NamedConfig {
                 name: "s".into(),
                 namespace: "uds".into(),
+                created: 0,
                 spec: Sidecar {
                     ingress: vec![ingress(8080, "HTTP", "unix:///var/run/app.sock", "")],
                     ..Default::default()

@@ -17,7 +17,7 @@ use super::GeneratorConfig;
 use super::table::{GeneratorTable, ResourceType};
 use super::warnings::Warnings;
 use crate::proxy::ProxyKind;
-use shoal_proto::push_context::SidecarScope;
+use shoal_proto::push_context::{GatewayPorts, SidecarScope};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -46,10 +46,15 @@ pub fn register(table: &mut GeneratorTable, config: &GeneratorConfig) {
 }
 
 /// What a router's listeners and routes are a function of: its scope (at an index
-/// generation, which also fixes the Gateways and credentials) and its labels (which
-/// Gateways select it).
-type RouterKey = (String, u64, BTreeMap<String, String>);
+/// generation, which also fixes the Gateways and credentials), its labels (which
+/// Gateways select it) and its gateway port translation (the ports of the Services in
+/// front of it).
+type RouterKey = (String, u64, BTreeMap<String, String>, GatewayPorts);
 
-fn router_key(scope: &SidecarScope, labels: &BTreeMap<String, String>) -> RouterKey {
-    (scope.id.clone(), scope.generation, labels.clone())
+fn router_key(
+    scope: &SidecarScope,
+    labels: &BTreeMap<String, String>,
+    ports: GatewayPorts,
+) -> RouterKey {
+    (scope.id.clone(), scope.generation, labels.clone(), ports)
 }

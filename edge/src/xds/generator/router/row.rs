@@ -31,11 +31,12 @@ impl RouterRow {
 
 impl ResourceGenerator for RouterRow {
     fn generate(&self, req: &Request<'_>, names: &[String]) -> Vec<Arc<XdsResource>> {
+        let ports = req.push.service_instances().gateway_ports(&req.proxy.ip);
         let all = self.cache.get_or_build(
-            router_key(req.scope, &req.proxy.labels),
+            router_key(req.scope, &req.proxy.labels, ports.clone()),
             |_| true,
             || {
-                let merged = MergedGateway::for_router(req.push.index(), &req.proxy.labels);
+                let merged = MergedGateway::for_router(req.push.index(), &req.proxy.labels, &ports);
                 let (built, warnings) = (self.build)(req, &merged);
                 self.warnings.warn_once(&warnings);
                 Arc::new(built)

@@ -18,7 +18,8 @@ impl ResourceGenerator for RouterSecrets {
         let index = req.push.index();
         let wanted: Vec<String> = if names.is_empty() {
             // A wildcard request: every credential the router's servers name.
-            let merged = MergedGateway::for_router(index, &req.proxy.labels);
+            let ports = req.push.service_instances().gateway_ports(&req.proxy.ip);
+            let merged = MergedGateway::for_router(index, &req.proxy.labels, &ports);
             let mut all: Vec<String> = merged
                 .ports
                 .iter()

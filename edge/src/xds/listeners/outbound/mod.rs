@@ -5,7 +5,9 @@
 //!  0.0.0.0_<port>  (wildcard: services without a VIP, and every service of an HTTP port)
 //!    ├ prefix_ranges <vip>/32 or <cidr>  TCP service sharing an HTTP port, CIDR entry → tcp_proxy
 //!    ├ server_names  <host>              TLS/HTTPS service without a VIP (tls routes) → tcp_proxy
-//!    └ no match:     HTTP → RDS "<port>" | sniffed (http/1.1, h2c → RDS; else tcp_proxy) | TCP
+//!    ├ no match:     HTTP → RDS "<port>" (on 0.0.0.0: only what is detected as HTTP) |
+//!    │               sniffed (http/1.1, h2c → RDS; else tcp_proxy) | TCP
+//!    └ default:      what no chain claims → PassthroughCluster / BlackHoleCluster
 //!  <vip>_<port>    TCP → tcp_proxy; sniffed for a port of unknown protocol; TLS: tls routes by
 //!                  server name, then tcp_proxy
 //! ```
@@ -141,16 +143,27 @@ fn bind_for(scope: &SidecarScope, opts: ListenerOptions<'_>, port: u32, vip: Opt
 }
 
 /// The first usable virtual IP of a service (headless services and CIDR-only entries
-/// have none). A `/32` (or `/128`) range is a single address, so a VIP too.
+/// have none). A full-length range (`/32` for IPv4, `/128` for IPv6) is a single
+/// address, so a VIP too, as Istio's ServiceEntry conversion makes it; a shorter one
+/// (`2001:db8::/32`) is a range.
 fn vip(svc: &Service) -> Option<&str> {
     svc.addresses
         .iter()
-        .map(|a| {
-            a.strip_suffix("/32")
-                .or_else(|| a.strip_suffix("/128"))
-                .unwrap_or(a)
-        })
+        .map(|a| single_address(a))
         .find(|a| !a.is_empty() && *a != WILDCARD_IP && !a.contains('/'))
+}
+
+/// `a` without its prefix length when that covers the whole address.
+fn single_address(a: &str) -> &str {
+    let Some((ip, len)) = a.split_once('/') else {
+        return a;
+    };
+    let full = match ip.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(_)) => "32",
+        Ok(std::net::IpAddr::V6(_)) => "128",
+        Err(_) => return a,
+    };
+    if len == full { ip } else { a }
 }
 
 /// The address ranges of a service (a ServiceEntry's `addresses: [10.0.0.0/16]`).
@@ -172,14 +185,17 @@ pub(super) fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<List
     // on a conflict): the wildcard listeners claim first, then the VIP ones.
     let mut by_bind: BTreeMap<(String, u32), Box<Listener>> = BTreeMap::new();
     for (&port, &kind) in &kinds {
-        let chains = wildcard_chains(scope, port, kind);
+        let bind = bind_for(scope, opts, port, None);
+        let chains = wildcard_chains(scope, port, kind, bind.ip == WILDCARD_IP);
         if chains.is_empty() {
             continue;
         }
-        let bind = bind_for(scope, opts, port, None);
         let l = wildcard_listener(scope, &bind, chains);
         by_bind.insert((bind.ip, port), Box::new(l));
     }
+    // The VIP listeners claimed by a TLS service: another TLS service on the same
+    // address joins them.
+    let mut vip_claims: BTreeMap<(String, u32), bool> = BTreeMap::new();
     for svc in &scope.services {
         let Some(vip) = vip(svc) else { continue };
         for p in svc.ports.iter().filter(|p| p.protocol.is_proxied()) {
@@ -188,7 +204,19 @@ pub(super) fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<List
             }
             let bind = bind_for(scope, opts, p.port, Some(vip));
             let key = (bind.ip.clone(), p.port);
-            if let Some(existing) = by_bind.get(&key) {
+            if let Some(existing) = by_bind.get_mut(&key) {
+                if vip_claims.get(&key) == Some(&true)
+                    && matches!(p.protocol, Protocol::Https | Protocol::Tls)
+                {
+                    // Two TLS services on one address: the second's SNI routes join
+                    // the first's listener.
+                    let tcp = chains::tcp_chain(scope, svc, p.port, None);
+                    let mut chains = std::mem::take(&mut existing.filter_chains);
+                    tls::merge(&mut chains, tls::routed(scope, svc, p.port, tcp));
+                    let default = existing.default_filter_chain.take();
+                    **existing = listener_with(&bind, chains, default);
+                    continue;
+                }
                 tracing::debug!(
                     listener = existing.name,
                     service = svc.hostname,
@@ -196,6 +224,10 @@ pub(super) fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<List
                 );
                 continue;
             }
+            vip_claims.insert(
+                key.clone(),
+                matches!(p.protocol, Protocol::Https | Protocol::Tls),
+            );
             let tcp = chains::tcp_chain(scope, svc, p.port, None);
             let chains = match p.protocol {
                 Protocol::Unknown => sniffing::chains(p.port, tcp),
@@ -209,12 +241,26 @@ pub(super) fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<List
 }
 
 /// The chains of `port`'s wildcard listener, most specific first; empty when no
-/// service needs one.
-fn wildcard_chains(scope: &SidecarScope, port: u32, kind: PortKind) -> Vec<FilterChain> {
+/// service needs one. On the wildcard address an HTTP port's chain takes only what the
+/// HTTP inspector finds to be plaintext HTTP, so that TCP or TLS to a host the mesh does
+/// not know falls through to the listener's default chain (`PassthroughCluster` or
+/// `BlackHoleCluster`), as Istio builds it for a port that a pod may reach outside the
+/// registry; bound to the proxy's own address the port is HTTP alone, as in Istio.
+fn wildcard_chains(
+    scope: &SidecarScope,
+    port: u32,
+    kind: PortKind,
+    wildcard: bool,
+) -> Vec<FilterChain> {
     let mut matched = Vec::new();
     let mut taken = BTreeSet::new();
+    let mut sni_in_ranges = BTreeSet::new();
     let mut sni = tls::SniChains::new(port);
     let mut fallback: Option<Vec<FilterChain>> = match kind {
+        PortKind::Http if wildcard => Some(vec![chains::http_chain(
+            port,
+            Some(sniffing::detected_http()),
+        )]),
         PortKind::Http => Some(vec![chains::http_chain(port, None)]),
         _ => None,
     };
@@ -224,7 +270,13 @@ fn wildcard_chains(scope: &SidecarScope, port: u32, kind: PortKind) -> Vec<Filte
         };
         let ranges = cidrs(svc);
         if !ranges.is_empty() {
-            if !p.protocol.is_http()
+            if matches!(p.protocol, Protocol::Https | Protocol::Tls) {
+                // Told apart from other entries of the range by SNI.
+                let mut unclaimed = BTreeSet::new();
+                if let Some(m) = chains::destination_match(&ranges, &svc.hostname, &mut unclaimed) {
+                    matched.extend(tls::ranged(scope, svc, port, &m, &mut sni_in_ranges));
+                }
+            } else if !p.protocol.is_http()
                 && let Some(m) = chains::destination_match(&ranges, &svc.hostname, &mut taken)
             {
                 matched.push(chains::tcp_chain(scope, svc, port, Some(m)));

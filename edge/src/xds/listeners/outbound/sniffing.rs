@@ -14,15 +14,20 @@ use envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::H
 /// protocol before it looks at application protocols, and never backtracks, so a TCP
 /// chain matching any transport would never see the plaintext the HTTP chain refused.
 pub fn chains(port: u32, mut tcp: FilterChain) -> Vec<FilterChain> {
-    let detected_http = FilterChainMatch {
+    let tcp_match = tcp.filter_chain_match.get_or_insert_with(Default::default);
+    tcp_match.transport_protocol = RAW_BUFFER.into();
+    vec![http_chain(port, Some(detected_http())), tcp]
+}
+
+/// What a chain for plaintext HTTP matches: the inspector's HTTP protocols over
+/// plaintext.
+pub fn detected_http() -> FilterChainMatch {
+    FilterChainMatch {
         // A TLS client's ALPN `http/1.1` is no HTTP this proxy can read.
         transport_protocol: RAW_BUFFER.into(),
         application_protocols: PLAINTEXT_HTTP_ALPNS.iter().map(|a| a.to_string()).collect(),
         ..Default::default()
-    };
-    let tcp_match = tcp.filter_chain_match.get_or_insert_with(Default::default);
-    tcp_match.transport_protocol = RAW_BUFFER.into();
-    vec![http_chain(port, Some(detected_http)), tcp]
+    }
 }
 
 /// The HTTP inspector, when a chain matches on the protocol it detects.

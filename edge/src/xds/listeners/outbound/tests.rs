@@ -36,6 +36,7 @@ fn named<T>(ns: &str, name: &str, spec: T) -> NamedConfig<T> {
     NamedConfig {
         name: name.into(),
         namespace: ns.into(),
+        created: 0,
         spec,
     }
 }
@@ -217,10 +218,63 @@ fn a_tcp_service_on_an_http_port_is_matched_by_its_vip_before_http() {
         action(&l.filter_chains[0]),
         "tcp:outbound|80||legacy.egress.svc.cluster.local"
     );
-    assert!(l.filter_chains[1].filter_chain_match.is_none());
     assert_eq!(action(&l.filter_chains[1]), "rds:80");
+}
+
+/// Istio's outbound HTTP listener on the wildcard address (`buildSidecarOutboundListener`,
+/// "a fall through filter chain … to allow arbitrary egress TCP traffic pass through
+/// when its port is conflicted with existing HTTP services"): the HTTP chain matches
+/// plaintext the HTTP inspector found to be HTTP, and TCP or TLS to a host the mesh
+/// does not know takes the default chain to `PassthroughCluster` (ALLOW_ANY) or
+/// `BlackHoleCluster` (REGISTRY_ONLY), instead of failing in the HTTP codec.
+#[test]
+fn tcp_to_an_http_port_falls_through_to_passthrough_or_blackhole() {
+    let ls = listeners("egress");
+    let l = find(&ls, "0.0.0.0_80");
+    let m = l.filter_chains[1].filter_chain_match.as_ref().unwrap();
+    assert_eq!(m.transport_protocol, "raw_buffer");
+    assert_eq!(m.application_protocols, ["http/1.1", "h2c"]);
+    assert_eq!(filter_names(l), ["envoy.filters.listener.http_inspector"]);
+    assert_eq!(
+        action(l.default_filter_chain.as_ref().unwrap()),
+        "tcp:PassthroughCluster"
+    );
+
+    let mut chunks: Vec<Chunk> = egress_mesh()
+        .namespaces()
+        .values()
+        .map(|ns| Chunk::Namespace((**ns).clone()))
+        .collect();
+    chunks.push(Chunk::Namespace(NamespaceConfig {
+        namespace: "locked".into(),
+        sidecars: vec![named(
+            "locked",
+            "default",
+            Sidecar {
+                outbound_traffic_policy: Some(OutboundTrafficPolicy {
+                    mode: "REGISTRY_ONLY".into(),
+                    egress_proxy: None,
+                }),
+                ..Default::default()
+            },
+        )],
+        ..Default::default()
+    }));
+    let push = PushContext::from_chunks(2, chunks);
+    let p = proxy("locked", "10.1.0.6", InterceptionMode::Redirect);
+    let ls: Vec<Listener> = generate(LISTENER, &p, &push, &[]);
+    let l = find(&ls, "0.0.0.0_80");
+    assert_eq!(
+        action(l.default_filter_chain.as_ref().unwrap()),
+        "tcp:BlackHoleCluster"
+    );
+
+    // Bound to the proxy's own address (no capture) the port is HTTP alone, as in Istio.
+    let p = proxy("egress", "10.1.0.5", InterceptionMode::None);
+    let ls: Vec<Listener> = generate(LISTENER, &p, &egress_mesh(), &[]);
+    let l = find(&ls, "10.1.0.5_80");
+    assert!(l.filter_chains[1].filter_chain_match.is_none());
     assert!(l.default_filter_chain.is_none());
-    assert!(l.listener_filters.is_empty());
 }
 
 #[test]
@@ -393,4 +447,114 @@ fn without_capture_each_port_has_one_listener_on_the_proxy_ip() {
     );
     // The HTTP port's listener keeps its VIP chain and its HTTP chain.
     assert_eq!(find(&ls, "10.1.0.5_80").filter_chains.len(), 2);
+}
+
+fn sni_route(host: &str, to: &str) -> VirtualService {
+    VirtualService {
+        hosts: vec![host.into()],
+        tls: vec![TlsRoute {
+            matches: vec![TlsMatchAttributes {
+                sni_hosts: vec![host.into()],
+                ..Default::default()
+            }],
+            route: vec![RouteDestination {
+                destination: Destination {
+                    host: to.into(),
+                    subset: String::new(),
+                    port: None,
+                },
+                weight: 0,
+            }],
+        }],
+        ..Default::default()
+    }
+}
+
+/// ServiceEntry addresses as Istio reads them: a full-length prefix is an address
+/// (ServiceEntry conversion), an IPv6 `/32` a range; TLS entries sharing a range are
+/// told apart by their host names (`buildSidecarOutboundTLSFilterChainOpts` matches a
+/// TLS service with a CIDR on its hostname); TLS entries sharing a VIP keep their
+/// VirtualServices' SNI routes on the one listener (`mergeTCPFilterChains`).
+#[test]
+fn service_entry_addresses_ipv6_ranges_and_shared_addresses() {
+    let ns = NamespaceConfig {
+        namespace: "egress".into(),
+        services: vec![
+            entry("v6range.test", 6000, Protocol::Tcp, &["2001:db8::/32"]),
+            entry("v6host.test", 6001, Protocol::Tcp, &["2001:db8::5/128"]),
+            entry("x.tls.test", 9443, Protocol::Tls, &["10.20.0.0/16"]),
+            entry("y.tls.test", 9443, Protocol::Tls, &["10.20.0.0/16"]),
+            entry("p.vip.test", 8444, Protocol::Tls, &["10.96.3.1"]),
+            entry("q.vip.test", 8444, Protocol::Tls, &["10.96.3.1"]),
+        ],
+        virtual_services: vec![
+            named("egress", "p", sni_route("p.vip.test", "p.vip.test")),
+            named("egress", "q", sni_route("q.vip.test", "q.vip.test")),
+        ],
+        ..Default::default()
+    };
+    let push = PushContext::from_chunks(1, [Chunk::Namespace(ns)]);
+    let p = proxy("egress", "10.1.0.5", InterceptionMode::Redirect);
+    let ls: Vec<Listener> = generate(LISTENER, &p, &push, &[]);
+
+    let v6 = find(&ls, "0.0.0.0_6000");
+    assert_eq!(ranges(&v6.filter_chains[0]), ["2001:db8::/32"]);
+    find(&ls, "2001:db8::5_6001");
+
+    let shared_range = find(&ls, "0.0.0.0_9443");
+    let by_sni: Vec<(Vec<String>, Vec<String>, String)> = shared_range
+        .filter_chains
+        .iter()
+        .map(|c| {
+            let m = c.filter_chain_match.as_ref().unwrap();
+            (ranges(c), m.server_names.clone(), action(c))
+        })
+        .collect();
+    assert_eq!(
+        by_sni,
+        [
+            (
+                vec!["10.20.0.0/16".to_string()],
+                vec!["x.tls.test".to_string()],
+                "tcp:outbound|9443||x.tls.test".to_string()
+            ),
+            (
+                vec!["10.20.0.0/16".to_string()],
+                vec!["y.tls.test".to_string()],
+                "tcp:outbound|9443||y.tls.test".to_string()
+            ),
+        ]
+    );
+    assert_eq!(
+        filter_names(shared_range),
+        ["envoy.filters.listener.tls_inspector"]
+    );
+
+    let shared_vip = find(&ls, "10.96.3.1_8444");
+    let routed: Vec<(Vec<String>, String)> = shared_vip
+        .filter_chains
+        .iter()
+        .map(|c| {
+            let names = c
+                .filter_chain_match
+                .as_ref()
+                .map(|m| m.server_names.clone())
+                .unwrap_or_default();
+            (names, action(c))
+        })
+        .collect();
+    assert_eq!(
+        routed,
+        [
+            (
+                vec!["p.vip.test".to_string()],
+                "tcp:outbound|8444||p.vip.test".to_string()
+            ),
+            (vec![], "tcp:outbound|8444||p.vip.test".to_string()),
+            (
+                vec!["q.vip.test".to_string()],
+                "tcp:outbound|8444||q.vip.test".to_string()
+            ),
+        ]
+    );
 }

@@ -1,7 +1,8 @@
 //! TLS egress told apart by SNI: on a TLS or HTTPS port, services without a VIP (DNS
 //! ServiceEntries) share the wildcard listener, and Envoy's TLS inspector picks each
 //! connection's chain by the server name the client sent. A VirtualService `tls` route
-//! (`match: [{sniHosts, port}]`) sends the names it matches to its destinations.
+//! (`match: [{sniHosts, port}]`) sends the names it matches to its destinations. TLS
+//! services addressed by a range, or sharing a VIP, are told apart by SNI as well.
 
 use super::chains::stat_and_target;
 use crate::xds::listeners::tcp_proxy_filter;
@@ -98,6 +99,71 @@ impl SniChains {
 
     pub fn into_chains(self) -> Vec<FilterChain> {
         self.chains
+    }
+}
+
+/// The chains of a TLS service addressed by ranges (a ServiceEntry's `addresses:
+/// [10.0.0.0/16]`) on the wildcard listener: within `ranges`, its `tls` routes and its
+/// own host name by SNI, as Istio matches a TLS service with a CIDR on its host name, so
+/// that entries sharing a range are told apart. `taken` holds the (ranges, name) pairs
+/// already matched.
+pub fn ranged(
+    scope: &SidecarScope,
+    svc: &Service,
+    port: u32,
+    ranges: &FilterChainMatch,
+    taken: &mut BTreeSet<String>,
+) -> Vec<FilterChain> {
+    let key: Vec<String> = ranges
+        .prefix_ranges
+        .iter()
+        .map(|r| {
+            let len = r.prefix_len.unwrap_or_default().value;
+            format!("{}/{len}", r.address_prefix)
+        })
+        .collect();
+    let key = key.join(",");
+    let mut sni = SniChains::new(port);
+    sni.add(scope, svc);
+    sni.into_chains()
+        .into_iter()
+        .filter_map(|mut chain| {
+            let m = chain.filter_chain_match.as_mut()?;
+            m.server_names
+                .retain(|name| taken.insert(format!("{key}|{name}")));
+            if m.server_names.is_empty() {
+                return None;
+            }
+            m.prefix_ranges = ranges.prefix_ranges.clone();
+            Some(chain)
+        })
+        .collect()
+}
+
+/// `more` added to the chains of a listener another service claimed first (services
+/// sharing a VIP): each chain whose match no chain there already has, with the server
+/// names no chain there matches (Istio merges TCP filter chains of services on one
+/// address; Envoy rejects two chains with one match).
+pub fn merge(chains: &mut Vec<FilterChain>, more: Vec<FilterChain>) {
+    let names: BTreeSet<String> = chains
+        .iter()
+        .filter_map(|c| c.filter_chain_match.as_ref())
+        .flat_map(|m| m.server_names.iter().cloned())
+        .collect();
+    for mut chain in more {
+        let Some(m) = chain.filter_chain_match.as_mut() else {
+            if !chains.iter().any(|c| c.filter_chain_match.is_none()) {
+                chains.push(chain);
+            }
+            continue;
+        };
+        if m.server_names.is_empty() {
+            continue;
+        }
+        m.server_names.retain(|n| !names.contains(n));
+        if !m.server_names.is_empty() {
+            chains.push(chain);
+        }
     }
 }
 
