@@ -4,9 +4,12 @@
 #
 #   deploy/scale-run.sh [PROXIES=100000] [EDGES=4] [CHANGE=vs] [SERVICES=1000] [NAMESPACES=10]
 #
-# LOADTEST_ARGS is appended to `loadtest run` (e.g. "--changes 600 --rate 10" with CHANGE=storm).
-# Needs `make setup` (nats-server, redis-server) and release binaries
-# (`cargo build --release --bins`).
+# LOADTEST_ARGS is appended to `loadtest run` (e.g. "--changes 600 --rate 10" with
+# CHANGE=storm; "--lb random"); TIMEOUT bounds each wait (900 s). CHANGE=none measures the
+# connection storm alone. Needs `make setup` (nats-server, redis-server; NATS_SERVER
+# overrides the path) and release binaries (`cargo build --release --bins`; BIN overrides
+# the directory). The run fails (exit 1) when a proxy never synced; either way the edges'
+# hand-offs are printed after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROXIES=${1:-100000}; EDGES=${2:-4}; CHANGE=${3:-vs}; SERVICES=${4:-1000}; NAMESPACES=${5:-10}
@@ -22,7 +25,7 @@ trap cleanup EXIT
 
 "$BIN/loadtest" mesh --services "$SERVICES" --endpoints-per-service 10 --namespaces "$NAMESPACES" --out "$OUT/mesh"
 
-.venv/bin/nats-server -js -a 127.0.0.1 -p $((BASE)) -sd "$OUT/nats" > "$OUT/logs/nats.log" 2>&1 & pids+=($!)
+"${NATS_SERVER:-.venv/bin/nats-server}" -js -a 127.0.0.1 -p $((BASE)) -sd "$OUT/nats" > "$OUT/logs/nats.log" 2>&1 & pids+=($!)
 redis-server --port $((BASE + 1)) --bind 127.0.0.1 --save '' --appendonly no > "$OUT/logs/redis.log" 2>&1 & pids+=($!)
 NATS=nats://127.0.0.1:$((BASE)); REDIS=redis://127.0.0.1:$((BASE + 1))
 sleep 1
@@ -43,6 +46,11 @@ for port in $((BASE + 2)) $((BASE + 3)) $(seq $((BASE + 30)) $((BASE + 29 + EDGE
   until curl -sf "127.0.0.1:$port/healthz/ready" > /dev/null; do sleep 0.2; done
 done
 echo "all tiers ready; edges: ${edge_pids[*]}"
+status=0
 "$BIN/loadtest" run --xds-addr "$(IFS=,; echo "${addrs[*]}")" --proxies "$PROXIES" \
-  --config-dir "$OUT/mesh" --change "$CHANGE" --timeout 900 \
-  --edge-pid "$(IFS=,; echo "${edge_pids[*]}")" --json "$OUT/report-$CHANGE.json" ${LOADTEST_ARGS:-}
+  --config-dir "$OUT/mesh" --change "$CHANGE" --timeout "${TIMEOUT:-900}" \
+  --edge-pid "$(IFS=,; echo "${edge_pids[*]}")" --json "$OUT/report-$CHANGE.json" ${LOADTEST_ARGS:-} || status=$?
+for i in $(seq 0 $((EDGES - 1))); do
+  echo "edge-$i: $(curl -sf "127.0.0.1:$((BASE + 30 + i))/metrics" | grep -E '^(shoal_xds_handoffs_total|pilot_xds) ' | tr '\n' ' ')"
+done
+exit $status

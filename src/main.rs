@@ -19,7 +19,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tracing::info;
 
@@ -132,7 +131,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let edge = Edge::new(edge_config, bus, store, membership, &mut registry);
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
-    let synced = edge.synced();
+    let edge_ready = edge.ready();
     let edge = edge.bind(args.xds_addr).await?;
 
     let readiness = Readiness::new();
@@ -151,7 +150,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
     // Ready once the whole path has run: config loaded, built, and served by the edge.
     readiness.follow(
-        move || ingest.is_ready() && builder_status.ready() && synced.load(Ordering::Acquire),
+        move || ingest.is_ready() && builder_status.ready() && edge_ready(),
         supervisor.watcher(),
     );
     // A tier that stops on its own is fatal: the others drain and the error is reported.

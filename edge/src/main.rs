@@ -9,7 +9,6 @@ use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
 use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 // mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
 // sync burst: RSS then reflects what the process holds.
@@ -49,7 +48,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
-    let synced = edge.synced();
+    let ready = edge.ready();
     let edge = edge.bind(args.xds_addr).await?;
 
     let mut supervisor = Supervisor::new();
@@ -61,9 +60,9 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
     supervisor.critical("edge", edge.run(supervisor.watcher()));
-    // Ready once the latest snapshot is served, so proxies never get an empty config
-    // from an edge that has not caught up.
-    readiness.follow(move || synced.load(Ordering::Acquire), supervisor.watcher());
+    // Ready once the latest snapshot is served (so proxies never get an empty config from
+    // an edge that has not caught up) and the ring is read (so it owns only its own).
+    readiness.follow(ready, supervisor.watcher());
     supervisor.run(args.drain.drain_grace).await?;
     Ok(())
 }

@@ -137,9 +137,21 @@ impl Edge {
         self.xds.clone()
     }
 
-    /// True once the latest snapshot in the store is being served (readiness).
+    /// True once the latest snapshot in the store is being served.
     pub fn synced(&self) -> Arc<AtomicBool> {
         self.synced.clone()
+    }
+
+    /// Readiness: the latest snapshot is served and, owning proxies by ring, the ring
+    /// holds the members read after this edge registered. Before that, an edge started
+    /// beside others would take every stream as its own, then hand them off by thousands.
+    pub fn ready(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let (synced, ring) = (self.synced(), self.ring());
+        let by_ring = self.config.own_by_ring;
+        move || {
+            synced.load(std::sync::atomic::Ordering::Acquire)
+                && (!by_ring || !ring.borrow().members().is_empty())
+        }
     }
 
     /// The current membership ring.

@@ -127,6 +127,12 @@ async fn membership_sorted_and_leave() {
 }
 
 #[tokio::test]
+async fn membership_watch_replays_then_follows() {
+    let ttl = Duration::from_secs(15);
+    membership::watch_replays_then_follows(Arc::new(MemoryMembership::new(ttl)), ttl).await;
+}
+
+#[tokio::test]
 async fn membership_heartbeat_ttl() {
     let ttl = Duration::from_millis(500);
     membership::heartbeat_ttl(Arc::new(MemoryMembership::new(ttl)), ttl).await;

@@ -185,6 +185,16 @@ async fn membership_sorted_and_leave() {
 }
 
 #[tokio::test]
+async fn membership_watch_replays_then_follows() {
+    let server = NatsServer::start();
+    let client = connect(&server.url()).await.unwrap();
+    let m = NatsMembership::open(client, NatsMembershipConfig::default())
+        .await
+        .unwrap();
+    membership::watch_replays_then_follows(Arc::new(m), Duration::from_secs(15)).await;
+}
+
+#[tokio::test]
 async fn membership_heartbeat_ttl() {
     let server = NatsServer::start();
     let client = connect(&server.url()).await.unwrap();

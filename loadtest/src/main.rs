@@ -69,11 +69,11 @@ async fn run_load(a: RunArgs) -> anyhow::Result<()> {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
+    let failures = report.failures();
     anyhow::ensure!(
-        report.synced == report.proxies && !report.timed_out,
-        "{} of {} proxies synced; not every wait finished within --timeout",
-        report.synced,
-        report.proxies
+        failures.is_empty(),
+        "the run failed: {}",
+        failures.join("; ")
     );
     Ok(())
 }

@@ -14,9 +14,13 @@
 //! component was down, served by every live edge (timed from the component's return).
 //! `SHOAL_FLEET_PROXIES=1500 cargo test --release -p shoal --test fleet -- --nocapture` is
 //! the full run recorded in BENCHMARKS.md; CI runs 300 proxies.
+//!
+//! [`storm`]: a connection storm on fresh tiers, several rounds.
 
 #[path = "../support/mod.rs"]
 mod support;
+
+mod storm;
 
 use shoal_infra::testing::{NatsServer, RedisServer};
 use shoal_loadtest::mesh::write_mesh;

@@ -57,7 +57,7 @@ where
     // Another edge owns the proxy: its stream is relayed there, unless it was relayed
     // here already or the owner cannot take it.
     let owner = match (relayed_in, shared.placement.get()) {
-        (false, Some(placement)) => placement.owner_elsewhere(&proxy.id),
+        (false, Some(placement)) => placement.owner_elsewhere(&proxy.id).await?,
         _ => None,
     };
     let (first, inbound) = match owner {

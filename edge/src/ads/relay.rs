@@ -57,11 +57,26 @@ pub(crate) struct Placement {
     pub ring: watch::Receiver<Arc<Ring>>,
 }
 
+/// How long a new stream waits for this edge's first ring (the members read after it
+/// registered) before it is refused with a retryable status: without the ring, the edge
+/// would take the proxy as its own and move it again later.
+const RING_WAIT: Duration = Duration::from_secs(5);
+
 impl Placement {
-    /// The member that owns `proxy_id`, when it is another edge.
-    pub fn owner_elsewhere(&self, proxy_id: &str) -> Option<Member> {
-        let ring = self.ring.borrow();
-        ring.owner(proxy_id).filter(|m| m.id != self.me).cloned()
+    /// The member that owns `proxy_id`, when it is another edge; waits (within
+    /// [`RING_WAIT`]) for the first ring.
+    pub async fn owner_elsewhere(&self, proxy_id: &str) -> Result<Option<Member>, Status> {
+        let mut ring = self.ring.clone();
+        if !matches!(
+            tokio::time::timeout(RING_WAIT, crate::membership::known(&mut ring)).await,
+            Ok(true)
+        ) {
+            return Err(Status::unavailable(
+                "this edge has not read the edge ring yet (membership bucket); reconnect",
+            ));
+        }
+        let ring = ring.borrow();
+        Ok(ring.owner(proxy_id).filter(|m| m.id != self.me).cloned())
     }
 }
 

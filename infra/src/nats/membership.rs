@@ -5,8 +5,10 @@
 use super::{NatsError, Result, bucket};
 use async_nats::jetstream::{self, kv};
 use async_trait::async_trait;
-use shoal_proto::transport::{self, EDGES_BUCKET, Member, Membership};
-use std::time::Duration;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use shoal_proto::transport::{self, EDGES_BUCKET, Member, MemberEvent, Membership};
+use std::time::{Duration, SystemTime};
 
 #[derive(Clone, Debug)]
 pub struct NatsMembershipConfig {
@@ -97,6 +99,75 @@ fn member_key(id: &str) -> String {
     key
 }
 
+/// The member id of a key `member_key` wrote (for a delete, which carries no value).
+fn member_id(key: &str) -> String {
+    let bytes = key.as_bytes();
+    let mut id = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'_')
+            .then(|| key.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(b) => {
+                id.push(b);
+                i += 3;
+            }
+            None => {
+                id.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    if id == [0] {
+        return String::new();
+    }
+    String::from_utf8_lossy(&id).into_owned()
+}
+
+/// What a watched entry reports. A beat read live keeps its member for the whole
+/// `max_age`; one replayed at the start of a watch, for what is left of it by this
+/// machine's clock, but at least a second: the server still holds it, so by the server's
+/// clock it is live, and a skewed clock must not make every member dead on arrival.
+fn event(entry: &kv::Entry, max_age: Duration, replayed: bool) -> Option<MemberEvent> {
+    match entry.operation {
+        kv::Operation::Put => match serde_json::from_slice::<Member>(&entry.value) {
+            Ok(member) => {
+                let live_for = if replayed {
+                    max_age
+                        .saturating_sub(age(entry))
+                        .max(Duration::from_secs(1))
+                } else {
+                    max_age
+                };
+                Some(MemberEvent::Beat { member, live_for })
+            }
+            // One bad heartbeat must not hide every other edge.
+            Err(error) => {
+                tracing::warn!(key = %entry.key, %error, "skipping undecodable membership entry");
+                None
+            }
+        },
+        kv::Operation::Delete | kv::Operation::Purge => Some(MemberEvent::Left {
+            id: member_id(&entry.key),
+        }),
+    }
+}
+
+/// How long ago the server took `entry`, by this machine's clock.
+fn age(entry: &kv::Entry) -> Duration {
+    let created_ns = entry.created.unix_timestamp_nanos();
+    let now_ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(created_ns);
+    let ns = now_ns
+        .saturating_sub(created_ns)
+        .clamp(0, i128::from(u64::MAX));
+    Duration::from_nanos(ns as u64)
+}
+
 #[async_trait]
 impl Membership for NatsMembership {
     /// A failed beat re-opens the bucket and beats once more: a NATS server restarted
@@ -137,6 +208,41 @@ impl Membership for NatsMembership {
         members.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(members)
     }
+
+    /// A KV watch with history: the bucket keeps one value per key, so the replay is the
+    /// latest beat (or delete) of every member, the last of it marked by `delta == 0`.
+    async fn watch(&self) -> transport::Result<BoxStream<'static, transport::Result<MemberEvent>>> {
+        let store = self.store();
+        // The bucket's own TTL: an existing bucket keeps the one it was created with.
+        let max_age = store.stream.cached_info().config.max_age;
+        let max_age = if max_age.is_zero() {
+            self.bucket.max_age
+        } else {
+            max_age
+        };
+        let watch = store
+            .watch_with_history(">")
+            .await
+            .map_err(|e| NatsError::subscribe(&store.prefix, e))?;
+        let bucket = store.name.clone();
+        let mut replaying = true;
+        Ok(watch
+            .flat_map(move |item| {
+                let mut out = Vec::with_capacity(2);
+                match item {
+                    Ok(entry) => {
+                        out.extend(event(&entry, max_age, replaying).map(Ok));
+                        if replaying && entry.delta == 0 {
+                            replaying = false;
+                            out.push(Ok(MemberEvent::Current));
+                        }
+                    }
+                    Err(e) => out.push(Err(NatsError::subscribe(&bucket, e).into())),
+                }
+                futures::stream::iter(out)
+            })
+            .boxed())
+    }
 }
 
 #[cfg(test)]
@@ -149,5 +255,12 @@ mod tests {
             assert!(bucket::check_key(&member_key(id)).is_ok(), "{id:?}");
         }
         assert_ne!(member_key("edge.0"), member_key("edge_0"));
+    }
+
+    #[test]
+    fn member_ids_come_back_from_their_keys() {
+        for id in ["edge-0", "edge.0", "edge_0", "", "ünï", "a_41"] {
+            assert_eq!(member_id(&member_key(id)), id);
+        }
     }
 }

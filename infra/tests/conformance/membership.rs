@@ -65,3 +65,46 @@ pub async fn heartbeat_ttl(m: Arc<dyn Membership>, ttl: Duration) {
     })
     .await;
 }
+
+/// A watch replays every live member (with what is left of its TTL), then `Current`,
+/// then follows beats and leaves as they happen, ids as written (escaped keys included).
+pub async fn watch_replays_then_follows(m: Arc<dyn Membership>, ttl: Duration) {
+    use futures::StreamExt;
+    use shoal_proto::transport::MemberEvent;
+    m.heartbeat(&member("edge.b", 1)).await.unwrap();
+    m.heartbeat(&member("edge-a", 2)).await.unwrap();
+    let mut events = m.watch().await.unwrap();
+    let mut next = async || {
+        tokio::time::timeout(super::WAIT, events.next())
+            .await
+            .expect("a membership event")
+            .expect("the watch goes on")
+            .expect("no watch error")
+    };
+    let mut replayed = Vec::new();
+    loop {
+        match next().await {
+            MemberEvent::Beat { member, live_for } => {
+                assert!(live_for <= ttl && !live_for.is_zero(), "{live_for:?}");
+                replayed.push(member);
+            }
+            MemberEvent::Current => break,
+            other => panic!("a replay holds beats only: {other:?}"),
+        }
+    }
+    replayed.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(replayed, [member("edge-a", 2), member("edge.b", 1)]);
+
+    m.heartbeat(&member("edge-c", 3)).await.unwrap();
+    assert!(matches!(
+        next().await,
+        MemberEvent::Beat { member: joined, .. } if joined == member("edge-c", 3)
+    ));
+    m.leave("edge.b").await.unwrap();
+    assert_eq!(
+        next().await,
+        MemberEvent::Left {
+            id: "edge.b".into()
+        }
+    );
+}

@@ -36,14 +36,18 @@ impl SotwClient {
 
     /// The first requests of a stream, as Envoy sends them: CDS and LDS wildcard, the node
     /// on the first; on a reconnect, with the versions last accepted, and EDS and RDS for
-    /// the names already known (the new server answers them without waiting for CDS).
+    /// every name the clusters and listeners held reference, answered or not (the new
+    /// server answers them without waiting for CDS, and a CDS answer that changes nothing
+    /// subscribes nothing new: a name left out here would never be asked for again).
     pub fn start(&mut self, out: &mut Vec<DiscoveryRequest>) {
         for kind in [Kind::Cluster, Kind::Listener, Kind::Endpoint, Kind::Route] {
-            let state = &mut self.types[kind.index()];
             // A nonce of the old stream means nothing to the new one.
-            state.nonce.clear();
-            let resuming = !state.version.is_empty();
-            if matches!(kind, Kind::Endpoint | Kind::Route) && !resuming {
+            self.types[kind.index()].nonce.clear();
+            let subscribed = self
+                .tracker
+                .names_for(kind)
+                .is_none_or(|names| !names.children().is_empty());
+            if !subscribed {
                 continue;
             }
             let mut req = self.request(kind, None);

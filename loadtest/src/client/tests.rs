@@ -279,6 +279,77 @@ fn sotw_subscribes_as_envoy_does() {
     assert!(!c.on_response(eds, &mut out).synced);
 }
 
+/// A proxy handed off between its CDS answer and its first EDS answer: on the new stream
+/// it must ask for the endpoints again, as Envoy does for its warming clusters. It did not
+/// (EDS was re-requested only once an EDS answer had been accepted, and the CDS answer,
+/// unchanged, subscribed nothing new), so such a proxy never synced.
+#[test]
+fn sotw_reconnect_before_any_endpoints_asks_for_them_again() {
+    let mut c = SotwClient::new(vs_target(), node());
+    let mut out: Vec<DiscoveryRequest> = Vec::new();
+    c.start(&mut out);
+    out.clear();
+    let clusters = || {
+        sotw(
+            Kind::Cluster,
+            "1",
+            "n1",
+            vec![
+                any(&eds_cluster("outbound|80||a")),
+                any(&eds_cluster("outbound|80||b")),
+            ],
+        )
+    };
+    c.on_response(clusters(), &mut out);
+    let listeners = || {
+        sotw(
+            Kind::Listener,
+            "1",
+            "n2",
+            vec![any(&http_listener("0.0.0.0_80", "80"))],
+        )
+    };
+    c.on_response(listeners(), &mut out);
+    out.clear();
+
+    // The stream ends here (handed off); the proxy reconnects.
+    c.start(&mut out);
+    let types: Vec<&str> = out.iter().map(|r| r.type_url.as_str()).collect();
+    assert_eq!(
+        types,
+        [
+            Kind::Cluster.type_url(),
+            Kind::Listener.type_url(),
+            Kind::Endpoint.type_url(),
+            Kind::Route.type_url()
+        ]
+    );
+    assert_eq!(out[2].resource_names, ["outbound|80||a", "outbound|80||b"]);
+    assert!(out[2].version_info.is_empty() && out[2].response_nonce.is_empty());
+    assert_eq!(out[3].resource_names, ["80"]);
+    out.clear();
+
+    // The new edge answers all four; the proxy syncs.
+    let mut clusters = clusters();
+    clusters.nonce = "m1".into();
+    c.on_response(clusters, &mut out);
+    let mut listeners = listeners();
+    listeners.nonce = "m2".into();
+    c.on_response(listeners, &mut out);
+    let eds = sotw(
+        Kind::Endpoint,
+        "1",
+        "m3",
+        vec![
+            any(&cla("outbound|80||a", "10.0.0.1")),
+            any(&cla("outbound|80||b", "10.0.0.2")),
+        ],
+    );
+    c.on_response(eds, &mut out);
+    let rds = sotw(Kind::Route, "1", "m4", vec![any(&routes("80", 5))]);
+    assert!(c.on_response(rds, &mut out).synced);
+}
+
 #[test]
 fn sotw_nack_keeps_last_version_and_state() {
     let mut c = synced_sotw(vs_target());

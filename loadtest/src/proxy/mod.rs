@@ -94,6 +94,18 @@ enum StreamError {
     SendTimeout(Duration),
 }
 
+impl StreamError {
+    /// The edge ended the stream to hand the proxy to another edge (Shoal's retryable
+    /// UNAVAILABLE "handed off: ...").
+    fn is_handoff(&self) -> bool {
+        matches!(
+            self,
+            StreamError::Transport(TransportError::GrpcStatus { code, message })
+                if code == "14" && message.starts_with("handed off")
+        )
+    }
+}
+
 /// A state machine the task can drive.
 trait AdsClient: Send {
     type Request: Message;
@@ -240,6 +252,9 @@ async fn reconnecting<C: AdsClient>(
                     backoff = ctx.limits.backoff;
                 } else {
                     balancer.unready(pick.edge);
+                }
+                if e.is_handoff() {
+                    Stats::add(&ctx.stats.handed_off, 1);
                 }
                 tracing::debug!(error = %e, attempt, "stream failed");
                 ctx.stats.error(|| format!("{}: {e}", identity.node_id()));

@@ -20,6 +20,8 @@ pub struct Stats {
     pub nacks: AtomicU64,
     pub errors: AtomicU64,
     pub reconnects: AtomicU64,
+    /// Streams the edge ended to hand the proxy to another edge.
+    pub handed_off: AtomicU64,
     /// Responses carrying a snapshot version older than one the proxy already had.
     pub version_regressions: AtomicU64,
     /// Set just before the change is written: later responses are pushes.

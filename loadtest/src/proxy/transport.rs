@@ -131,10 +131,33 @@ pub fn grpc_status(headers: &http::HeaderMap) -> Result<(), TransportError> {
             code: String::from_utf8_lossy(code).into_owned(),
             message: headers
                 .get("grpc-message")
-                .map(|m| String::from_utf8_lossy(m.as_bytes()).into_owned())
+                .map(|m| percent_decode(m.as_bytes()))
                 .unwrap_or_default(),
         }),
     }
+}
+
+/// `grpc-message` is percent-encoded on the wire (gRPC over HTTP/2).
+fn percent_decode(raw: &[u8]) -> String {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let escaped = (raw[i] == b'%')
+            .then(|| raw.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+        match escaped {
+            Some(b) => {
+                out.push(b);
+                i += 3;
+            }
+            None => {
+                out.push(raw[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The next frame of a response body.
@@ -142,4 +165,28 @@ pub async fn next_frame(body: &mut Body) -> Option<Result<Frame<Bytes>, Transpor
     std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx))
         .await
         .map(|r| r.map_err(TransportError::Body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_messages_are_percent_decoded() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("grpc-status", HeaderValue::from_static("14"));
+        headers.insert(
+            "grpc-message",
+            HeaderValue::from_static("handed%20off%3A another edge; 100%"),
+        );
+        match grpc_status(&headers) {
+            Err(TransportError::GrpcStatus { code, message }) => {
+                assert_eq!(
+                    (code.as_str(), message.as_str()),
+                    ("14", "handed off: another edge; 100%")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -302,6 +302,7 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         timed_out |= reconnected_synced.is_none();
     }
     let final_connected = stats.connected.load(Relaxed);
+    let never_synced = n.saturating_sub(stats.synced.load(Relaxed));
     let final_converged = stats.converged.load(Relaxed);
     phase("done");
 
@@ -334,6 +335,8 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         proxies: n,
         connected,
         synced,
+        never_synced,
+        handed_off: Stats::get(&stats.handed_off),
         conns,
         protocol: if config.delta { "delta" } else { "sotw" },
         xds_addrs: config.xds_addrs.clone(),

@@ -91,7 +91,13 @@ pub struct Report {
     pub proxies: usize,
     /// Streams open when the sync wait ended.
     pub connected: usize,
+    /// Proxies with their initial config when the sync wait ended.
     pub synced: usize,
+    /// Proxies that never had their initial config, at the end of the run: a failure
+    /// (a proxy left without config), whatever else the run measured.
+    pub never_synced: usize,
+    /// Streams an edge ended to hand their proxy to another edge (ring change, drain).
+    pub handed_off: u64,
     pub conns: usize,
     pub protocol: &'static str,
     pub xds_addrs: Vec<String>,
@@ -138,6 +144,27 @@ pub struct Report {
     pub error_samples: Vec<String>,
 }
 
+impl Report {
+    /// Why the run failed, if it did: proxies that never synced or gave up, or a wait
+    /// that ended at the timeout. Empty for a run that passed.
+    pub fn failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        if self.never_synced > 0 {
+            failures.push(format!(
+                "{} of {} proxies never synced (never had their initial config)",
+                self.never_synced, self.proxies
+            ));
+        }
+        if self.gave_up > 0 {
+            failures.push(format!("{} proxies gave up reconnecting", self.gave_up));
+        }
+        if self.timed_out {
+            failures.push("a wait (sync, convergence or reconnect) ended at --timeout".into());
+        }
+        failures
+    }
+}
+
 fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
@@ -155,6 +182,14 @@ impl fmt::Display for Report {
             f,
             "connected / synced",
             format!("{} / {}", self.connected, self.synced),
+        )?;
+        row(
+            f,
+            "never synced",
+            format!(
+                "{} ({} streams handed off to another edge)",
+                self.never_synced, self.handed_off
+            ),
         )?;
         row(
             f,

@@ -123,6 +123,20 @@ pub struct Member {
     pub xds_addr: String,
 }
 
+/// What a membership watch reports, in the order the bucket took the writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemberEvent {
+    /// `member` heartbeated: it stays live for `live_for` unless it beats again (a member
+    /// replayed at the start of a watch has less left than a fresh beat).
+    Beat { member: Member, live_for: Duration },
+    /// `id` left (its key was deleted). A member that stops beating is not reported: it
+    /// expires after its `live_for`.
+    Left { id: String },
+    /// Every member live when the watch started has been reported: the set is complete,
+    /// and what follows happens after the watch started.
+    Current,
+}
+
 /// Edge membership: TTL'd heartbeats; every edge reads the same member set.
 #[async_trait]
 pub trait Membership: Send + Sync + 'static {
@@ -132,4 +146,8 @@ pub trait Membership: Send + Sync + 'static {
     async fn leave(&self, id: &str) -> Result<()>;
     /// The live members, sorted by id.
     async fn members(&self) -> Result<Vec<Member>>;
+    /// Follows the members: every live member, then [`MemberEvent::Current`], then each
+    /// heartbeat and leave as it happens. The stream ends (or yields an error) when the
+    /// transport loses it; the caller watches again.
+    async fn watch(&self) -> Result<BoxStream<'static, Result<MemberEvent>>>;
 }
