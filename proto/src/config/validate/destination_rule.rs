@@ -3,7 +3,10 @@
 //! Shoal accepts but cannot act on (ISTIO_MUTUAL, `credentialName` on sidecars,
 //! `failoverPriority`) is accepted with a warning.
 
-use super::{Check, duration_field, host, invalid, port_number};
+use super::{
+    Check, duration_field, export_to, host, invalid, port_number, strict_duration,
+    workload_selector,
+};
 use crate::config::istio;
 use std::collections::BTreeSet;
 
@@ -38,7 +41,7 @@ pub(super) fn destination_rule(
         workload_selector(selector, warnings)?;
         selector_export_to(&dr.export_to, namespace)?;
     }
-    Ok(())
+    export_to(namespace, &dr.export_to, false)
 }
 
 fn traffic_policy(tp: &istio::TrafficPolicy, field: &str, warnings: &mut Vec<String>) -> Check {
@@ -98,6 +101,34 @@ fn load_balancer(
     }
     if let Some(hash) = &lb.consistent_hash {
         consistent_hash(hash, &format!("{f}.loadBalancer.consistentHash"), warnings)?;
+    }
+    if let Some(w) = &lb.warmup {
+        warmup(w, &format!("{f}.loadBalancer.warmup"))?;
+        warnings.push(format!(
+            "{f}.loadBalancer.warmup is not supported by Shoal: ignored (new endpoints get their full share at once)"
+        ));
+    }
+    Ok(())
+}
+
+/// Istio's warmup rules: a duration is required, `minimumPercent` is a percentage and
+/// `aggression`, when set, is above 0.
+fn warmup(w: &istio::Warmup, f: &str) -> Check {
+    let Some(duration) = &w.duration else {
+        return Err(invalid(format!("{f}.duration is required")));
+    };
+    strict_duration(duration, &format!("{f}.duration"))?;
+    if let Some(p) = w.minimum_percent
+        && !(0.0..=100.0).contains(&p)
+    {
+        return Err(invalid(format!("{f}.minimumPercent: {p} is not in 0-100")));
+    }
+    if let Some(a) = w.aggression
+        && (a.is_nan() || a <= 0.0)
+    {
+        return Err(invalid(format!(
+            "{f}.aggression: {a} must be greater than 0"
+        )));
     }
     Ok(())
 }
@@ -258,30 +289,6 @@ fn tls(t: Option<&istio::ClientTlsSettings>, field: &str, warnings: &mut Vec<Str
         warnings.push(format!(
             "{f}.mode ISTIO_MUTUAL is not supported by Shoal yet (it comes with mesh security): traffic is sent in plaintext"
         ));
-    }
-    Ok(())
-}
-
-/// Istio's selector rules: no empty keys, no wildcards; no labels at all is allowed
-/// (it selects every workload of the namespace) but suspicious.
-fn workload_selector(s: &istio::WorkloadSelector, warnings: &mut Vec<String>) -> Check {
-    for (k, v) in &s.labels {
-        if k.is_empty() {
-            return Err(invalid(format!(
-                "workloadSelector: empty key is not supported in selector: \"{k}={v}\""
-            )));
-        }
-        if k.contains('*') || v.contains('*') {
-            return Err(invalid(format!(
-                "workloadSelector: wildcard is not supported in selector: \"{k}={v}\""
-            )));
-        }
-    }
-    if s.labels.is_empty() {
-        warnings.push(
-            "workloadSelector specified without labels: selects every workload of the namespace"
-                .into(),
-        );
     }
     Ok(())
 }

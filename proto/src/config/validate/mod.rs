@@ -5,12 +5,14 @@
 
 mod destination_rule;
 mod gateway;
+mod service_entry;
 mod virtual_service;
 mod workload_group;
 
 use super::{Config, Spec, istio};
 use destination_rule::destination_rule;
 use gateway::gateway;
+use service_entry::{service_entry, workload_entry};
 use std::collections::BTreeSet;
 use std::time::Duration;
 use virtual_service::virtual_service;
@@ -30,12 +32,15 @@ pub(super) fn invalid(msg: impl Into<String>) -> Invalid {
 pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
     let mut warnings = Vec::new();
     match &config.spec {
-        Spec::VirtualService(vs) => virtual_service(vs)?,
+        Spec::VirtualService(vs) => {
+            virtual_service(vs)?;
+            export_to(&config.meta.namespace, &vs.export_to, false)?;
+        }
         Spec::DestinationRule(dr) => {
             destination_rule(dr, &config.meta.namespace, &mut warnings)?;
         }
-        Spec::ServiceEntry(se) => service_entry(se)?,
-        Spec::WorkloadEntry(we) => workload_entry(we)?,
+        Spec::ServiceEntry(se) => service_entry(se, &config.meta.namespace, &mut warnings)?,
+        Spec::WorkloadEntry(we) => workload_entry(we, &mut warnings)?,
         Spec::WorkloadGroup(wg) => workload_group(wg)?,
         Spec::Sidecar(sc) => sidecar(sc)?,
         Spec::Gateway(gw) => gateway(gw, &mut warnings)?,
@@ -89,6 +94,22 @@ pub(super) fn duration_field(value: &Option<String>, field: &str) -> Check {
         if d < Duration::from_millis(1) && d != Duration::ZERO {
             return Err(invalid(format!("{field}: duration must be at least 1ms")));
         }
+    }
+    Ok(())
+}
+
+/// A duration as Istio's `ValidateDuration` takes it: at least 1ms, in whole milliseconds.
+pub(super) fn strict_duration(value: &str, field: &str) -> Check {
+    let d = parse_duration(value).map_err(|e| invalid(format!("{field}: {}", e.0)))?;
+    if d < Duration::from_millis(1) {
+        return Err(invalid(format!(
+            "{field}: duration {value:?} must be at least 1ms"
+        )));
+    }
+    if d.subsec_nanos() % 1_000_000 != 0 {
+        return Err(invalid(format!(
+            "{field}: duration {value:?} is finer than 1ms (only millisecond precision is supported)"
+        )));
     }
     Ok(())
 }
@@ -174,61 +195,96 @@ pub(super) fn weights(ws: impl Iterator<Item = i32> + Clone, count: usize, field
     Ok(())
 }
 
-fn service_entry(se: &istio::ServiceEntry) -> Check {
-    if se.hosts.is_empty() {
-        return Err(invalid("service entry must have at least one host"));
-    }
-    for (i, h) in se.hosts.iter().enumerate() {
-        host(h, &format!("hosts[{i}]"))?;
-    }
-    if se.ports.is_empty() {
-        return Err(invalid("service entry must have at least one port"));
-    }
-    let mut numbers = BTreeSet::new();
-    for (i, p) in se.ports.iter().enumerate() {
-        port_number(p.number, &format!("ports[{i}].number"))?;
-        if !numbers.insert(p.number) {
-            return Err(invalid(format!("ports[{i}]: duplicate port {}", p.number)));
+/// Istio's selector rules: no empty keys, no wildcards; no labels at all is allowed
+/// (it selects every workload of the namespace) but suspicious.
+pub(super) fn workload_selector(s: &istio::WorkloadSelector, warnings: &mut Vec<String>) -> Check {
+    for (k, v) in &s.labels {
+        if k.is_empty() {
+            return Err(invalid(format!(
+                "workloadSelector: empty key is not supported in selector: \"{k}={v}\""
+            )));
+        }
+        if k.contains('*') || v.contains('*') {
+            return Err(invalid(format!(
+                "workloadSelector: wildcard is not supported in selector: \"{k}={v}\""
+            )));
         }
     }
-    let resolution = se.resolution.as_deref().unwrap_or("NONE");
-    if !matches!(resolution, "NONE" | "STATIC" | "DNS" | "DNS_ROUND_ROBIN") {
-        return Err(invalid(format!(
-            "resolution: unknown resolution {resolution:?}"
-        )));
-    }
-    if let Some(loc) = &se.location
-        && !matches!(loc.as_str(), "MESH_EXTERNAL" | "MESH_INTERNAL")
-    {
-        return Err(invalid(format!("location: unknown location {loc:?}")));
-    }
-    if resolution == "STATIC" && se.workload_selector.is_none() {
-        for (i, e) in se.endpoints.iter().enumerate() {
-            if e.address.parse::<std::net::IpAddr>().is_err() {
-                return Err(invalid(format!(
-                    "endpoints[{i}].address {:?} must be an IP for STATIC resolution",
-                    e.address
-                )));
-            }
-        }
-    }
-    if se.workload_selector.is_some() && !se.endpoints.is_empty() {
-        return Err(invalid(
-            "only one of endpoints or workloadSelector can be set",
-        ));
-    }
-    for (i, e) in se.endpoints.iter().enumerate() {
-        workload_entry(e).map_err(|e| invalid(format!("endpoints[{i}]: {}", e.0)))?;
+    if s.labels.is_empty() {
+        warnings.push(
+            "workloadSelector specified without labels: selects every workload of the namespace"
+                .into(),
+        );
     }
     Ok(())
 }
 
-fn workload_entry(we: &istio::WorkloadEntry) -> Check {
-    if we.address.is_empty() {
-        return Err(invalid("address is required"));
+/// A DNS-1123 label as Istio checks port and subset names: 1-63 alphanumerics or `-`,
+/// not starting or ending with `-` (upper case allowed).
+pub(super) fn dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Protocols Istio knows for a port (`protocol.Parse`, any case); empty means sniffed.
+const PROTOCOLS: [&str; 12] = [
+    "HTTP",
+    "HTTP2",
+    "HTTPS",
+    "GRPC",
+    "GRPC-WEB",
+    "HTTP_PROXY",
+    "TCP",
+    "TLS",
+    "MONGO",
+    "MYSQL",
+    "REDIS",
+    "UDP",
+];
+
+pub(super) fn protocol(p: &str, field: &str) -> Check {
+    if p.is_empty() || PROTOCOLS.iter().any(|k| k.eq_ignore_ascii_case(p)) {
+        return Ok(());
     }
-    for (name, port) in &we.ports {
-        port_number(*port, &format!("ports[{name}]"))?;
+    Err(invalid(format!("{field}: unsupported protocol {p:?}")))
+}
+
+/// Istio's `exportTo` rules: `.`, `*`, `~` (ServiceEntries only) or namespace names,
+/// without duplicates (`.` and the own namespace are one), `*` and `~` alone.
+pub(super) fn export_to(namespace: &str, list: &[String], service_entry: bool) -> Check {
+    let mut seen = BTreeSet::new();
+    for (i, e) in list.iter().enumerate() {
+        let f = format!("exportTo[{i}]");
+        let valid = match e.as_str() {
+            "." | "*" => true,
+            "~" => service_entry,
+            ns => dns1123_label(ns) && ns.chars().all(|c| !c.is_ascii_uppercase()),
+        };
+        if !valid {
+            return Err(invalid(format!(
+                "{f}: {e:?} is not a namespace, \".\" or \"*\"{}",
+                if service_entry { " or \"~\"" } else { "" }
+            )));
+        }
+        let key = if e == "." { namespace } else { e.as_str() };
+        if !seen.insert(key) {
+            return Err(invalid(format!(
+                "{f}: duplicate entry {e:?} (\".\" is the namespace {namespace:?})"
+            )));
+        }
+    }
+    if list.len() > 1 && seen.contains("*") {
+        return Err(invalid(
+            "exportTo: cannot have both public (*) and non-public exportTo values",
+        ));
+    }
+    if list.len() > 1 && seen.contains("~") {
+        return Err(invalid(
+            "exportTo: cannot export a service entry to no one (~) and someone",
+        ));
     }
     Ok(())
 }
@@ -333,29 +389,12 @@ fn sidecar_ingress(i: usize, l: &istio::IngressListener) -> Check {
         )));
     };
     port_number(p.number, &format!("ingress[{i}].port.number"))?;
-    const PROTOCOLS: [&str; 12] = [
-        "HTTP",
-        "HTTP2",
-        "HTTPS",
-        "GRPC",
-        "GRPC-WEB",
-        "HTTP_PROXY",
-        "TCP",
-        "TLS",
-        "MONGO",
-        "MYSQL",
-        "REDIS",
-        "UDP",
-    ];
-    if !PROTOCOLS
-        .iter()
-        .any(|k| k.eq_ignore_ascii_case(&p.protocol))
-    {
+    if p.protocol.is_empty() {
         return Err(invalid(format!(
-            "ingress[{i}].port.protocol: unrecognized protocol {:?}",
-            p.protocol
+            "ingress[{i}].port.protocol: unrecognized protocol \"\""
         )));
     }
+    protocol(&p.protocol, &format!("ingress[{i}].port.protocol"))?;
     if !l.bind.is_empty() && l.bind.parse::<std::net::IpAddr>().is_err() {
         return Err(invalid(format!(
             "ingress[{i}].bind: {:?} is not an IP address",

@@ -62,12 +62,14 @@ fn readiness_probe(p: &istio::ReadinessProbe) -> Check {
             )));
         }
         for (i, header) in h.http_headers.iter().enumerate() {
-            let token = !header.name.is_empty()
+            // Kubernetes' rule for probe headers, which Istio follows: letters, digits
+            // and `-` only (narrower than an HTTP token).
+            let valid = !header.name.is_empty()
                 && header
                     .name
                     .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c));
-            if !token {
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-');
+            if !valid {
                 return Err(invalid(format!(
                     "probe.httpGet.httpHeaders[{i}].name: {:?} is not a valid header name",
                     header.name
@@ -87,7 +89,7 @@ fn readiness_probe(p: &istio::ReadinessProbe) -> Check {
 }
 
 /// Kubernetes label syntax: `[prefix/]name` keys and name-like values (may be empty).
-fn labels(labels: &BTreeMap<String, String>, field: &str) -> Check {
+pub(super) fn labels(labels: &BTreeMap<String, String>, field: &str) -> Check {
     for (key, value) in labels {
         let (prefix, name) = match key.rsplit_once('/') {
             Some((p, n)) => (Some(p), n),
@@ -202,5 +204,29 @@ mod tests {
             ..Default::default()
         });
         assert!(check(&wg).unwrap_err().contains("scheme"));
+    }
+
+    #[test]
+    fn probe_header_names_follow_kubernetes() {
+        let probe = |name: &str| istio::WorkloadGroup {
+            template: Some(istio::WorkloadEntry::default()),
+            probe: Some(istio::ReadinessProbe {
+                http_get: Some(istio::HttpHealthCheck {
+                    port: 80,
+                    http_headers: vec![istio::ProbeHeader {
+                        name: name.into(),
+                        value: "v".into(),
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(workload_group(&probe("X-Probe-1")).is_ok());
+        for bad in ["x_probe", "x.probe", "x!", ""] {
+            let err = workload_group(&probe(bad)).unwrap_err().0;
+            assert!(err.contains("httpHeaders[0].name"), "{bad}: {err}");
+        }
     }
 }

@@ -156,3 +156,39 @@ fn workload_selector_by_istio_rules() {
     let w = check("host: carts\nworkloadSelector: {}\n").unwrap();
     assert!(w[0].contains("without labels"), "{w:?}");
 }
+
+fn warmup(fields: &str) -> String {
+    format!(
+        "host: carts\ntrafficPolicy:\n  loadBalancer:\n    simple: ROUND_ROBIN\n    warmup:\n{fields}"
+    )
+}
+
+#[test]
+fn warmup_by_istio_rules_and_reported_as_unsupported() {
+    let ok = check(&warmup(
+        "      duration: 60s\n      minimumPercent: 10\n      aggression: 1.5\n",
+    ))
+    .expect("accepted");
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(
+        ok[0].contains("loadBalancer.warmup is not supported by Shoal"),
+        "{ok:?}"
+    );
+    rejected(
+        &warmup("      minimumPercent: 10\n"),
+        "trafficPolicy.loadBalancer.warmup.duration is required",
+    );
+    rejected(
+        &warmup("      duration: 60s\n      minimumPercent: 101\n"),
+        "warmup.minimumPercent: 101 is not in 0-100",
+    );
+    rejected(
+        &warmup("      duration: 60s\n      aggression: -1\n"),
+        "warmup.aggression: -1 must be greater than 0",
+    );
+    rejected(
+        &warmup("      duration: 60s\n      aggression: 0\n"),
+        "must be greater than 0",
+    );
+    rejected(&warmup("      duration: 0s\n"), "at least 1ms");
+}
