@@ -22,6 +22,14 @@ use workload_group::workload_group;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid(pub String);
 
+/// An object validation rejected, kept for analysis of its references. Compared by
+/// value; `Eq` because the errors carrying it are (a NaN in a spec is not, and is never
+/// compared).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejected(pub Box<Config>);
+
+impl Eq for Rejected {}
+
 pub(super) type Check = Result<(), Invalid>;
 
 pub(super) fn invalid(msg: impl Into<String>) -> Invalid {
