@@ -51,7 +51,7 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
         Spec::WorkloadEntry(we) => workload_entry(we, &mut warnings)?,
         Spec::WorkloadGroup(wg) => workload_group(wg)?,
         Spec::Sidecar(sc) => sidecar(sc)?,
-        Spec::Gateway(gw) => gateway(gw, &mut warnings)?,
+        Spec::Gateway(gw) => gateway(&config.meta.name, gw, &mut warnings)?,
         Spec::Service(svc) => {
             for (i, p) in svc.ports.iter().enumerate() {
                 port_number(p.port, &format!("spec.ports[{i}].port"))?;
@@ -235,6 +235,20 @@ pub(super) fn dns1123_label(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         && !s.starts_with('-')
         && !s.ends_with('-')
+}
+
+/// A Unix socket path: `@abstract`, or an absolute path to a file (not a directory).
+pub(super) fn unix_path(path: &str) -> Result<(), &'static str> {
+    if path.is_empty() {
+        return Err("unix address must not be empty");
+    }
+    if path.starts_with('@') {
+        return Ok(());
+    }
+    if !path.starts_with('/') || path.ends_with('/') {
+        return Err("a unix address must be an absolute path to a file (or @abstract)");
+    }
+    Ok(())
 }
 
 /// Protocols Istio knows for a port (`protocol.Parse`, any case); empty means sniffed.

@@ -3,7 +3,7 @@
 //! with the field named, what it only warns about is accepted with a warning.
 
 use super::workload_group::labels;
-use super::{Check, dns1123_label, export_to, host, invalid, port_number, protocol};
+use super::{Check, dns1123_label, export_to, host, invalid, port_number, protocol, unix_path};
 use crate::config::istio::{ServiceEntry, ServiceEntryPort, WorkloadEntry};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -210,20 +210,6 @@ pub(super) fn workload_entry(we: &WorkloadEntry, warnings: &mut Vec<String>) -> 
         port_number(*port, &format!("ports[{name}]"))?;
     }
     labels(&we.labels, "labels")
-}
-
-/// A Unix socket path: `@abstract`, or an absolute path to a file (not a directory).
-fn unix_path(path: &str) -> Result<(), &'static str> {
-    if path.is_empty() {
-        return Err("unix address must not be empty");
-    }
-    if path.starts_with('@') {
-        return Ok(());
-    }
-    if !path.starts_with('/') || path.ends_with('/') {
-        return Err("a unix address must be an absolute path to a file (or @abstract)");
-    }
-    Ok(())
 }
 
 /// A fully qualified DNS name: labels, no wildcard, a top-level domain that is not all
