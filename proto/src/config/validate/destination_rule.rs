@@ -3,9 +3,10 @@
 //! Shoal accepts but cannot act on (ISTIO_MUTUAL, `credentialName` on sidecars,
 //! `failoverPriority`) is accepted with a warning.
 
+use super::workload_group::labels;
 use super::{
-    Check, duration_field, export_to, host, invalid, port_number, strict_duration,
-    workload_selector,
+    Check, dns1123_label, duration_field, export_to, host, invalid, parse_duration, port_number,
+    strict_duration, workload_selector,
 };
 use crate::config::istio;
 use std::collections::BTreeSet;
@@ -27,6 +28,13 @@ pub(super) fn destination_rule(
         if s.name.is_empty() {
             return Err(invalid(format!("subsets[{i}].name is required")));
         }
+        if !dns1123_label(&s.name) {
+            return Err(invalid(format!(
+                "subsets[{i}].name: subset name {:?} is invalid (a DNS-1123 label is required)",
+                s.name
+            )));
+        }
+        labels(&s.labels, &format!("subsets[{i}].labels"))?;
         if !names.insert(&s.name) {
             return Err(invalid(format!(
                 "subsets[{i}]: duplicate subset name {:?}",
@@ -54,6 +62,15 @@ fn traffic_policy(tp: &istio::TrafficPolicy, field: &str, warnings: &mut Vec<Str
         match &p.port {
             Some(port) => port_number(port.number, &format!("{f}.port.number"))?,
             None => return Err(invalid(format!("{f}.port is required"))),
+        }
+        if p.load_balancer.is_none()
+            && p.connection_pool.is_none()
+            && p.outlier_detection.is_none()
+            && p.tls.is_none()
+        {
+            return Err(invalid(format!(
+                "{f}: port traffic policy must have at least one field"
+            )));
         }
         load_balancer(&p.load_balancer, &f, warnings)?;
         connection_pool(&p.connection_pool, &f)?;
@@ -161,7 +178,10 @@ fn consistent_hash(h: &istio::ConsistentHashLb, f: &str, warnings: &mut Vec<Stri
                 "{f}.httpCookie: name required for HttpCookie"
             )));
         }
-        duration_field(&cookie.ttl, &format!("{f}.httpCookie.ttl"))?;
+        // Istio does not bound the ttl: `0s` is a session cookie.
+        if let Some(ttl) = &cookie.ttl {
+            parse_duration(ttl).map_err(|e| invalid(format!("{f}.httpCookie.ttl: {}", e.0)))?;
+        }
         let mut names = BTreeSet::new();
         for (i, a) in cookie.attributes.iter().enumerate() {
             if a.name.is_empty() {
@@ -215,8 +235,9 @@ fn consistent_hash(h: &istio::ConsistentHashLb, f: &str, warnings: &mut Vec<Stri
 
 /// Trial division, as Envoy checks a Maglev table size.
 fn is_prime(x: u64) -> bool {
+    // Envoy's (and Istio's) test: 1, 2 and 3 pass.
     if x < 4 {
-        return x > 1;
+        return x > 0;
     }
     if x.is_multiple_of(2) {
         return false;
@@ -310,6 +331,11 @@ fn selector_export_to(export_to: &[String], namespace: &str) -> Check {
 
 fn connection_pool(cp: &Option<istio::ConnectionPoolSettings>, f: &str) -> Check {
     if let Some(cp) = cp {
+        if cp.tcp.is_none() && cp.http.is_none() {
+            return Err(invalid(format!(
+                "{f}.connectionPool must have at least one field (tcp or http)"
+            )));
+        }
         if let Some(tcp) = &cp.tcp {
             if tcp.max_connections.is_some_and(|v| v < 0) {
                 return Err(invalid(format!(

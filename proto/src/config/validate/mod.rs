@@ -96,14 +96,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, Invalid> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// An optional duration field, checked as Istio's `ValidateDuration` does (so `0s` is
+/// rejected: Istio takes unset, not zero, for "none").
 pub(super) fn duration_field(value: &Option<String>, field: &str) -> Check {
-    if let Some(v) = value {
-        let d = parse_duration(v).map_err(|e| invalid(format!("{field}: {}", e.0)))?;
-        if d < Duration::from_millis(1) && d != Duration::ZERO {
-            return Err(invalid(format!("{field}: duration must be at least 1ms")));
-        }
+    match value {
+        Some(v) => strict_duration(v, field),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// A duration as Istio's `ValidateDuration` takes it: at least 1ms, in whole milliseconds.
@@ -170,7 +169,23 @@ pub(super) fn string_match(m: &istio::StringMatch, field: &str) -> Check {
             "{field}: only one of exact, prefix or regex may be set"
         )));
     }
+    if m.prefix.as_deref() == Some("") && !field.ends_with(".uri") {
+        return Err(invalid(format!(
+            "{field}: prefix string match should not be empty"
+        )));
+    }
     if let Some(re) = &m.regex {
+        if re.is_empty() {
+            return Err(invalid(format!(
+                "{field}: regex string match should not be empty"
+            )));
+        }
+        // Envoy bounds a regex's program size; Istio approximates it by length.
+        if re.len() > 1024 {
+            return Err(invalid(format!(
+                "{field}: regex is too large, max length allowed is 1024"
+            )));
+        }
         regex::Regex::new(re)
             .map_err(|e| invalid(format!("{field}: invalid regex {re:?}: {e}")))?;
     }
@@ -183,6 +198,12 @@ pub(super) fn destination(d: &istio::Destination, field: &str) -> Check {
         return Err(invalid(format!(
             "{field}.host: destination host {:?} must not be a wildcard",
             d.host
+        )));
+    }
+    if !d.subset.is_empty() && !dns1123_label(&d.subset) {
+        return Err(invalid(format!(
+            "{field}.subset: subset name {:?} is invalid (a DNS-1123 label is required)",
+            d.subset
         )));
     }
     if let Some(p) = &d.port {
@@ -249,6 +270,26 @@ pub(super) fn unix_path(path: &str) -> Result<(), &'static str> {
         return Err("a unix address must be an absolute path to a file (or @abstract)");
     }
     Ok(())
+}
+
+/// An IP address or a CIDR block (`10.0.0.0/8`, `2001:db8::/32`).
+pub(super) fn ip_or_cidr(a: &str) -> bool {
+    match a.split_once('/') {
+        None => a.parse::<std::net::IpAddr>().is_ok(),
+        Some((ip, bits)) => match (ip.parse::<std::net::IpAddr>(), bits.parse::<u8>()) {
+            (Ok(std::net::IpAddr::V4(_)), Ok(b)) => b <= 32 && !bits.starts_with('+'),
+            (Ok(std::net::IpAddr::V6(_)), Ok(b)) => b <= 128 && !bits.starts_with('+'),
+            _ => false,
+        },
+    }
+}
+
+/// An HTTP header name (an RFC 7230 token).
+pub(super) fn header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
 }
 
 /// Protocols Istio knows for a port (`protocol.Parse`, any case); empty means sniffed.

@@ -3,7 +3,9 @@
 //! with the field named, what it only warns about is accepted with a warning.
 
 use super::workload_group::labels;
-use super::{Check, dns1123_label, export_to, host, invalid, port_number, protocol, unix_path};
+use super::{
+    Check, dns1123_label, export_to, host, invalid, ip_or_cidr, port_number, protocol, unix_path,
+};
 use crate::config::istio::{ServiceEntry, ServiceEntryPort, WorkloadEntry};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -230,17 +232,6 @@ fn fqdn(name: &str) -> Result<(), &'static str> {
         return Err("the top-level domain cannot be all-numeric");
     }
     Ok(())
-}
-
-fn ip_or_cidr(a: &str) -> bool {
-    match a.split_once('/') {
-        None => a.parse::<IpAddr>().is_ok(),
-        Some((ip, bits)) => match (ip.parse::<IpAddr>(), bits.parse::<u8>()) {
-            (Ok(IpAddr::V4(_)), Ok(b)) => b <= 32 && !bits.starts_with('+'),
-            (Ok(IpAddr::V6(_)), Ok(b)) => b <= 128 && !bits.starts_with('+'),
-            _ => false,
-        },
-    }
 }
 
 /// Istio's HTTP (`IsHTTP`) and TLS (`IsTLS`) protocols, which can tell hosts apart.

