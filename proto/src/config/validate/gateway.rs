@@ -72,6 +72,10 @@ fn server(s: &GatewayServer, field: &str, warnings: &mut Vec<String>) -> Check {
                     "{field}.port.number must be 0 for a unix domain socket bind"
                 )));
             }
+            // Valid for Istio; Shoal's gateway listeners are IP ports only.
+            return Err(invalid(format!(
+                "{field}.bind: unix domain socket servers are not supported by Shoal (valid in Istio)"
+            )));
         }
         None if !s.bind.is_empty() && s.bind.parse::<IpAddr>().is_err() => {
             return Err(invalid(format!(
@@ -79,6 +83,9 @@ fn server(s: &GatewayServer, field: &str, warnings: &mut Vec<String>) -> Check {
                 s.bind
             )));
         }
+        None if !s.bind.is_empty() => warnings.push(format!(
+            "{field}.bind is not supported by Shoal: ignored (the server listens on every address)"
+        )),
         None => {}
     }
     if s.hosts.is_empty() {
@@ -271,7 +278,10 @@ mod tests {
             &format!("{HTTP}  hosts: ['*']\n  bind: not-an-ip\n"),
             "servers[0].bind",
         );
-        assert!(check("gw", "- port: {number: 0, name: uds, protocol: HTTP}\n  hosts: ['*']\n  bind: unix:///var/run/gw.sock\n").is_ok());
+        rejected(
+            "- port: {number: 0, name: uds, protocol: HTTP}\n  hosts: ['*']\n  bind: unix:///var/run/gw.sock\n",
+            "not supported by Shoal",
+        );
         rejected(
             &format!("{HTTP}  hosts: ['*']\n  bind: unix:///var/run/gw.sock\n"),
             "must be 0 for a unix domain socket",
