@@ -53,7 +53,8 @@ pub(super) fn destination_rule(
 }
 
 fn traffic_policy(tp: &istio::TrafficPolicy, field: &str, warnings: &mut Vec<String>) -> Check {
-    load_balancer(&tp.load_balancer, field, warnings)?;
+    let outlier = tp.outlier_detection.is_some();
+    load_balancer(&tp.load_balancer, outlier, field, warnings)?;
     connection_pool(&tp.connection_pool, field)?;
     outlier_detection(&tp.outlier_detection, field)?;
     tls(tp.tls.as_deref(), field, warnings)?;
@@ -72,7 +73,12 @@ fn traffic_policy(tp: &istio::TrafficPolicy, field: &str, warnings: &mut Vec<Str
                 "{f}: port traffic policy must have at least one field"
             )));
         }
-        load_balancer(&p.load_balancer, &f, warnings)?;
+        load_balancer(
+            &p.load_balancer,
+            p.outlier_detection.is_some(),
+            &f,
+            warnings,
+        )?;
         connection_pool(&p.connection_pool, &f)?;
         outlier_detection(&p.outlier_detection, &f)?;
         tls(p.tls.as_deref(), &f, warnings)?;
@@ -82,6 +88,7 @@ fn traffic_policy(tp: &istio::TrafficPolicy, field: &str, warnings: &mut Vec<Str
 
 fn load_balancer(
     lb: &Option<istio::LoadBalancerSettings>,
+    outlier: bool,
     f: &str,
     warnings: &mut Vec<String>,
 ) -> Check {
@@ -98,6 +105,11 @@ fn load_balancer(
         if !l.failover_priority.is_empty() {
             warnings.push(format!(
                 "{f}.loadBalancer.localityLbSetting.failoverPriority is not supported by Shoal: ignored"
+            ));
+        }
+        if (!l.failover.is_empty() || !l.failover_priority.is_empty()) && !outlier {
+            warnings.push(format!(
+                "{f}.loadBalancer.localityLbSetting: outlier detection policy must be provided for failover (without it nothing fails over)"
             ));
         }
     }
@@ -400,18 +412,53 @@ fn locality_lb(l: &istio::LocalityLbSetting, f: &str) -> Check {
     let locality = |loc: &str, field: String| -> Check {
         let parts: Vec<&str> = loc.split('/').collect();
         let wildcard_inside = parts[..parts.len() - 1].contains(&"*");
-        if loc.is_empty() || parts.len() > 3 || wildcard_inside {
+        let empty_part = parts[..parts.len() - 1].iter().any(|p| p.is_empty());
+        if loc.is_empty() || parts.len() > 3 || wildcard_inside || empty_part {
             return Err(invalid(format!(
                 "{field}: {loc:?} is not region/zone/subzone (with `*` only last)"
             )));
         }
         Ok(())
     };
+    if !l.failover.is_empty()
+        && let Some(label) = l.failover_priority.iter().find(|p| {
+            matches!(
+                p.as_str(),
+                "topology.kubernetes.io/region"
+                    | "topology.kubernetes.io/zone"
+                    | "topology.istio.io/subzone"
+            )
+        })
+    {
+        return Err(invalid(format!(
+            "{f}: can not simultaneously set failover and topology label {label:?} in failoverPriority"
+        )));
+    }
     for (i, d) in l.distribute.iter().enumerate() {
         locality(&d.from, format!("{f}.distribute[{i}].from"))?;
+        if let Some(earlier) = l.distribute[..i]
+            .iter()
+            .find(|e| localities_overlap(&e.from, &d.from))
+        {
+            return Err(invalid(format!(
+                "{f}.distribute[{i}].from: locality {:?} overlaps {:?} given before",
+                d.from, earlier.from
+            )));
+        }
         let mut total = 0u64;
-        for (to, weight) in &d.to {
+        let tos: Vec<&String> = d.to.keys().collect();
+        for (j, (to, weight)) in d.to.iter().enumerate() {
             locality(to, format!("{f}.distribute[{i}].to"))?;
+            if !(1..=100).contains(weight) {
+                return Err(invalid(format!(
+                    "{f}.distribute[{i}].to[{to}]: weight {weight} is not in 1-100"
+                )));
+            }
+            if let Some(other) = tos[..j].iter().find(|o| localities_overlap(o, to)) {
+                return Err(invalid(format!(
+                    "{f}.distribute[{i}].to: locality {to:?} overlaps {other:?}"
+                )));
+            }
             total += u64::from(*weight);
         }
         if total != 100 {
@@ -433,6 +480,22 @@ fn locality_lb(l: &istio::LocalityLbSetting, f: &str) -> Check {
         }
     }
     Ok(())
+}
+
+/// Whether two localities (`region[/zone[/subzone]]`, a trailing `*` for any) can name
+/// one workload: one is a prefix of the other, part by part.
+fn localities_overlap(a: &str, b: &str) -> bool {
+    let parts = |l: &str| -> Vec<String> {
+        l.trim_end_matches('*')
+            .trim_end_matches('/')
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, b) = (parts(a), parts(b));
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
 }
 
 #[cfg(test)]

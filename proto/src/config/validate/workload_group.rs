@@ -1,8 +1,9 @@
 //! WorkloadGroup, by Istio's rules: a template is required (its address is not: entries
-//! bring their own), labels must be valid Kubernetes labels, and a probe has
-//! non-negative timings and exactly one well-formed method.
+//! bring their own) with valid port names, metadata labels must be valid Kubernetes
+//! labels (the template's are not checked, as in Istio), and a probe has non-negative
+//! timings and exactly one well-formed method.
 
-use super::{Check, invalid, port_number};
+use super::{Check, dns1123_label, invalid, port_number, unix_path};
 use crate::config::istio;
 use std::collections::BTreeMap;
 
@@ -10,10 +11,24 @@ pub(super) fn workload_group(wg: &istio::WorkloadGroup) -> Check {
     let Some(template) = &wg.template else {
         return Err(invalid("template is required"));
     };
+    // The CRD's rules for the template (Istio does not validate it as a WorkloadEntry:
+    // address and labels are filled in per workload).
     for (name, port) in &template.ports {
+        if !dns1123_label(name) {
+            return Err(invalid(format!(
+                "template.ports[{name}]: invalid port name {name:?}"
+            )));
+        }
         port_number(*port, &format!("template.ports[{name}]"))?;
     }
-    labels(&template.labels, "template.labels")?;
+    if let Some(path) = template.address.strip_prefix("unix://") {
+        unix_path(path).map_err(|why| invalid(format!("template.address: {why}")))?;
+        if !template.ports.is_empty() {
+            return Err(invalid(
+                "template.address: a unix endpoint must not include ports",
+            ));
+        }
+    }
     if let Some(metadata) = &wg.metadata {
         labels(&metadata.labels, "metadata.labels")?;
     }
@@ -170,6 +185,19 @@ mod tests {
                 .0
                 .contains("template.ports[http]")
         );
+        wg.template.as_mut().unwrap().ports = [("http_1".into(), 80)].into();
+        assert!(
+            workload_group(&wg)
+                .unwrap_err()
+                .0
+                .contains("invalid port name")
+        );
+        // Istio does not check the template's labels (entries get them validated).
+        wg.template = Some(istio::WorkloadEntry {
+            labels: [("app".into(), "not valid!".into())].into(),
+            ..Default::default()
+        });
+        assert!(workload_group(&wg).is_ok());
         assert!(labels(&[("example.com/app".into(), "v1".into())].into(), "l").is_ok());
         assert!(labels(&[("/app".into(), String::new())].into(), "l").is_err());
     }

@@ -224,3 +224,38 @@ fn subsets_pools_and_port_policies_by_istio_rules() {
         check("host: carts\ntrafficPolicy:\n  loadBalancer:\n    consistentHash: {httpCookie: {name: s, ttl: 0s}, maglev: {tableSize: 1}}\n").is_ok()
     );
 }
+
+fn locality(setting: &str) -> String {
+    format!("host: carts\ntrafficPolicy:\n  loadBalancer:\n    localityLbSetting:\n{setting}")
+}
+
+#[test]
+fn locality_settings_by_istio_rules() {
+    rejected(
+        &locality("      distribute:\n      - from: r1/*\n        to: {r1/z1/*: 100, r2/*: 0}\n"),
+        "weight 0 is not in 1-100",
+    );
+    rejected(
+        &locality(
+            "      distribute:\n      - from: r1/*\n        to: {r2/*: 100}\n      - from: r1/z1/*\n        to: {r2/*: 100}\n",
+        ),
+        "distribute[1].from: locality \"r1/z1/*\" overlaps \"r1/*\"",
+    );
+    rejected(
+        &locality("      distribute:\n      - from: r1//s\n        to: {r2/*: 100}\n"),
+        "is not region/zone/subzone",
+    );
+    rejected(
+        &locality(
+            "      failover: [{from: r1, to: r2}]\n      failoverPriority: [topology.kubernetes.io/zone]\n",
+        ),
+        "can not simultaneously set failover",
+    );
+    let warnings = check(&locality("      failover: [{from: r1, to: r2}]\n")).expect("accepted");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("outlier detection policy must be provided")),
+        "{warnings:?}"
+    );
+}
