@@ -41,7 +41,7 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
     let mut warnings = Vec::new();
     match &config.spec {
         Spec::VirtualService(vs) => {
-            virtual_service(vs)?;
+            virtual_service(vs, &mut warnings)?;
             export_to(&config.meta.namespace, &vs.export_to, false)?;
         }
         Spec::DestinationRule(dr) => {

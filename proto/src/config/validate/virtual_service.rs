@@ -17,6 +17,27 @@ const METHODS: [&str; 9] = [
     "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
 ];
 
+/// gRPC status names an abort may return (Istio takes names, not numbers).
+const GRPC_CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
 /// HTTP/2 pseudo-headers a match may name.
 const PSEUDO_HEADERS: [&str; 5] = [":method", ":scheme", ":authority", ":path", ":status"];
 
@@ -40,7 +61,7 @@ const RETRY_ON: [&str; 16] = [
     "unavailable",
 ];
 
-pub fn virtual_service(vs: &VirtualService) -> Check {
+pub fn virtual_service(vs: &VirtualService, warnings: &mut Vec<String>) -> Check {
     // A VirtualService without hosts is a delegate: only another's `delegate` uses it.
     let delegate = vs.hosts.is_empty();
     let to_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh");
@@ -82,7 +103,7 @@ pub fn virtual_service(vs: &VirtualService) -> Check {
         ));
     }
     for (i, route) in vs.http.iter().enumerate() {
-        http_route(route, delegate, &format!("http[{i}]"))?;
+        http_route(route, delegate, &format!("http[{i}]"), warnings)?;
     }
     for (i, route) in vs.tls.iter().enumerate() {
         let f = format!("tls[{i}]");
@@ -184,7 +205,7 @@ fn l4_destinations<'a>(
     weights(dests.map(|(_, w)| w), count, &format!("{f}.route"))
 }
 
-fn http_route(route: &HttpRoute, in_delegate: bool, f: &str) -> Check {
+fn http_route(route: &HttpRoute, in_delegate: bool, f: &str, warnings: &mut Vec<String>) -> Check {
     let actions = [
         (!route.route.is_empty(), "route"),
         (route.redirect.is_some(), "redirect"),
@@ -276,10 +297,24 @@ fn http_route(route: &HttpRoute, in_delegate: bool, f: &str) -> Check {
         }
     }
     if let Some(rd) = &route.redirect {
-        if rd.redirect_code != 0 && !matches!(rd.redirect_code, 301 | 302 | 303 | 307 | 308) {
+        if rd.redirect_code != 0 && !(300..=399).contains(&rd.redirect_code) {
             return Err(invalid(format!(
-                "{f}.redirect.redirectCode {} is not a redirect status",
+                "{f}.redirect.redirectCode {} is not a valid redirect code, must be 3xx",
                 rd.redirect_code
+            )));
+        }
+        // Istio accepts any 3xx, but Envoy redirects with these only: the route is
+        // dropped otherwise, as Istio drops it.
+        if rd.redirect_code != 0 && !matches!(rd.redirect_code, 301 | 302 | 303 | 307 | 308) {
+            warnings.push(format!(
+                "{f}.redirect.redirectCode {} is not supported by Envoy: the route is not served",
+                rd.redirect_code
+            ));
+        }
+        if !matches!(rd.scheme.as_str(), "" | "http" | "https") {
+            return Err(invalid(format!(
+                "{f}.redirect.scheme: {:?} must be \"http\" or \"https\"",
+                rd.scheme
             )));
         }
         if let Some(p) = rd.port {
@@ -293,17 +328,41 @@ fn http_route(route: &HttpRoute, in_delegate: bool, f: &str) -> Check {
                 dr.status
             )));
         }
-        if let Some(body) = &dr.body
-            && body.string.is_some() == body.bytes.is_some()
-        {
-            return Err(invalid(format!(
-                "{f}.directResponse.body: exactly one of string or bytes must be set"
-            )));
+        if let Some(body) = &dr.body {
+            if body.string.is_some() == body.bytes.is_some() {
+                return Err(invalid(format!(
+                    "{f}.directResponse.body: exactly one of string or bytes must be set"
+                )));
+            }
+            let size = body
+                .string
+                .as_ref()
+                .or(body.bytes.as_ref())
+                .map_or(0, String::len);
+            if size > 1024 * 1024 {
+                return Err(invalid(format!(
+                    "{f}.directResponse.body: {size} bytes; large direct responses must be less than 1MB"
+                )));
+            }
         }
+    }
+    if let Some(rw) = &route.rewrite
+        && rw.uri.is_empty()
+        && rw.authority.is_empty()
+        && rw.uri_regex_rewrite.is_none()
+    {
+        return Err(invalid(format!(
+            "{f}.rewrite must specify at least one of uri, uriRegexRewrite or authority"
+        )));
     }
     if let Some(rw) = &route.rewrite
         && let Some(re) = &rw.uri_regex_rewrite
     {
+        if re.pattern.is_empty() || re.rewrite.is_empty() {
+            return Err(invalid(format!(
+                "{f}.rewrite.uriRegexRewrite requires both match and rewrite"
+            )));
+        }
         if !rw.uri.is_empty() {
             return Err(invalid(format!(
                 "{f}.rewrite: uri and uriRegexRewrite cannot both be set"
@@ -426,7 +485,12 @@ fn fault_injection(fault: &HttpFaultInjection, f: &str) -> Check {
                     "{f}.abort.httpStatus {s} is not in 200-599"
                 )));
             }
-            (None, Some(g)) if !g.is_empty() => {}
+            (None, Some(g)) if GRPC_CODES.contains(&g.as_str()) => {}
+            (None, Some(g)) => {
+                return Err(invalid(format!(
+                    "{f}.abort.grpcStatus: {g:?} is not a gRPC status name (e.g. UNAVAILABLE)"
+                )));
+            }
             _ => {
                 return Err(invalid(format!(
                     "{f}.abort: exactly one of httpStatus or grpcStatus must be set"
@@ -522,7 +586,7 @@ mod tests {
 
     fn check(spec: &str) -> Result<(), String> {
         let vs: VirtualService = serde_norway::from_str(spec).expect("spec parses");
-        virtual_service(&vs).map_err(|e| e.0)
+        virtual_service(&vs, &mut Vec::new()).map_err(|e| e.0)
     }
 
     fn rejected(spec: &str, reason: &str) {
@@ -614,6 +678,51 @@ mod tests {
         rejected(
             "hosts: [a]\ntcp:\n- match: [{destinationSubnets: [10.0.0.0/33]}]\n  route: [{destination: {host: a}}]\n",
             "destinationSubnets[0]",
+        );
+    }
+
+    #[test]
+    fn redirects_rewrites_and_faults_by_istio_rules() {
+        let http = |h: &str| format!("hosts: [a]\nhttp:\n- {h}\n");
+        let mut warnings = Vec::new();
+        let vs: VirtualService =
+            serde_norway::from_str(&http("redirect: {uri: /b, redirectCode: 304}")).unwrap();
+        assert!(virtual_service(&vs, &mut warnings).is_ok());
+        assert!(
+            warnings[0].contains("redirectCode 304 is not supported by Envoy"),
+            "{warnings:?}"
+        );
+        rejected(
+            &http("redirect: {uri: /b, redirectCode: 200}"),
+            "must be 3xx",
+        );
+        rejected(&http("redirect: {uri: /b, scheme: ftp}"), "redirect.scheme");
+        rejected(
+            &http("route: [{destination: {host: a}}]\n  rewrite: {}"),
+            "at least one of uri",
+        );
+        rejected(
+            &http(
+                "route: [{destination: {host: a}}]\n  rewrite: {uriRegexRewrite: {match: '^/a'}}",
+            ),
+            "requires both match and rewrite",
+        );
+        rejected(
+            &http("route: [{destination: {host: a}}]\n  fault: {abort: {grpcStatus: '14'}}"),
+            "not a gRPC status name",
+        );
+        assert!(
+            check(&http(
+                "route: [{destination: {host: a}}]\n  fault: {abort: {grpcStatus: UNAVAILABLE}}"
+            ))
+            .is_ok()
+        );
+        let big = "x".repeat(1024 * 1024 + 1);
+        rejected(
+            &http(&format!(
+                "directResponse: {{status: 200, body: {{string: {big}}}}}"
+            )),
+            "less than 1MB",
         );
     }
 
