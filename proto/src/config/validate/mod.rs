@@ -143,6 +143,17 @@ pub(super) fn host(h: &str, field: &str) -> Check {
             "{field}: host {h:?} is longer than 255 characters"
         )));
     }
+    // A mistyped IP is not a name: Istio rejects an all-numeric top-level domain.
+    if rest.contains('.')
+        && rest
+            .rsplit('.')
+            .next()
+            .is_some_and(|tld| tld.chars().all(|c| c.is_ascii_digit()))
+    {
+        return Err(invalid(format!(
+            "{field}: host {h:?} is not a valid DNS name (top-level domain cannot be all-numeric)"
+        )));
+    }
     for label in rest.split('.') {
         let ok = !label.is_empty()
             && label.len() <= 63
@@ -738,6 +749,14 @@ mod tests {
         assert!(
             err(policy("ALLOW_ANY", "egress.example.com", Some(0))).contains("egressProxy.port")
         );
+    }
+
+    #[test]
+    fn hosts_with_a_numeric_top_level_domain_are_not_names() {
+        assert!(host("10.0.0.1", "h").unwrap_err().0.contains("all-numeric"));
+        assert!(host("a.example.com", "h").is_ok());
+        assert!(host("reviews", "h").is_ok());
+        assert!(host("*.svc", "h").is_ok());
     }
 
     #[test]

@@ -118,6 +118,12 @@ pub fn virtual_service(vs: &VirtualService, warnings: &mut Vec<String>) -> Check
             }
             for (k, sni) in m.sni_hosts.iter().enumerate() {
                 let field = format!("{f}.match[{j}].sniHosts[{k}]");
+                if sni.parse::<std::net::IpAddr>().is_ok() {
+                    warnings.push(format!(
+                        "{field}: using an IP address ({sni:?}) goes against the SNI spec and most clients do not support it"
+                    ));
+                    continue;
+                }
                 host(sni, &field)?;
                 let covered = vs.hosts.iter().any(|h| h == sni || host_matches(h, sni));
                 if !covered {
