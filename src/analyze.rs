@@ -58,6 +58,7 @@ pub fn run(args: &AnalyzeArgs) -> ExitCode {
                 },
                 object: "file".into(),
                 reason: format!("unreadable: {reason}"),
+                rejected: None,
             })),
         }
     }

@@ -1,17 +1,18 @@
 //! Gateways and the VirtualServices bound to them: a bound Gateway must exist (IST0101)
 //! and serve one of the VirtualService's hosts (IST0132); a Gateway's selector must match
-//! a Pod when Pods are given (IST0101); two Gateways selecting the same workloads must not
-//! both serve one host on one port (IST0145).
+//! a Pod when Pods are given (IST0101), and a server's `credentialName` must name a TLS
+//! Secret (IST0101); two Gateways selecting the same workload (by the same selector, or
+//! different ones matching one Pod) must not both serve one host on one port (IST0145).
 
 use super::Message;
 use super::codes::{
     CONFLICTING_GATEWAYS, REFERENCED_RESOURCE_NOT_FOUND, VIRTUAL_SERVICE_HOST_NOT_FOUND_IN_GATEWAY,
 };
-use super::inventory::{Inventory, selector_string};
+use super::inventory::{Inventory, labels_include, selector_string};
 use crate::config::istio::{Gateway, GatewayServer};
 use crate::config::parse::Parsed;
 use crate::model::hosts_intersect;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The name VirtualServices bind the sidecars by.
 pub(super) const MESH: &str = "mesh";
@@ -19,6 +20,7 @@ pub(super) const MESH: &str = "mesh";
 pub(super) fn analyze(inventory: &Inventory, out: &mut Vec<Message>) {
     bound_virtual_services(inventory, out);
     selectors(inventory, out);
+    credentials(inventory, out);
     conflicts(inventory, out);
 }
 
@@ -109,7 +111,57 @@ fn selectors(inventory: &Inventory, out: &mut Vec<Message>) {
     }
 }
 
-/// Gateways with the same selector serving one host (with the same bind) on one port:
+/// Each server's `credentialName` must name a Secret (holding TLS material: Shoal reads
+/// no other) in the namespace of the gateway's workload: that of the Pods it selects
+/// when Pods are given, else the Gateway's own. `namespace/name` names another.
+fn credentials(inventory: &Inventory, out: &mut Vec<Message>) {
+    for (parsed, gw) in inventory.gateways() {
+        let namespace = inventory
+            .pods_matching(None, &gw.selector)
+            .next()
+            .map_or(parsed.config.meta.namespace.as_str(), |p| {
+                p.config.meta.namespace.as_str()
+            });
+        for (i, server) in gw.servers.iter().enumerate() {
+            let Some(name) = server
+                .tls
+                .as_ref()
+                .map(|t| t.credential_name.as_str())
+                .filter(|n| !n.is_empty())
+            else {
+                continue;
+            };
+            let (ns, secret) = name.split_once('/').unwrap_or((namespace, name));
+            let found = inventory
+                .secrets()
+                .any(|(p, _)| p.config.meta.namespace == ns && p.config.meta.name == secret);
+            if !found {
+                out.push(Message::about(
+                    REFERENCED_RESOURCE_NOT_FOUND,
+                    parsed,
+                    format!(
+                        "Referenced credentialName not found: {name:?} (servers[{i}].tls.credentialName: no TLS Secret {ns}/{secret})"
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// Whether two selectors pick the same gateway workload: equal, or both matching one
+/// of the given Pods (Istio's analyzer compares the workloads, not the selectors).
+fn same_workload(
+    inventory: &Inventory,
+    a: &BTreeMap<String, String>,
+    b: &BTreeMap<String, String>,
+) -> bool {
+    a == b
+        || inventory
+            .pods_matching(None, a)
+            .any(|p| labels_include(&p.config.meta.labels, b))
+}
+
+/// Gateways selecting one workload serving one host (with the same bind) on one port:
 /// Istio's `CheckDuplicates`, across Gateways.
 fn conflicts(inventory: &Inventory, out: &mut Vec<Message>) {
     let gateways: Vec<(&Parsed, &Gateway)> = inventory.gateways().collect();
@@ -119,7 +171,7 @@ fn conflicts(inventory: &Inventory, out: &mut Vec<Message>) {
             let mut others = BTreeSet::new();
             let mut shared = BTreeSet::new();
             for (j, (other_parsed, other)) in gateways.iter().enumerate() {
-                if i == j || other.selector != gw.selector {
+                if i == j || !same_workload(inventory, &gw.selector, &other.selector) {
                     continue;
                 }
                 for server in gw.servers.iter().filter(|s| port_of(s) == port) {
@@ -237,6 +289,65 @@ spec:
             findings_with(REFERENCED_RESOURCE_NOT_FOUND, &format!("{GATEWAYS}{pod}")),
             [
                 "IST0101 Error Gateway edge/other-workload: Referenced selector not found: \"istio=eastwest\""
+            ]
+        );
+    }
+
+    #[test]
+    fn gateways_selecting_one_workload_by_different_selectors_conflict() {
+        let narrower = "---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: narrower, namespace: edge}\nspec:\n  selector: {istio: ingressgateway, app: gw}\n  servers:\n  - port: {number: 8080, name: http, protocol: HTTP}\n    hosts: ['*.example.com']\n";
+        // Without Pods nothing says the two selectors pick one workload.
+        let without_pods = format!("{GATEWAYS}{narrower}");
+        assert!(
+            !findings_with(CONFLICTING_GATEWAYS, &without_pods)
+                .iter()
+                .any(|f| f.contains("narrower"))
+        );
+        let pod = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: gw, namespace: edge, labels: {istio: ingressgateway, app: gw}}\nstatus: {podIP: 10.0.0.9}\n";
+        let got = findings_with(CONFLICTING_GATEWAYS, &format!("{without_pods}{pod}"));
+        assert!(
+            got.contains(&"IST0145 Error Gateway edge/narrower: Conflict with gateways edge/copy (workload selector app=gw,istio=ingressgateway, port 8080, hosts *.example.com).".to_string()),
+            "{got:#?}"
+        );
+        assert!(
+            got.iter().any(|f| f.starts_with(
+                "IST0145 Error Gateway edge/copy: Conflict with gateways edge/narrower "
+            )),
+            "{got:#?}"
+        );
+    }
+
+    #[test]
+    fn a_credential_name_must_name_a_secret() {
+        let gateway = "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: tls, namespace: edge}\nspec:\n  selector: {istio: ingressgateway}\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: ['*.example.com']\n    tls: {mode: SIMPLE, credentialName: shop-cert}\n  - port: {number: 8443, name: https-2, protocol: HTTPS}\n    hosts: ['*.example.com']\n    tls: {mode: SIMPLE, credentialName: other/other-cert}\n";
+        let secret = |ns: &str, name: &str| {
+            format!(
+                "---\napiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: {ns}}}\ntype: kubernetes.io/tls\nstringData: {{tls.crt: '-----BEGIN CERTIFICATE-----', tls.key: '-----BEGIN PRIVATE KEY-----'}}\n"
+            )
+        };
+        assert_eq!(
+            findings_with(REFERENCED_RESOURCE_NOT_FOUND, gateway),
+            [
+                "IST0101 Error Gateway edge/tls: Referenced credentialName not found: \"other/other-cert\" (servers[1].tls.credentialName: no TLS Secret other/other-cert)",
+                "IST0101 Error Gateway edge/tls: Referenced credentialName not found: \"shop-cert\" (servers[0].tls.credentialName: no TLS Secret edge/shop-cert)",
+            ]
+        );
+        let both = format!(
+            "{gateway}{}{}",
+            secret("edge", "shop-cert"),
+            secret("other", "other-cert")
+        );
+        assert_eq!(
+            findings_with(REFERENCED_RESOURCE_NOT_FOUND, &both),
+            Vec::<String>::new()
+        );
+        // The workload's namespace, when Pods say where it runs.
+        let pod = "---\napiVersion: v1\nkind: Pod\nmetadata: {name: gw, namespace: istio-system, labels: {istio: ingressgateway}}\nstatus: {podIP: 10.0.0.9}\n";
+        let moved = format!("{both}{pod}");
+        assert_eq!(
+            findings_with(REFERENCED_RESOURCE_NOT_FOUND, &moved),
+            [
+                "IST0101 Error Gateway edge/tls: Referenced credentialName not found: \"shop-cert\" (servers[0].tls.credentialName: no TLS Secret istio-system/shop-cert)"
             ]
         );
     }

@@ -37,6 +37,7 @@ impl<'a> Inventory<'a> {
     of_kind!(gateways, Gateway, istio::Gateway);
     of_kind!(sidecars, Sidecar, istio::Sidecar);
     of_kind!(pods, Pod, k8s::PodSpec);
+    of_kind!(secrets, Secret, k8s::SecretSpec);
 
     /// Whether any Pod was given: checks that a selector matches no Pod run only then,
     /// since a directory of config alone says nothing about the workloads running.

@@ -1,5 +1,6 @@
 //! Several VirtualServices bound to the sidecars (`mesh`) for one host, seen from a
-//! common namespace (IST0109): which one a sidecar follows is undefined.
+//! common namespace, or for overlapping wildcard hosts where one is exported everywhere
+//! (IST0109): which one a sidecar follows is undefined.
 
 use super::Message;
 use super::codes::CONFLICTING_MESH_GATEWAY_VIRTUAL_SERVICE_HOSTS;
@@ -7,8 +8,8 @@ use super::gateways::MESH;
 use super::inventory::Inventory;
 use crate::config::istio::VirtualService;
 use crate::config::parse::Parsed;
-use crate::model::resolve_short_name;
-use std::collections::{BTreeMap, BTreeSet};
+use crate::model::{hosts_intersect, resolve_short_name};
+use std::collections::BTreeSet;
 
 /// The namespaces a VirtualService is exported to; `None`: all.
 type Scope = Option<BTreeSet<String>>;
@@ -33,8 +34,19 @@ fn overlap(a: &Scope, b: &Scope) -> bool {
     }
 }
 
+/// Whether two mesh VirtualServices' hosts conflict, as Istio's analyzer decides: the same
+/// host in scopes that meet, or, between one exported everywhere and one exported to some
+/// namespaces, hosts that overlap (`*.productpage.d` and `*.d`).
+fn conflict((a, a_scope): (&str, &Scope), (b, b_scope): (&str, &Scope)) -> bool {
+    if a == b {
+        return overlap(a_scope, b_scope);
+    }
+    a_scope.is_none() != b_scope.is_none() && hosts_intersect(a, b)
+}
+
 pub(super) fn analyze(inventory: &Inventory, out: &mut Vec<Message>) {
-    let mut by_host: BTreeMap<String, Vec<(&Parsed, Scope)>> = BTreeMap::new();
+    // (VirtualService, host, scope) for every host of every mesh-bound VirtualService.
+    let mut entries: Vec<(&Parsed, String, Scope)> = Vec::new();
     for (parsed, vs) in inventory.virtual_services() {
         let bound_to_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == MESH);
         if !bound_to_mesh {
@@ -47,44 +59,37 @@ pub(super) fn analyze(inventory: &Inventory, out: &mut Vec<Message>) {
             .map(|h| resolve_short_name(h, namespace))
             .collect();
         for host in hosts {
-            by_host
-                .entry(host)
-                .or_default()
-                .push((parsed, exported_to(namespace, vs)));
+            entries.push((parsed, host, exported_to(namespace, vs)));
         }
     }
     let mut reported = BTreeSet::new();
-    for (host, list) in &by_host {
-        let conflicting: Vec<&Parsed> = list
-            .iter()
-            .enumerate()
-            .filter(|(i, (_, scope))| {
-                list.iter()
-                    .enumerate()
-                    .any(|(j, (_, other))| *i != j && overlap(scope, other))
-            })
-            .map(|(_, (p, _))| *p)
-            .collect();
-        if conflicting.len() < 2 {
+    for (parsed, host, scope) in &entries {
+        let key = parsed.config.key();
+        if reported.contains(&key) {
             continue;
         }
-        let mut names: Vec<String> = conflicting
+        let others: Vec<&Parsed> = entries
             .iter()
+            .filter(|(p, h, s)| p.config.key() != key && conflict((host, scope), (h, s)))
+            .map(|(p, _, _)| *p)
+            .collect();
+        if others.is_empty() {
+            continue;
+        }
+        let names: BTreeSet<String> = others
+            .iter()
+            .chain([parsed])
             .map(|p| format!("{}/{}", p.config.meta.namespace, p.config.meta.name))
             .collect();
-        names.sort();
-        let names = names.join(",");
-        for parsed in conflicting {
-            if reported.insert(parsed.config.key()) {
-                out.push(Message::about(
-                    CONFLICTING_MESH_GATEWAY_VIRTUAL_SERVICE_HOSTS,
-                    parsed,
-                    format!(
-                        "The VirtualServices {names} associated with mesh gateway define the same host {host} which can lead to undefined behavior. This can be fixed by merging the conflicting VirtualServices into a single resource."
-                    ),
-                ));
-            }
-        }
+        let names = names.into_iter().collect::<Vec<_>>().join(",");
+        reported.insert(key);
+        out.push(Message::about(
+            CONFLICTING_MESH_GATEWAY_VIRTUAL_SERVICE_HOSTS,
+            parsed,
+            format!(
+                "The VirtualServices {names} associated with mesh gateway define the same host {host} which can lead to undefined behavior. This can be fixed by merging the conflicting VirtualServices into a single resource."
+            ),
+        ));
     }
 }
 
@@ -120,6 +125,35 @@ mod tests {
             "IST0109 Error VirtualService shop/a: The VirtualServices shop/a,shop/b associated with mesh gateway define the same host reviews.shop.svc.cluster.local which can lead to undefined behavior. This can be fixed by merging the conflicting VirtualServices into a single resource."
         );
         assert!(got[1].starts_with("IST0109 Error VirtualService shop/b: "));
+    }
+
+    /// Istio's own case (`virtualservice_conflictingmeshgatewayhosts_with_exportto`):
+    /// a wildcard exported to one namespace against a wider one exported everywhere.
+    #[test]
+    fn overlapping_wildcard_hosts_conflict_as_in_istio() {
+        let yaml = [
+            vs(
+                "productpage-d",
+                "foo",
+                "'*.productpage.d'",
+                "  exportTo: [.]\n",
+            ),
+            vs("productpage-d", "bar", "'*.d'", "  exportTo: ['*']\n"),
+            // Both exported to one namespace each: no common viewer.
+            vs("e", "foo", "'*.productpage.e'", "  exportTo: [.]\n"),
+            vs("e", "bar", "'*.e'", "  exportTo: [.]\n"),
+        ]
+        .concat();
+        let got = findings_with(CODE, &yaml);
+        assert_eq!(got.len(), 2, "{got:#?}");
+        assert!(
+            got[0].starts_with("IST0109 Error VirtualService foo/productpage-d: The VirtualServices bar/productpage-d,foo/productpage-d associated with mesh gateway define the same host *.productpage.d "),
+            "{got:#?}"
+        );
+        assert!(
+            got[1].starts_with("IST0109 Error VirtualService bar/productpage-d: The VirtualServices bar/productpage-d,foo/productpage-d associated with mesh gateway define the same host *.d "),
+            "{got:#?}"
+        );
     }
 
     #[test]

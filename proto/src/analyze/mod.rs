@@ -151,7 +151,21 @@ fn origin_of_error(error: &ParseError) -> Origin {
 pub fn analyze(documents: &[Result<Parsed, ParseError>]) -> Vec<Message> {
     let mut out = Vec::new();
     schema::analyze(documents, &mut out);
-    let inventory = Inventory::new(documents.iter().filter_map(|d| d.as_ref().ok()));
+    // Objects only validation rejected are still checked for their references, as
+    // istioctl does: a Gateway without servers still selects (or misses) a workload.
+    let rejected: Vec<Parsed> = documents
+        .iter()
+        .filter_map(|d| d.as_ref().err())
+        .filter_map(|e| {
+            e.rejected.as_ref().map(|r| Parsed {
+                config: (*r.0).clone(),
+                location: e.location.clone(),
+                warnings: Vec::new(),
+            })
+        })
+        .collect();
+    let accepted = documents.iter().filter_map(|d| d.as_ref().ok());
+    let inventory = Inventory::new(accepted.chain(&rejected));
     destinations::analyze(&inventory, &mut out);
     gateways::analyze(&inventory, &mut out);
     mesh_hosts::analyze(&inventory, &mut out);
@@ -234,6 +248,30 @@ spec:
                 "file": "reviews.yaml",
                 "line": 3,
             }])
+        );
+    }
+
+    #[test]
+    fn an_invalid_object_is_still_analyzed_for_its_references() {
+        let yaml = "apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: empty, namespace: edge}
+spec:
+  selector: {istio: missing}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: gw, namespace: edge, labels: {istio: ingressgateway}}
+status: {podIP: 10.0.0.9}
+";
+        let got = testing::findings(yaml);
+        assert_eq!(got.len(), 2, "{got:#?}");
+        assert_eq!(
+            got,
+            [
+                "IST0101 Error Gateway edge/empty: Referenced selector not found: \"istio=missing\"",
+                "IST0106 Error Gateway edge/empty: Schema validation error: gateway must have at least one server",
+            ]
         );
     }
 

@@ -333,6 +333,20 @@ pub struct LoadBalancerSettings {
     pub consistent_hash: Option<Box<ConsistentHashLb>>,
     // Boxed: rarely set, and it would double the size of every DestinationRule.
     pub locality_lb_setting: Option<Box<LocalityLbSetting>>,
+    /// Slow start for new endpoints: validated as Istio does, not implemented (reported).
+    pub warmup: Option<Box<Warmup>>,
+}
+
+/// Istio's `WarmupConfiguration`: traffic to a new endpoint ramps up over `duration`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Warmup {
+    /// Required.
+    pub duration: Option<String>,
+    /// The share of traffic a new endpoint starts with, in [0, 100].
+    pub minimum_percent: Option<f64>,
+    /// How fast traffic grows; must be above 0.
+    pub aggression: Option<f64>,
 }
 
 /// Locality-aware load balancing: either `distribute` traffic by weight from the

@@ -30,6 +30,9 @@ pub struct ParseError {
     /// `Kind namespace/name` when the header was readable, else `document N`.
     pub object: String,
     pub reason: String,
+    /// The object as read, when only validation rejected it: `shoal analyze` still
+    /// checks its references, as istioctl does.
+    pub rejected: Option<validate::Rejected>,
 }
 
 /// A parsed object and where it was written.
@@ -134,6 +137,7 @@ fn parse_document(
         },
         object,
         reason,
+        rejected: None,
     };
     let header: Header = serde_norway::from_str(doc).map_err(|e| {
         let line = e.location().map(|l| l.line());
@@ -223,7 +227,10 @@ fn parse_document(
     }
     let unknown = unsupported::unknown_fields(&spec, doc);
     let config = Config { meta, spec };
-    let mut warnings = validate::validate(&config).map_err(|e| fail(object.clone(), e.0, None))?;
+    let mut warnings = validate::validate(&config).map_err(|e| ParseError {
+        rejected: Some(validate::Rejected(Box::new(config.clone()))),
+        ..fail(object.clone(), e.0, None)
+    })?;
     if !unknown.is_empty() {
         warnings.push(format!(
             "fields not supported by Shoal, ignored: {}",

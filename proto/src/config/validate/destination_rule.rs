@@ -3,7 +3,11 @@
 //! Shoal accepts but cannot act on (ISTIO_MUTUAL, `credentialName` on sidecars,
 //! `failoverPriority`) is accepted with a warning.
 
-use super::{Check, duration_field, host, invalid, port_number};
+use super::workload_group::labels;
+use super::{
+    Check, dns1123_label, duration_field, export_to, host, invalid, parse_duration, port_number,
+    strict_duration, workload_selector,
+};
 use crate::config::istio;
 use std::collections::BTreeSet;
 
@@ -24,6 +28,13 @@ pub(super) fn destination_rule(
         if s.name.is_empty() {
             return Err(invalid(format!("subsets[{i}].name is required")));
         }
+        if !dns1123_label(&s.name) {
+            return Err(invalid(format!(
+                "subsets[{i}].name: subset name {:?} is invalid (a DNS-1123 label is required)",
+                s.name
+            )));
+        }
+        labels(&s.labels, &format!("subsets[{i}].labels"))?;
         if !names.insert(&s.name) {
             return Err(invalid(format!(
                 "subsets[{i}]: duplicate subset name {:?}",
@@ -38,11 +49,12 @@ pub(super) fn destination_rule(
         workload_selector(selector, warnings)?;
         selector_export_to(&dr.export_to, namespace)?;
     }
-    Ok(())
+    export_to(namespace, &dr.export_to, false)
 }
 
 fn traffic_policy(tp: &istio::TrafficPolicy, field: &str, warnings: &mut Vec<String>) -> Check {
-    load_balancer(&tp.load_balancer, field, warnings)?;
+    let outlier = tp.outlier_detection.is_some();
+    load_balancer(&tp.load_balancer, outlier, field, warnings)?;
     connection_pool(&tp.connection_pool, field)?;
     outlier_detection(&tp.outlier_detection, field)?;
     tls(tp.tls.as_deref(), field, warnings)?;
@@ -52,7 +64,21 @@ fn traffic_policy(tp: &istio::TrafficPolicy, field: &str, warnings: &mut Vec<Str
             Some(port) => port_number(port.number, &format!("{f}.port.number"))?,
             None => return Err(invalid(format!("{f}.port is required"))),
         }
-        load_balancer(&p.load_balancer, &f, warnings)?;
+        if p.load_balancer.is_none()
+            && p.connection_pool.is_none()
+            && p.outlier_detection.is_none()
+            && p.tls.is_none()
+        {
+            return Err(invalid(format!(
+                "{f}: port traffic policy must have at least one field"
+            )));
+        }
+        load_balancer(
+            &p.load_balancer,
+            p.outlier_detection.is_some(),
+            &f,
+            warnings,
+        )?;
         connection_pool(&p.connection_pool, &f)?;
         outlier_detection(&p.outlier_detection, &f)?;
         tls(p.tls.as_deref(), &f, warnings)?;
@@ -62,6 +88,7 @@ fn traffic_policy(tp: &istio::TrafficPolicy, field: &str, warnings: &mut Vec<Str
 
 fn load_balancer(
     lb: &Option<istio::LoadBalancerSettings>,
+    outlier: bool,
     f: &str,
     warnings: &mut Vec<String>,
 ) -> Check {
@@ -78,6 +105,11 @@ fn load_balancer(
         if !l.failover_priority.is_empty() {
             warnings.push(format!(
                 "{f}.loadBalancer.localityLbSetting.failoverPriority is not supported by Shoal: ignored"
+            ));
+        }
+        if (!l.failover.is_empty() || !l.failover_priority.is_empty()) && !outlier {
+            warnings.push(format!(
+                "{f}.loadBalancer.localityLbSetting: outlier detection policy must be provided for failover (without it nothing fails over)"
             ));
         }
     }
@@ -98,6 +130,34 @@ fn load_balancer(
     }
     if let Some(hash) = &lb.consistent_hash {
         consistent_hash(hash, &format!("{f}.loadBalancer.consistentHash"), warnings)?;
+    }
+    if let Some(w) = &lb.warmup {
+        warmup(w, &format!("{f}.loadBalancer.warmup"))?;
+        warnings.push(format!(
+            "{f}.loadBalancer.warmup is not supported by Shoal: ignored (new endpoints get their full share at once)"
+        ));
+    }
+    Ok(())
+}
+
+/// Istio's warmup rules: a duration is required, `minimumPercent` is a percentage and
+/// `aggression`, when set, is above 0.
+fn warmup(w: &istio::Warmup, f: &str) -> Check {
+    let Some(duration) = &w.duration else {
+        return Err(invalid(format!("{f}.duration is required")));
+    };
+    strict_duration(duration, &format!("{f}.duration"))?;
+    if let Some(p) = w.minimum_percent
+        && !(0.0..=100.0).contains(&p)
+    {
+        return Err(invalid(format!("{f}.minimumPercent: {p} is not in 0-100")));
+    }
+    if let Some(a) = w.aggression
+        && (a.is_nan() || a <= 0.0)
+    {
+        return Err(invalid(format!(
+            "{f}.aggression: {a} must be greater than 0"
+        )));
     }
     Ok(())
 }
@@ -130,7 +190,10 @@ fn consistent_hash(h: &istio::ConsistentHashLb, f: &str, warnings: &mut Vec<Stri
                 "{f}.httpCookie: name required for HttpCookie"
             )));
         }
-        duration_field(&cookie.ttl, &format!("{f}.httpCookie.ttl"))?;
+        // Istio does not bound the ttl: `0s` is a session cookie.
+        if let Some(ttl) = &cookie.ttl {
+            parse_duration(ttl).map_err(|e| invalid(format!("{f}.httpCookie.ttl: {}", e.0)))?;
+        }
         let mut names = BTreeSet::new();
         for (i, a) in cookie.attributes.iter().enumerate() {
             if a.name.is_empty() {
@@ -184,8 +247,9 @@ fn consistent_hash(h: &istio::ConsistentHashLb, f: &str, warnings: &mut Vec<Stri
 
 /// Trial division, as Envoy checks a Maglev table size.
 fn is_prime(x: u64) -> bool {
+    // Envoy's (and Istio's) test: 1, 2 and 3 pass.
     if x < 4 {
-        return x > 1;
+        return x > 0;
     }
     if x.is_multiple_of(2) {
         return false;
@@ -262,30 +326,6 @@ fn tls(t: Option<&istio::ClientTlsSettings>, field: &str, warnings: &mut Vec<Str
     Ok(())
 }
 
-/// Istio's selector rules: no empty keys, no wildcards; no labels at all is allowed
-/// (it selects every workload of the namespace) but suspicious.
-fn workload_selector(s: &istio::WorkloadSelector, warnings: &mut Vec<String>) -> Check {
-    for (k, v) in &s.labels {
-        if k.is_empty() {
-            return Err(invalid(format!(
-                "workloadSelector: empty key is not supported in selector: \"{k}={v}\""
-            )));
-        }
-        if k.contains('*') || v.contains('*') {
-            return Err(invalid(format!(
-                "workloadSelector: wildcard is not supported in selector: \"{k}={v}\""
-            )));
-        }
-    }
-    if s.labels.is_empty() {
-        warnings.push(
-            "workloadSelector specified without labels: selects every workload of the namespace"
-                .into(),
-        );
-    }
-    Ok(())
-}
-
 /// A rule for some workloads of its namespace is not exported elsewhere.
 fn selector_export_to(export_to: &[String], namespace: &str) -> Check {
     let local = |e: &String| e == "." || e == namespace;
@@ -303,6 +343,11 @@ fn selector_export_to(export_to: &[String], namespace: &str) -> Check {
 
 fn connection_pool(cp: &Option<istio::ConnectionPoolSettings>, f: &str) -> Check {
     if let Some(cp) = cp {
+        if cp.tcp.is_none() && cp.http.is_none() {
+            return Err(invalid(format!(
+                "{f}.connectionPool must have at least one field (tcp or http)"
+            )));
+        }
         if let Some(tcp) = &cp.tcp {
             if tcp.max_connections.is_some_and(|v| v < 0) {
                 return Err(invalid(format!(
@@ -367,18 +412,53 @@ fn locality_lb(l: &istio::LocalityLbSetting, f: &str) -> Check {
     let locality = |loc: &str, field: String| -> Check {
         let parts: Vec<&str> = loc.split('/').collect();
         let wildcard_inside = parts[..parts.len() - 1].contains(&"*");
-        if loc.is_empty() || parts.len() > 3 || wildcard_inside {
+        let empty_part = parts[..parts.len() - 1].iter().any(|p| p.is_empty());
+        if loc.is_empty() || parts.len() > 3 || wildcard_inside || empty_part {
             return Err(invalid(format!(
                 "{field}: {loc:?} is not region/zone/subzone (with `*` only last)"
             )));
         }
         Ok(())
     };
+    if !l.failover.is_empty()
+        && let Some(label) = l.failover_priority.iter().find(|p| {
+            matches!(
+                p.as_str(),
+                "topology.kubernetes.io/region"
+                    | "topology.kubernetes.io/zone"
+                    | "topology.istio.io/subzone"
+            )
+        })
+    {
+        return Err(invalid(format!(
+            "{f}: can not simultaneously set failover and topology label {label:?} in failoverPriority"
+        )));
+    }
     for (i, d) in l.distribute.iter().enumerate() {
         locality(&d.from, format!("{f}.distribute[{i}].from"))?;
+        if let Some(earlier) = l.distribute[..i]
+            .iter()
+            .find(|e| localities_overlap(&e.from, &d.from))
+        {
+            return Err(invalid(format!(
+                "{f}.distribute[{i}].from: locality {:?} overlaps {:?} given before",
+                d.from, earlier.from
+            )));
+        }
         let mut total = 0u64;
-        for (to, weight) in &d.to {
+        let tos: Vec<&String> = d.to.keys().collect();
+        for (j, (to, weight)) in d.to.iter().enumerate() {
             locality(to, format!("{f}.distribute[{i}].to"))?;
+            if !(1..=100).contains(weight) {
+                return Err(invalid(format!(
+                    "{f}.distribute[{i}].to[{to}]: weight {weight} is not in 1-100"
+                )));
+            }
+            if let Some(other) = tos[..j].iter().find(|o| localities_overlap(o, to)) {
+                return Err(invalid(format!(
+                    "{f}.distribute[{i}].to: locality {to:?} overlaps {other:?}"
+                )));
+            }
             total += u64::from(*weight);
         }
         if total != 100 {
@@ -400,6 +480,22 @@ fn locality_lb(l: &istio::LocalityLbSetting, f: &str) -> Check {
         }
     }
     Ok(())
+}
+
+/// Whether two localities (`region[/zone[/subzone]]`, a trailing `*` for any) can name
+/// one workload: one is a prefix of the other, part by part.
+fn localities_overlap(a: &str, b: &str) -> bool {
+    let parts = |l: &str| -> Vec<String> {
+        l.trim_end_matches('*')
+            .trim_end_matches('/')
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, b) = (parts(a), parts(b));
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
 }
 
 #[cfg(test)]

@@ -5,12 +5,14 @@
 
 mod destination_rule;
 mod gateway;
+mod service_entry;
 mod virtual_service;
 mod workload_group;
 
 use super::{Config, Spec, istio};
 use destination_rule::destination_rule;
 use gateway::gateway;
+use service_entry::{service_entry, workload_entry};
 use std::collections::BTreeSet;
 use std::time::Duration;
 use virtual_service::virtual_service;
@@ -19,6 +21,14 @@ use workload_group::workload_group;
 /// The reason an object was rejected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid(pub String);
+
+/// An object validation rejected, kept for analysis of its references. Compared by
+/// value; `Eq` because the errors carrying it are (a NaN in a spec is not, and is never
+/// compared).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejected(pub Box<Config>);
+
+impl Eq for Rejected {}
 
 pub(super) type Check = Result<(), Invalid>;
 
@@ -30,15 +40,18 @@ pub(super) fn invalid(msg: impl Into<String>) -> Invalid {
 pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
     let mut warnings = Vec::new();
     match &config.spec {
-        Spec::VirtualService(vs) => virtual_service(vs)?,
+        Spec::VirtualService(vs) => {
+            virtual_service(vs, &mut warnings)?;
+            export_to(&config.meta.namespace, &vs.export_to, false)?;
+        }
         Spec::DestinationRule(dr) => {
             destination_rule(dr, &config.meta.namespace, &mut warnings)?;
         }
-        Spec::ServiceEntry(se) => service_entry(se)?,
-        Spec::WorkloadEntry(we) => workload_entry(we)?,
+        Spec::ServiceEntry(se) => service_entry(se, &config.meta.namespace, &mut warnings)?,
+        Spec::WorkloadEntry(we) => workload_entry(we, &mut warnings)?,
         Spec::WorkloadGroup(wg) => workload_group(wg)?,
-        Spec::Sidecar(sc) => sidecar(sc)?,
-        Spec::Gateway(gw) => gateway(gw, &mut warnings)?,
+        Spec::Sidecar(sc) => sidecar(sc, &mut warnings)?,
+        Spec::Gateway(gw) => gateway(&config.meta.name, gw, &mut warnings)?,
         Spec::Service(svc) => {
             for (i, p) in svc.ports.iter().enumerate() {
                 port_number(p.port, &format!("spec.ports[{i}].port"))?;
@@ -83,12 +96,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, Invalid> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// An optional duration field, checked as Istio's `ValidateDuration` does (so `0s` is
+/// rejected: Istio takes unset, not zero, for "none").
 pub(super) fn duration_field(value: &Option<String>, field: &str) -> Check {
-    if let Some(v) = value {
-        let d = parse_duration(v).map_err(|e| invalid(format!("{field}: {}", e.0)))?;
-        if d < Duration::from_millis(1) && d != Duration::ZERO {
-            return Err(invalid(format!("{field}: duration must be at least 1ms")));
-        }
+    match value {
+        Some(v) => strict_duration(v, field),
+        None => Ok(()),
+    }
+}
+
+/// A duration as Istio's `ValidateDuration` takes it: at least 1ms, in whole milliseconds.
+pub(super) fn strict_duration(value: &str, field: &str) -> Check {
+    let d = parse_duration(value).map_err(|e| invalid(format!("{field}: {}", e.0)))?;
+    if d < Duration::from_millis(1) {
+        return Err(invalid(format!(
+            "{field}: duration {value:?} must be at least 1ms"
+        )));
+    }
+    if d.subsec_nanos() % 1_000_000 != 0 {
+        return Err(invalid(format!(
+            "{field}: duration {value:?} is finer than 1ms (only millisecond precision is supported)"
+        )));
     }
     Ok(())
 }
@@ -113,6 +141,17 @@ pub(super) fn host(h: &str, field: &str) -> Check {
     if h.len() > 255 {
         return Err(invalid(format!(
             "{field}: host {h:?} is longer than 255 characters"
+        )));
+    }
+    // A mistyped IP is not a name: Istio rejects an all-numeric top-level domain.
+    if rest.contains('.')
+        && rest
+            .rsplit('.')
+            .next()
+            .is_some_and(|tld| tld.chars().all(|c| c.is_ascii_digit()))
+    {
+        return Err(invalid(format!(
+            "{field}: host {h:?} is not a valid DNS name (top-level domain cannot be all-numeric)"
         )));
     }
     for label in rest.split('.') {
@@ -141,7 +180,23 @@ pub(super) fn string_match(m: &istio::StringMatch, field: &str) -> Check {
             "{field}: only one of exact, prefix or regex may be set"
         )));
     }
+    if m.prefix.as_deref() == Some("") && !field.ends_with(".uri") {
+        return Err(invalid(format!(
+            "{field}: prefix string match should not be empty"
+        )));
+    }
     if let Some(re) = &m.regex {
+        if re.is_empty() {
+            return Err(invalid(format!(
+                "{field}: regex string match should not be empty"
+            )));
+        }
+        // Envoy bounds a regex's program size; Istio approximates it by length.
+        if re.len() > 1024 {
+            return Err(invalid(format!(
+                "{field}: regex is too large, max length allowed is 1024"
+            )));
+        }
         regex::Regex::new(re)
             .map_err(|e| invalid(format!("{field}: invalid regex {re:?}: {e}")))?;
     }
@@ -154,6 +209,12 @@ pub(super) fn destination(d: &istio::Destination, field: &str) -> Check {
         return Err(invalid(format!(
             "{field}.host: destination host {:?} must not be a wildcard",
             d.host
+        )));
+    }
+    if !d.subset.is_empty() && !dns1123_label(&d.subset) {
+        return Err(invalid(format!(
+            "{field}.subset: subset name {:?} is invalid (a DNS-1123 label is required)",
+            d.subset
         )));
     }
     if let Some(p) = &d.port {
@@ -174,66 +235,138 @@ pub(super) fn weights(ws: impl Iterator<Item = i32> + Clone, count: usize, field
     Ok(())
 }
 
-fn service_entry(se: &istio::ServiceEntry) -> Check {
-    if se.hosts.is_empty() {
-        return Err(invalid("service entry must have at least one host"));
-    }
-    for (i, h) in se.hosts.iter().enumerate() {
-        host(h, &format!("hosts[{i}]"))?;
-    }
-    if se.ports.is_empty() {
-        return Err(invalid("service entry must have at least one port"));
-    }
-    let mut numbers = BTreeSet::new();
-    for (i, p) in se.ports.iter().enumerate() {
-        port_number(p.number, &format!("ports[{i}].number"))?;
-        if !numbers.insert(p.number) {
-            return Err(invalid(format!("ports[{i}]: duplicate port {}", p.number)));
+/// Istio's selector rules: no empty keys, no wildcards; no labels at all is allowed
+/// (it selects every workload of the namespace) but suspicious.
+pub(super) fn workload_selector(s: &istio::WorkloadSelector, warnings: &mut Vec<String>) -> Check {
+    for (k, v) in &s.labels {
+        if k.is_empty() {
+            return Err(invalid(format!(
+                "workloadSelector: empty key is not supported in selector: \"{k}={v}\""
+            )));
+        }
+        if k.contains('*') || v.contains('*') {
+            return Err(invalid(format!(
+                "workloadSelector: wildcard is not supported in selector: \"{k}={v}\""
+            )));
         }
     }
-    let resolution = se.resolution.as_deref().unwrap_or("NONE");
-    if !matches!(resolution, "NONE" | "STATIC" | "DNS" | "DNS_ROUND_ROBIN") {
-        return Err(invalid(format!(
-            "resolution: unknown resolution {resolution:?}"
-        )));
+    if s.labels.is_empty() {
+        warnings.push(
+            "workloadSelector specified without labels: selects every workload of the namespace"
+                .into(),
+        );
     }
-    if let Some(loc) = &se.location
-        && !matches!(loc.as_str(), "MESH_EXTERNAL" | "MESH_INTERNAL")
-    {
-        return Err(invalid(format!("location: unknown location {loc:?}")));
+    Ok(())
+}
+
+/// A DNS-1123 label as Istio checks port and subset names: 1-63 alphanumerics or `-`,
+/// not starting or ending with `-` (upper case allowed).
+pub(super) fn dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A Unix socket path: `@abstract`, or an absolute path to a file (not a directory).
+pub(super) fn unix_path(path: &str) -> Result<(), &'static str> {
+    if path.is_empty() {
+        return Err("unix address must not be empty");
     }
-    if resolution == "STATIC" && se.workload_selector.is_none() {
-        for (i, e) in se.endpoints.iter().enumerate() {
-            if e.address.parse::<std::net::IpAddr>().is_err() {
-                return Err(invalid(format!(
-                    "endpoints[{i}].address {:?} must be an IP for STATIC resolution",
-                    e.address
-                )));
-            }
+    if path.starts_with('@') {
+        return Ok(());
+    }
+    if !path.starts_with('/') || path.ends_with('/') {
+        return Err("a unix address must be an absolute path to a file (or @abstract)");
+    }
+    Ok(())
+}
+
+/// An IP address or a CIDR block (`10.0.0.0/8`, `2001:db8::/32`).
+pub(super) fn ip_or_cidr(a: &str) -> bool {
+    match a.split_once('/') {
+        None => a.parse::<std::net::IpAddr>().is_ok(),
+        Some((ip, bits)) => match (ip.parse::<std::net::IpAddr>(), bits.parse::<u8>()) {
+            (Ok(std::net::IpAddr::V4(_)), Ok(b)) => b <= 32 && !bits.starts_with('+'),
+            (Ok(std::net::IpAddr::V6(_)), Ok(b)) => b <= 128 && !bits.starts_with('+'),
+            _ => false,
+        },
+    }
+}
+
+/// An HTTP header name (an RFC 7230 token).
+pub(super) fn header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
+}
+
+/// Protocols Istio knows for a port (`protocol.Parse`, any case); empty means sniffed.
+const PROTOCOLS: [&str; 12] = [
+    "HTTP",
+    "HTTP2",
+    "HTTPS",
+    "GRPC",
+    "GRPC-WEB",
+    "HTTP_PROXY",
+    "TCP",
+    "TLS",
+    "MONGO",
+    "MYSQL",
+    "REDIS",
+    "UDP",
+];
+
+pub(super) fn protocol(p: &str, field: &str) -> Check {
+    if p.is_empty() || PROTOCOLS.iter().any(|k| k.eq_ignore_ascii_case(p)) {
+        return Ok(());
+    }
+    Err(invalid(format!("{field}: unsupported protocol {p:?}")))
+}
+
+/// Istio's `exportTo` rules: `.`, `*`, `~` (ServiceEntries only) or namespace names,
+/// without duplicates (`.` and the own namespace are one), `*` and `~` alone.
+pub(super) fn export_to(namespace: &str, list: &[String], service_entry: bool) -> Check {
+    let mut seen = BTreeSet::new();
+    for (i, e) in list.iter().enumerate() {
+        let f = format!("exportTo[{i}]");
+        let valid = match e.as_str() {
+            "." | "*" => true,
+            "~" => service_entry,
+            ns => dns1123_label(ns) && ns.chars().all(|c| !c.is_ascii_uppercase()),
+        };
+        if !valid {
+            return Err(invalid(format!(
+                "{f}: {e:?} is not a namespace, \".\" or \"*\"{}",
+                if service_entry { " or \"~\"" } else { "" }
+            )));
+        }
+        let key = if e == "." { namespace } else { e.as_str() };
+        if !seen.insert(key) {
+            return Err(invalid(format!(
+                "{f}: duplicate entry {e:?} (\".\" is the namespace {namespace:?})"
+            )));
         }
     }
-    if se.workload_selector.is_some() && !se.endpoints.is_empty() {
+    if list.len() > 1 && seen.contains("*") {
         return Err(invalid(
-            "only one of endpoints or workloadSelector can be set",
+            "exportTo: cannot have both public (*) and non-public exportTo values",
         ));
     }
-    for (i, e) in se.endpoints.iter().enumerate() {
-        workload_entry(e).map_err(|e| invalid(format!("endpoints[{i}]: {}", e.0)))?;
+    if list.len() > 1 && seen.contains("~") {
+        return Err(invalid(
+            "exportTo: cannot export a service entry to no one (~) and someone",
+        ));
     }
     Ok(())
 }
 
-fn workload_entry(we: &istio::WorkloadEntry) -> Check {
-    if we.address.is_empty() {
-        return Err(invalid("address is required"));
+fn sidecar(sc: &istio::Sidecar, warnings: &mut Vec<String>) -> Check {
+    if let Some(selector) = &sc.workload_selector {
+        workload_selector(selector, warnings)?;
     }
-    for (name, port) in &we.ports {
-        port_number(*port, &format!("ports[{name}]"))?;
-    }
-    Ok(())
-}
-
-fn sidecar(sc: &istio::Sidecar) -> Check {
     if sc.egress.is_empty() && sc.ingress.is_empty() && sc.outbound_traffic_policy.is_none() {
         return Err(invalid(
             "sidecar: empty configuration provided (set ingress, egress or outboundTrafficPolicy)",
@@ -252,7 +385,30 @@ fn sidecar(sc: &istio::Sidecar) -> Check {
             )));
         }
     }
+    let (mut egress_ports, mut sockets) = (BTreeSet::new(), BTreeSet::new());
     for (i, e) in sc.egress.iter().enumerate() {
+        match &e.port {
+            // The catch-all listener: one, and last.
+            None if i + 1 != sc.egress.len() => {
+                return Err(invalid(format!(
+                    "egress[{i}].port: the egress listener with empty port should be the last listener in the list"
+                )));
+            }
+            None => {}
+            Some(p) => {
+                sidecar_egress_port(i, p, &e.bind, &e.capture_mode)?;
+                let unique = if p.number == 0 {
+                    sockets.insert(e.bind.as_str())
+                } else {
+                    egress_ports.insert(p.number)
+                };
+                if !unique {
+                    return Err(invalid(format!(
+                        "egress[{i}].port: ports (and unix sockets) of egress listeners must be unique"
+                    )));
+                }
+            }
+        }
         if e.hosts.is_empty() {
             return Err(invalid(format!(
                 "egress[{i}].hosts: at least one host is required"
@@ -269,12 +425,20 @@ fn sidecar(sc: &istio::Sidecar) -> Check {
                     "egress[{i}].hosts: {h:?} has an empty part"
                 )));
             }
+            let bare = ns.strip_prefix('~').unwrap_or(ns);
+            if !(bare.is_empty() || bare == "*" || bare == "." || dns1123_label(bare)) {
+                return Err(invalid(format!(
+                    "egress[{i}].hosts: {h:?}: invalid namespace {ns:?}"
+                )));
+            }
             if name != "*" {
+                if !name.contains('.') {
+                    return Err(invalid(format!(
+                        "egress[{i}].hosts: {h:?}: short names (non FQDN) are not allowed"
+                    )));
+                }
                 host(name, &format!("egress[{i}].hosts"))?;
             }
-        }
-        if let Some(p) = &e.port {
-            port_number(p.number, &format!("egress[{i}].port.number"))?;
         }
         if !matches!(
             e.capture_mode.as_str(),
@@ -288,6 +452,42 @@ fn sidecar(sc: &istio::Sidecar) -> Check {
     }
     if let Some(p) = &sc.outbound_traffic_policy {
         outbound_traffic_policy(p)?;
+    }
+    Ok(())
+}
+
+/// An egress listener's port: a known protocol and a valid name; port 0 only for a Unix
+/// socket bind (captured as DEFAULT or NONE), otherwise a real port and an IP bind.
+fn sidecar_egress_port(i: usize, p: &istio::SidecarPort, bind: &str, capture: &str) -> Check {
+    let f = format!("egress[{i}]");
+    if !p.name.is_empty() && !dns1123_label(&p.name) {
+        return Err(invalid(format!(
+            "{f}.port.name: invalid port name {:?}",
+            p.name
+        )));
+    }
+    protocol(&p.protocol, &format!("{f}.port.protocol"))?;
+    if p.number == 0 {
+        let Some(path) = bind.strip_prefix("unix://") else {
+            return Err(invalid(format!(
+                "{f}.port.number: ports with 0 value must have a unix domain socket bind address"
+            )));
+        };
+        unix_path(path).map_err(|why| invalid(format!("{f}.bind: {why}")))?;
+        if !matches!(capture, "" | "DEFAULT" | "NONE") {
+            return Err(invalid(format!(
+                "{f}.captureMode must be DEFAULT or NONE for unix domain socket listeners"
+            )));
+        }
+        // Valid for Istio, but Shoal's listeners bind IP ports only: rejected, said
+        // plainly, rather than sent to the proxy as a listener it would refuse.
+        return Err(invalid(format!(
+            "{f}.bind: unix domain socket egress listeners are not supported by Shoal (valid in Istio)"
+        )));
+    }
+    port_number(p.number, &format!("{f}.port.number"))?;
+    if !bind.is_empty() && bind.parse::<std::net::IpAddr>().is_err() {
+        return Err(invalid(format!("{f}.bind: {bind:?} is not an IP address")));
     }
     Ok(())
 }
@@ -315,6 +515,11 @@ fn outbound_traffic_policy(p: &istio::OutboundTrafficPolicy) -> Check {
         ));
     }
     host(&proxy.host, "outboundTrafficPolicy.egressProxy.host")?;
+    if proxy.host.contains('*') {
+        return Err(invalid(
+            "outboundTrafficPolicy.egressProxy.host: a wildcard is not a host",
+        ));
+    }
     match &proxy.port {
         Some(port) => port_number(port.number, "outboundTrafficPolicy.egressProxy.port.number"),
         None => Err(invalid(
@@ -333,27 +538,12 @@ fn sidecar_ingress(i: usize, l: &istio::IngressListener) -> Check {
         )));
     };
     port_number(p.number, &format!("ingress[{i}].port.number"))?;
-    const PROTOCOLS: [&str; 12] = [
-        "HTTP",
-        "HTTP2",
-        "HTTPS",
-        "GRPC",
-        "GRPC-WEB",
-        "HTTP_PROXY",
-        "TCP",
-        "TLS",
-        "MONGO",
-        "MYSQL",
-        "REDIS",
-        "UDP",
-    ];
-    if !PROTOCOLS
-        .iter()
-        .any(|k| k.eq_ignore_ascii_case(&p.protocol))
-    {
+    // Empty is sniffed, as on a Service port.
+    protocol(&p.protocol, &format!("ingress[{i}].port.protocol"))?;
+    if !p.name.is_empty() && !dns1123_label(&p.name) {
         return Err(invalid(format!(
-            "ingress[{i}].port.protocol: unrecognized protocol {:?}",
-            p.protocol
+            "ingress[{i}].port.name: invalid port name {:?}",
+            p.name
         )));
     }
     if !l.bind.is_empty() && l.bind.parse::<std::net::IpAddr>().is_err() {
@@ -441,10 +631,57 @@ mod tests {
     }
 
     fn check(ingress: Vec<istio::IngressListener>) -> Check {
-        sidecar(&istio::Sidecar {
-            ingress,
-            ..Default::default()
-        })
+        sidecar(
+            &istio::Sidecar {
+                ingress,
+                ..Default::default()
+            },
+            &mut Vec::new(),
+        )
+    }
+
+    fn egress(yaml: &str) -> Check {
+        let sc: istio::Sidecar = serde_norway::from_str(&format!("egress:\n{yaml}")).unwrap();
+        sidecar(&sc, &mut Vec::new())
+    }
+
+    #[test]
+    fn sidecar_egress_by_istio_rules() {
+        assert!(
+            egress("- hosts: ['./*', 'istio-system/*', '~shop/*', '*/api.example.com']\n").is_ok()
+        );
+        let err = |y: &str| egress(y).unwrap_err().0;
+        assert!(err("- hosts: [./reviews]\n").contains("short names"));
+        assert!(
+            err("- hosts: ['./*']\n- port: {number: 80, protocol: HTTP}\n  hosts: ['./*']\n")
+                .contains("should be the last")
+        );
+        assert!(err("- port: {number: 80, protocol: HTTP}\n  hosts: ['./*']\n- port: {number: 80, protocol: TCP}\n  hosts: ['./*']\n").contains("must be unique"));
+        assert!(err("- port: {number: 0, protocol: HTTP}\n  bind: unix:///var/run/out.sock\n  hosts: ['./*']\n").contains("not supported by Shoal"));
+        assert!(
+            err("- port: {number: 0, protocol: HTTP}\n  bind: unix://rel.sock\n  hosts: ['./*']\n")
+                .contains("absolute path")
+        );
+        assert!(
+            err("- port: {number: 0, protocol: HTTP}\n  hosts: ['./*']\n")
+                .contains("unix domain socket")
+        );
+        assert!(
+            err("- port: {number: 80, protocol: HTTP, name: web_1}\n  hosts: ['./*']\n")
+                .contains("port.name")
+        );
+        assert!(
+            err("- port: {number: 80, protocol: HTTP}\n  bind: localhost\n  hosts: ['./*']\n")
+                .contains("egress[0].bind")
+        );
+        let selector = "workloadSelector: {labels: {app: '*'}}\negress:\n- hosts: ['./*']\n";
+        let sc: istio::Sidecar = serde_norway::from_str(selector).unwrap();
+        assert!(
+            sidecar(&sc, &mut Vec::new())
+                .unwrap_err()
+                .0
+                .contains("wildcard")
+        );
     }
 
     #[test]
@@ -460,7 +697,9 @@ mod tests {
         );
         assert!(err(vec![ingress(8080, "HTTP", "127.0.0.1:0")]).contains("not in 1-65535"));
         assert!(err(vec![ingress(8080, "HTTP", "127.0.0.1")]).contains("must be"));
-        assert!(err(vec![ingress(8080, "", "")]).contains("ingress[0].port.protocol"));
+        // An empty protocol is sniffed (Istio accepts it); an unknown one is not.
+        assert!(check(vec![ingress(8080, "", "")]).is_ok());
+        assert!(err(vec![ingress(8080, "QUIC", "")]).contains("ingress[0].port.protocol"));
         assert!(err(vec![ingress(0, "HTTP", "")]).contains("ingress[0].port.number"));
         assert!(
             err(vec![ingress(80, "HTTP", ""), ingress(80, "TCP", "")])
@@ -480,17 +719,20 @@ mod tests {
     #[test]
     fn egress_proxy_needs_allow_any_a_host_and_a_port() {
         let policy = |mode: &str, host: &str, port: Option<u32>| {
-            sidecar(&istio::Sidecar {
-                outbound_traffic_policy: Some(istio::OutboundTrafficPolicy {
-                    mode: mode.into(),
-                    egress_proxy: Some(istio::Destination {
-                        host: host.into(),
-                        subset: String::new(),
-                        port: port.map(|number| istio::PortSelector { number }),
+            sidecar(
+                &istio::Sidecar {
+                    outbound_traffic_policy: Some(istio::OutboundTrafficPolicy {
+                        mode: mode.into(),
+                        egress_proxy: Some(istio::Destination {
+                            host: host.into(),
+                            subset: String::new(),
+                            port: port.map(|number| istio::PortSelector { number }),
+                        }),
                     }),
-                }),
-                ..Default::default()
-            })
+                    ..Default::default()
+                },
+                &mut Vec::new(),
+            )
         };
         assert!(policy("ALLOW_ANY", "egress.example.com", Some(3128)).is_ok());
         assert!(policy("", "egress.example.com", Some(3128)).is_ok());
@@ -507,6 +749,14 @@ mod tests {
         assert!(
             err(policy("ALLOW_ANY", "egress.example.com", Some(0))).contains("egressProxy.port")
         );
+    }
+
+    #[test]
+    fn hosts_with_a_numeric_top_level_domain_are_not_names() {
+        assert!(host("10.0.0.1", "h").unwrap_err().0.contains("all-numeric"));
+        assert!(host("a.example.com", "h").is_ok());
+        assert!(host("reviews", "h").is_ok());
+        assert!(host("*.svc", "h").is_ok());
     }
 
     #[test]

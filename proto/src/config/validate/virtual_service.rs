@@ -1,18 +1,45 @@
 //! VirtualService validation, by Istio's rules (`ValidateVirtualService`): what Istio
 //! rejects is rejected with the field named; what it accepts is accepted.
 
+use super::workload_group::labels;
 use super::{
-    Check, destination, duration_field, host, invalid, port_number, string_match, weights,
+    Check, destination, dns1123_label, duration_field, header_name, host, invalid, ip_or_cidr,
+    port_number, strict_duration, string_match, weights,
 };
 use crate::config::istio::{
     CorsPolicy, HeaderOperations, Headers, HttpFaultInjection, HttpMatchRequest, HttpRoute,
     Percent, VirtualService,
 };
+use crate::model::{host_matches, hosts_intersect};
 
 /// HTTP methods a CORS policy may allow.
 const METHODS: [&str; 9] = [
     "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
 ];
+
+/// gRPC status names an abort may return (Istio takes names, not numbers).
+const GRPC_CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// HTTP/2 pseudo-headers a match may name.
+const PSEUDO_HEADERS: [&str; 5] = [":method", ":scheme", ":authority", ":path", ":status"];
 
 /// `retryOn` conditions Envoy knows (status codes are numbers).
 const RETRY_ON: [&str; 16] = [
@@ -34,12 +61,30 @@ const RETRY_ON: [&str; 16] = [
     "unavailable",
 ];
 
-pub fn virtual_service(vs: &VirtualService) -> Check {
+pub fn virtual_service(vs: &VirtualService, warnings: &mut Vec<String>) -> Check {
     // A VirtualService without hosts is a delegate: only another's `delegate` uses it.
     let delegate = vs.hosts.is_empty();
+    let to_mesh = vs.gateways.is_empty() || vs.gateways.iter().any(|g| g == "mesh");
     for (i, h) in vs.hosts.iter().enumerate() {
+        if h.parse::<std::net::IpAddr>().is_ok() {
+            continue;
+        }
         host(h, &format!("hosts[{i}]"))?;
+        if h == "*" && to_mesh {
+            return Err(invalid(format!(
+                "hosts[{i}]: wildcard host * is not allowed for virtual services bound to the mesh gateway"
+            )));
+        }
     }
+    // `*.foo.com` and `*.com` are duplicates too: one request would match both.
+    for (i, a) in vs.hosts.iter().enumerate() {
+        if let Some(b) = vs.hosts[i + 1..].iter().find(|b| hosts_intersect(a, b)) {
+            return Err(invalid(format!(
+                "hosts[{i}]: duplicate hosts in virtual service: {a} & {b}"
+            )));
+        }
+    }
+    gateway_names(&vs.gateways, "gateways")?;
     if delegate {
         if !vs.gateways.is_empty() {
             return Err(invalid(
@@ -58,7 +103,7 @@ pub fn virtual_service(vs: &VirtualService) -> Check {
         ));
     }
     for (i, route) in vs.http.iter().enumerate() {
-        http_route(route, delegate, &format!("http[{i}]"))?;
+        http_route(route, delegate, &format!("http[{i}]"), warnings)?;
     }
     for (i, route) in vs.tls.iter().enumerate() {
         let f = format!("tls[{i}]");
@@ -72,17 +117,82 @@ pub fn virtual_service(vs: &VirtualService) -> Check {
                 return Err(invalid(format!("{f}.match[{j}]: sniHosts must be set")));
             }
             for (k, sni) in m.sni_hosts.iter().enumerate() {
-                host(sni, &format!("{f}.match[{j}].sniHosts[{k}]"))?;
+                let field = format!("{f}.match[{j}].sniHosts[{k}]");
+                if sni.parse::<std::net::IpAddr>().is_ok() {
+                    warnings.push(format!(
+                        "{field}: using an IP address ({sni:?}) goes against the SNI spec and most clients do not support it"
+                    ));
+                    continue;
+                }
+                host(sni, &field)?;
+                let covered = vs.hosts.iter().any(|h| h == sni || host_matches(h, sni));
+                if !covered {
+                    return Err(invalid(format!(
+                        "{field}: SNI host {sni:?} is not a compatible subset of any of the virtual service hosts: [{}]",
+                        vs.hosts.join(", ")
+                    )));
+                }
             }
-            if let Some(p) = m.port {
-                port_number(p, &format!("{f}.match[{j}].port"))?;
-            }
+            l4_match(
+                &m.destination_subnets,
+                m.port,
+                &m.source_labels,
+                &m.gateways,
+                &format!("{f}.match[{j}]"),
+            )?;
         }
         l4_destinations(route.route.iter().map(|d| (&d.destination, d.weight)), &f)?;
     }
     for (i, route) in vs.tcp.iter().enumerate() {
         let f = format!("tcp[{i}]");
+        for (j, m) in route.matches.iter().enumerate() {
+            l4_match(
+                &m.destination_subnets,
+                m.port,
+                &m.source_labels,
+                &m.gateways,
+                &format!("{f}.match[{j}]"),
+            )?;
+        }
         l4_destinations(route.route.iter().map(|d| (&d.destination, d.weight)), &f)?;
+    }
+    Ok(())
+}
+
+/// What TLS and TCP matches share: subnets, a port, source labels and gateways.
+fn l4_match(
+    subnets: &[String],
+    port: Option<u32>,
+    source_labels: &std::collections::BTreeMap<String, String>,
+    gateways: &[String],
+    f: &str,
+) -> Check {
+    for (k, s) in subnets.iter().enumerate() {
+        if !ip_or_cidr(s) {
+            return Err(invalid(format!(
+                "{f}.destinationSubnets[{k}]: {s:?} is not an IP address or CIDR block"
+            )));
+        }
+    }
+    if let Some(p) = port.filter(|p| *p != 0) {
+        port_number(p, &format!("{f}.port"))?;
+    }
+    labels(source_labels, &format!("{f}.sourceLabels"))?;
+    gateway_names(gateways, &format!("{f}.gateways"))
+}
+
+/// `namespace/name`, `mesh`, or a legacy `name.namespace...` name.
+fn gateway_names(names: &[String], f: &str) -> Check {
+    for (i, g) in names.iter().enumerate() {
+        let valid = match g.split_once('/') {
+            Some((ns, name)) => dns1123_label(ns) && dns1123_label(name),
+            None => g.split('.').all(dns1123_label),
+        };
+        if !valid {
+            return Err(invalid(format!(
+                "{f}[{i}]: invalid gateway name {g:?} (namespace/name)"
+            )));
+        }
     }
     Ok(())
 }
@@ -101,7 +211,7 @@ fn l4_destinations<'a>(
     weights(dests.map(|(_, w)| w), count, &format!("{f}.route"))
 }
 
-fn http_route(route: &HttpRoute, in_delegate: bool, f: &str) -> Check {
+fn http_route(route: &HttpRoute, in_delegate: bool, f: &str, warnings: &mut Vec<String>) -> Check {
     let actions = [
         (!route.route.is_empty(), "route"),
         (route.redirect.is_some(), "redirect"),
@@ -169,6 +279,15 @@ fn http_route(route: &HttpRoute, in_delegate: bool, f: &str) -> Check {
                 "{f}.retries.attempts must not be negative"
             )));
         }
+        if r.attempts == 0
+            && (r.per_try_timeout.is_some()
+                || !r.retry_on.is_empty()
+                || r.retry_remote_localities.is_some())
+        {
+            return Err(invalid(format!(
+                "{f}.retries: a retry policy is configured while attempts is 0 (retries disabled)"
+            )));
+        }
         duration_field(&r.per_try_timeout, &format!("{f}.retries.perTryTimeout"))?;
         for on in r
             .retry_on
@@ -184,10 +303,24 @@ fn http_route(route: &HttpRoute, in_delegate: bool, f: &str) -> Check {
         }
     }
     if let Some(rd) = &route.redirect {
-        if rd.redirect_code != 0 && !matches!(rd.redirect_code, 301 | 302 | 303 | 307 | 308) {
+        if rd.redirect_code != 0 && !(300..=399).contains(&rd.redirect_code) {
             return Err(invalid(format!(
-                "{f}.redirect.redirectCode {} is not a redirect status",
+                "{f}.redirect.redirectCode {} is not a valid redirect code, must be 3xx",
                 rd.redirect_code
+            )));
+        }
+        // Istio accepts any 3xx, but Envoy redirects with these only: the route is
+        // dropped otherwise, as Istio drops it.
+        if rd.redirect_code != 0 && !matches!(rd.redirect_code, 301 | 302 | 303 | 307 | 308) {
+            warnings.push(format!(
+                "{f}.redirect.redirectCode {} is not supported by Envoy: the route is not served",
+                rd.redirect_code
+            ));
+        }
+        if !matches!(rd.scheme.as_str(), "" | "http" | "https") {
+            return Err(invalid(format!(
+                "{f}.redirect.scheme: {:?} must be \"http\" or \"https\"",
+                rd.scheme
             )));
         }
         if let Some(p) = rd.port {
@@ -201,17 +334,41 @@ fn http_route(route: &HttpRoute, in_delegate: bool, f: &str) -> Check {
                 dr.status
             )));
         }
-        if let Some(body) = &dr.body
-            && body.string.is_some() == body.bytes.is_some()
-        {
-            return Err(invalid(format!(
-                "{f}.directResponse.body: exactly one of string or bytes must be set"
-            )));
+        if let Some(body) = &dr.body {
+            if body.string.is_some() == body.bytes.is_some() {
+                return Err(invalid(format!(
+                    "{f}.directResponse.body: exactly one of string or bytes must be set"
+                )));
+            }
+            let size = body
+                .string
+                .as_ref()
+                .or(body.bytes.as_ref())
+                .map_or(0, String::len);
+            if size > 1024 * 1024 {
+                return Err(invalid(format!(
+                    "{f}.directResponse.body: {size} bytes; large direct responses must be less than 1MB"
+                )));
+            }
         }
+    }
+    if let Some(rw) = &route.rewrite
+        && rw.uri.is_empty()
+        && rw.authority.is_empty()
+        && rw.uri_regex_rewrite.is_none()
+    {
+        return Err(invalid(format!(
+            "{f}.rewrite must specify at least one of uri, uriRegexRewrite or authority"
+        )));
     }
     if let Some(rw) = &route.rewrite
         && let Some(re) = &rw.uri_regex_rewrite
     {
+        if re.pattern.is_empty() || re.rewrite.is_empty() {
+            return Err(invalid(format!(
+                "{f}.rewrite.uriRegexRewrite requires both match and rewrite"
+            )));
+        }
         if !rw.uri.is_empty() {
             return Err(invalid(format!(
                 "{f}.rewrite: uri and uriRegexRewrite cannot both be set"
@@ -270,14 +427,34 @@ fn http_match(m: &HttpMatchRequest, f: &str) -> Check {
             if name.is_empty() {
                 return Err(invalid(format!("{f}.{field}: header name cannot be empty")));
             }
-            string_match(sm, &format!("{f}.{field}[{name}]"))?;
+            // Pseudo-headers and JWT claims (`@request.auth.claims.x`) are matchable too.
+            let valid = header_name(name)
+                || PSEUDO_HEADERS.contains(&name.as_str())
+                || name.starts_with("@request.auth.claims");
+            if !valid {
+                return Err(invalid(format!(
+                    "{f}.{field}: header name {name:?} is not a valid header name"
+                )));
+            }
+            // `regex: "*"` in withoutHeaders means "present", not a regex.
+            if !(field == "withoutHeaders" && sm.regex.as_deref() == Some("*")) {
+                string_match(sm, &format!("{f}.{field}[{name}]"))?;
+            }
         }
     }
     for (name, sm) in &m.query_params {
         string_match(sm, &format!("{f}.queryParams[{name}]"))?;
     }
-    if let Some(p) = m.port {
+    if let Some(p) = m.port.filter(|p| *p != 0) {
         port_number(p, &format!("{f}.port"))?;
+    }
+    labels(&m.source_labels, &format!("{f}.sourceLabels"))?;
+    gateway_names(&m.gateways, &format!("{f}.gateways"))?;
+    if !m.source_namespace.is_empty() && !dns1123_label(&m.source_namespace) {
+        return Err(invalid(format!(
+            "{f}.sourceNamespace: {:?} is not a namespace name",
+            m.source_namespace
+        )));
     }
     Ok(())
 }
@@ -314,7 +491,12 @@ fn fault_injection(fault: &HttpFaultInjection, f: &str) -> Check {
                     "{f}.abort.httpStatus {s} is not in 200-599"
                 )));
             }
-            (None, Some(g)) if !g.is_empty() => {}
+            (None, Some(g)) if GRPC_CODES.contains(&g.as_str()) => {}
+            (None, Some(g)) => {
+                return Err(invalid(format!(
+                    "{f}.abort.grpcStatus: {g:?} is not a gRPC status name (e.g. UNAVAILABLE)"
+                )));
+            }
             _ => {
                 return Err(invalid(format!(
                     "{f}.abort: exactly one of httpStatus or grpcStatus must be set"
@@ -328,6 +510,12 @@ fn fault_injection(fault: &HttpFaultInjection, f: &str) -> Check {
 
 fn cors_policy(cors: &CorsPolicy, f: &str) -> Check {
     for (i, o) in cors.allow_origins.iter().enumerate() {
+        let value = o.exact.as_ref().or(o.prefix.as_ref()).or(o.regex.as_ref());
+        if value.is_none_or(String::is_empty) {
+            return Err(invalid(format!(
+                "{f}.allowOrigins[{i}]: an exact, prefix or regex origin is required"
+            )));
+        }
         string_match(o, &format!("{f}.allowOrigins[{i}]"))?;
     }
     for m in &cors.allow_methods {
@@ -344,8 +532,14 @@ fn cors_policy(cors: &CorsPolicy, f: &str) -> Check {
         if names.iter().any(String::is_empty) {
             return Err(invalid(format!("{f}.{field}: header name cannot be empty")));
         }
+        if let Some(bad) = names.iter().find(|n| *n != "*" && !header_name(n)) {
+            return Err(invalid(format!(
+                "{f}.{field}: {bad:?} is not a valid header name"
+            )));
+        }
     }
     if let Some(age) = &cors.max_age {
+        strict_duration(age, &format!("{f}.maxAge"))?;
         let d = super::parse_duration(age).map_err(|e| invalid(format!("{f}.maxAge: {}", e.0)))?;
         if d.subsec_nanos() != 0 {
             return Err(invalid(format!(
@@ -390,4 +584,169 @@ fn header_operations(ops: &HeaderOperations, f: &str) -> Check {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(spec: &str) -> Result<(), String> {
+        let vs: VirtualService = serde_norway::from_str(spec).expect("spec parses");
+        virtual_service(&vs, &mut Vec::new()).map_err(|e| e.0)
+    }
+
+    fn rejected(spec: &str, reason: &str) {
+        match check(spec) {
+            Err(e) => assert!(e.contains(reason), "{e:?} does not say {reason:?}"),
+            Ok(()) => panic!("accepted, expected {reason:?}:\n{spec}"),
+        }
+    }
+
+    const ROUTE: &str = "http:\n- route: [{destination: {host: a}}]\n";
+
+    #[test]
+    fn hosts_by_istio_rules() {
+        rejected(
+            &format!("hosts: ['*']\n{ROUTE}"),
+            "not allowed for virtual services bound to the mesh",
+        );
+        assert!(check(&format!("hosts: ['*']\ngateways: [edge/gw]\n{ROUTE}")).is_ok());
+        rejected(
+            &format!("hosts: ['*.foo.com', '*.com']\n{ROUTE}"),
+            "duplicate hosts in virtual service: *.foo.com & *.com",
+        );
+        rejected(&format!("hosts: [a, a]\n{ROUTE}"), "duplicate hosts");
+        rejected(
+            &format!("hosts: [a]\ngateways: [edge/my_gw]\n{ROUTE}"),
+            "gateways[0]",
+        );
+    }
+
+    #[test]
+    fn timeouts_and_retries_by_istio_rules() {
+        rejected(
+            "hosts: [a]\nhttp:\n- route: [{destination: {host: a}}]\n  timeout: 0s\n",
+            "at least 1ms",
+        );
+        rejected(
+            "hosts: [a]\nhttp:\n- route: [{destination: {host: a}}]\n  retries: {attempts: 0, retryOn: 5xx}\n",
+            "attempts is 0",
+        );
+        assert!(
+            check(
+                "hosts: [a]\nhttp:\n- route: [{destination: {host: a}}]\n  retries: {attempts: 0}\n"
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn matches_by_istio_rules() {
+        let with_match = |m: &str| {
+            format!("hosts: [a]\nhttp:\n- match: [{m}]\n  route: [{{destination: {{host: a}}}}]\n")
+        };
+        assert!(check(&with_match("{uri: {prefix: ''}}")).is_ok());
+        rejected(
+            &with_match("{method: {prefix: ''}}"),
+            "prefix string match should not be empty",
+        );
+        rejected(
+            &with_match("{headers: {'bad header': {exact: x}}}"),
+            "not a valid header name",
+        );
+        assert!(
+            check(&with_match(
+                "{headers: {':authority': {exact: x}, '@request.auth.claims.sub': {exact: y}}}"
+            ))
+            .is_ok()
+        );
+        assert!(check(&with_match("{withoutHeaders: {x-debug: {regex: '*'}}}")).is_ok());
+        rejected(
+            &with_match("{sourceNamespace: Not_A_Namespace}"),
+            "sourceNamespace",
+        );
+        rejected(&with_match("{sourceLabels: {app: 'a b'}}"), "sourceLabels");
+        rejected(
+            "hosts: [a]\nhttp:\n- route: [{destination: {host: a, subset: v1.0}}]\n",
+            "subset name \"v1.0\" is invalid",
+        );
+    }
+
+    #[test]
+    fn tls_sni_hosts_must_be_the_virtual_services() {
+        let tls = |sni: &str| {
+            format!(
+                "hosts: ['*.example.com']\ntls:\n- match: [{{sniHosts: [{sni}]}}]\n  route: [{{destination: {{host: a}}}}]\n"
+            )
+        };
+        assert!(check(&tls("a.example.com")).is_ok());
+        rejected(&tls("a.example.org"), "not a compatible subset");
+        rejected(
+            "hosts: [a]\ntcp:\n- match: [{destinationSubnets: [10.0.0.0/33]}]\n  route: [{destination: {host: a}}]\n",
+            "destinationSubnets[0]",
+        );
+    }
+
+    #[test]
+    fn redirects_rewrites_and_faults_by_istio_rules() {
+        let http = |h: &str| format!("hosts: [a]\nhttp:\n- {h}\n");
+        let mut warnings = Vec::new();
+        let vs: VirtualService =
+            serde_norway::from_str(&http("redirect: {uri: /b, redirectCode: 304}")).unwrap();
+        assert!(virtual_service(&vs, &mut warnings).is_ok());
+        assert!(
+            warnings[0].contains("redirectCode 304 is not supported by Envoy"),
+            "{warnings:?}"
+        );
+        rejected(
+            &http("redirect: {uri: /b, redirectCode: 200}"),
+            "must be 3xx",
+        );
+        rejected(&http("redirect: {uri: /b, scheme: ftp}"), "redirect.scheme");
+        rejected(
+            &http("route: [{destination: {host: a}}]\n  rewrite: {}"),
+            "at least one of uri",
+        );
+        rejected(
+            &http(
+                "route: [{destination: {host: a}}]\n  rewrite: {uriRegexRewrite: {match: '^/a'}}",
+            ),
+            "requires both match and rewrite",
+        );
+        rejected(
+            &http("route: [{destination: {host: a}}]\n  fault: {abort: {grpcStatus: '14'}}"),
+            "not a gRPC status name",
+        );
+        assert!(
+            check(&http(
+                "route: [{destination: {host: a}}]\n  fault: {abort: {grpcStatus: UNAVAILABLE}}"
+            ))
+            .is_ok()
+        );
+        let big = "x".repeat(1024 * 1024 + 1);
+        rejected(
+            &http(&format!(
+                "directResponse: {{status: 200, body: {{string: {big}}}}}"
+            )),
+            "less than 1MB",
+        );
+    }
+
+    #[test]
+    fn cors_by_istio_rules() {
+        let cors = |c: &str| {
+            format!(
+                "hosts: [a]\nhttp:\n- route: [{{destination: {{host: a}}}}]\n  corsPolicy: {c}\n"
+            )
+        };
+        assert!(
+            check(&cors(
+                "{allowOrigins: [{exact: 'https://a.com'}], allowHeaders: ['*', x-a], maxAge: 24h}"
+            ))
+            .is_ok()
+        );
+        rejected(&cors("{allowOrigins: [{exact: ''}]}"), "allowOrigins[0]");
+        rejected(&cors("{allowHeaders: ['x a']}"), "allowHeaders");
+        rejected(&cors("{maxAge: 0s}"), "maxAge");
+    }
 }

@@ -1,8 +1,9 @@
 //! WorkloadGroup, by Istio's rules: a template is required (its address is not: entries
-//! bring their own), labels must be valid Kubernetes labels, and a probe has
-//! non-negative timings and exactly one well-formed method.
+//! bring their own) with valid port names, metadata labels must be valid Kubernetes
+//! labels (the template's are not checked, as in Istio), and a probe has non-negative
+//! timings and exactly one well-formed method.
 
-use super::{Check, invalid, port_number};
+use super::{Check, dns1123_label, invalid, port_number, unix_path};
 use crate::config::istio;
 use std::collections::BTreeMap;
 
@@ -10,10 +11,24 @@ pub(super) fn workload_group(wg: &istio::WorkloadGroup) -> Check {
     let Some(template) = &wg.template else {
         return Err(invalid("template is required"));
     };
+    // The CRD's rules for the template (Istio does not validate it as a WorkloadEntry:
+    // address and labels are filled in per workload).
     for (name, port) in &template.ports {
+        if !dns1123_label(name) {
+            return Err(invalid(format!(
+                "template.ports[{name}]: invalid port name {name:?}"
+            )));
+        }
         port_number(*port, &format!("template.ports[{name}]"))?;
     }
-    labels(&template.labels, "template.labels")?;
+    if let Some(path) = template.address.strip_prefix("unix://") {
+        unix_path(path).map_err(|why| invalid(format!("template.address: {why}")))?;
+        if !template.ports.is_empty() {
+            return Err(invalid(
+                "template.address: a unix endpoint must not include ports",
+            ));
+        }
+    }
     if let Some(metadata) = &wg.metadata {
         labels(&metadata.labels, "metadata.labels")?;
     }
@@ -62,12 +77,14 @@ fn readiness_probe(p: &istio::ReadinessProbe) -> Check {
             )));
         }
         for (i, header) in h.http_headers.iter().enumerate() {
-            let token = !header.name.is_empty()
+            // Kubernetes' rule for probe headers, which Istio follows: letters, digits
+            // and `-` only (narrower than an HTTP token).
+            let valid = !header.name.is_empty()
                 && header
                     .name
                     .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c));
-            if !token {
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-');
+            if !valid {
                 return Err(invalid(format!(
                     "probe.httpGet.httpHeaders[{i}].name: {:?} is not a valid header name",
                     header.name
@@ -87,7 +104,7 @@ fn readiness_probe(p: &istio::ReadinessProbe) -> Check {
 }
 
 /// Kubernetes label syntax: `[prefix/]name` keys and name-like values (may be empty).
-fn labels(labels: &BTreeMap<String, String>, field: &str) -> Check {
+pub(super) fn labels(labels: &BTreeMap<String, String>, field: &str) -> Check {
     for (key, value) in labels {
         let (prefix, name) = match key.rsplit_once('/') {
             Some((p, n)) => (Some(p), n),
@@ -168,6 +185,19 @@ mod tests {
                 .0
                 .contains("template.ports[http]")
         );
+        wg.template.as_mut().unwrap().ports = [("http_1".into(), 80)].into();
+        assert!(
+            workload_group(&wg)
+                .unwrap_err()
+                .0
+                .contains("invalid port name")
+        );
+        // Istio does not check the template's labels (entries get them validated).
+        wg.template = Some(istio::WorkloadEntry {
+            labels: [("app".into(), "not valid!".into())].into(),
+            ..Default::default()
+        });
+        assert!(workload_group(&wg).is_ok());
         assert!(labels(&[("example.com/app".into(), "v1".into())].into(), "l").is_ok());
         assert!(labels(&[("/app".into(), String::new())].into(), "l").is_err());
     }
@@ -202,5 +232,29 @@ mod tests {
             ..Default::default()
         });
         assert!(check(&wg).unwrap_err().contains("scheme"));
+    }
+
+    #[test]
+    fn probe_header_names_follow_kubernetes() {
+        let probe = |name: &str| istio::WorkloadGroup {
+            template: Some(istio::WorkloadEntry::default()),
+            probe: Some(istio::ReadinessProbe {
+                http_get: Some(istio::HttpHealthCheck {
+                    port: 80,
+                    http_headers: vec![istio::ProbeHeader {
+                        name: name.into(),
+                        value: "v".into(),
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(workload_group(&probe("X-Probe-1")).is_ok());
+        for bad in ["x_probe", "x.probe", "x!", ""] {
+            let err = workload_group(&probe(bad)).unwrap_err().0;
+            assert!(err.contains("httpHeaders[0].name"), "{bad}: {err}");
+        }
     }
 }

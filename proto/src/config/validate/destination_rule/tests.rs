@@ -131,7 +131,8 @@ fn consistent_hash_by_istio_rules() {
 #[test]
 fn primes_as_envoy_counts_them() {
     let primes: Vec<u64> = (0..30).filter(|n| is_prime(*n)).collect();
-    assert_eq!(primes, [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]);
+    // Envoy's test counts 1 as prime, and Istio follows it.
+    assert_eq!(primes, [1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29]);
     assert!(is_prime(65537) && !is_prime(65535));
 }
 
@@ -155,4 +156,106 @@ fn workload_selector_by_istio_rules() {
     );
     let w = check("host: carts\nworkloadSelector: {}\n").unwrap();
     assert!(w[0].contains("without labels"), "{w:?}");
+}
+
+fn warmup(fields: &str) -> String {
+    format!(
+        "host: carts\ntrafficPolicy:\n  loadBalancer:\n    simple: ROUND_ROBIN\n    warmup:\n{fields}"
+    )
+}
+
+#[test]
+fn warmup_by_istio_rules_and_reported_as_unsupported() {
+    let ok = check(&warmup(
+        "      duration: 60s\n      minimumPercent: 10\n      aggression: 1.5\n",
+    ))
+    .expect("accepted");
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    assert!(
+        ok[0].contains("loadBalancer.warmup is not supported by Shoal"),
+        "{ok:?}"
+    );
+    rejected(
+        &warmup("      minimumPercent: 10\n"),
+        "trafficPolicy.loadBalancer.warmup.duration is required",
+    );
+    rejected(
+        &warmup("      duration: 60s\n      minimumPercent: 101\n"),
+        "warmup.minimumPercent: 101 is not in 0-100",
+    );
+    rejected(
+        &warmup("      duration: 60s\n      aggression: -1\n"),
+        "warmup.aggression: -1 must be greater than 0",
+    );
+    rejected(
+        &warmup("      duration: 60s\n      aggression: 0\n"),
+        "must be greater than 0",
+    );
+    rejected(&warmup("      duration: 0s\n"), "at least 1ms");
+}
+
+#[test]
+fn subsets_pools_and_port_policies_by_istio_rules() {
+    rejected(
+        "host: carts\nsubsets: [{name: v1.0, labels: {version: v1}}]\n",
+        "subsets[0].name: subset name \"v1.0\" is invalid",
+    );
+    rejected(
+        "host: carts\nsubsets: [{name: v1, labels: {version: 'v 1'}}]\n",
+        "subsets[0].labels",
+    );
+    rejected(
+        "host: carts\ntrafficPolicy:\n  connectionPool: {}\n",
+        "trafficPolicy.connectionPool must have at least one field",
+    );
+    rejected(
+        "host: carts\ntrafficPolicy:\n  portLevelSettings: [{port: {number: 80}}]\n",
+        "portLevelSettings[0]: port traffic policy must have at least one field",
+    );
+    rejected(
+        "host: carts\ntrafficPolicy:\n  connectionPool: {tcp: {connectTimeout: 0s}}\n",
+        "connectTimeout: duration \"0s\" must be at least 1ms",
+    );
+    rejected(
+        "host: carts\ntrafficPolicy:\n  outlierDetection: {interval: 1.5ms}\n",
+        "finer than 1ms",
+    );
+    assert!(
+        check("host: carts\ntrafficPolicy:\n  loadBalancer:\n    consistentHash: {httpCookie: {name: s, ttl: 0s}, maglev: {tableSize: 1}}\n").is_ok()
+    );
+}
+
+fn locality(setting: &str) -> String {
+    format!("host: carts\ntrafficPolicy:\n  loadBalancer:\n    localityLbSetting:\n{setting}")
+}
+
+#[test]
+fn locality_settings_by_istio_rules() {
+    rejected(
+        &locality("      distribute:\n      - from: r1/*\n        to: {r1/z1/*: 100, r2/*: 0}\n"),
+        "weight 0 is not in 1-100",
+    );
+    rejected(
+        &locality(
+            "      distribute:\n      - from: r1/*\n        to: {r2/*: 100}\n      - from: r1/z1/*\n        to: {r2/*: 100}\n",
+        ),
+        "distribute[1].from: locality \"r1/z1/*\" overlaps \"r1/*\"",
+    );
+    rejected(
+        &locality("      distribute:\n      - from: r1//s\n        to: {r2/*: 100}\n"),
+        "is not region/zone/subzone",
+    );
+    rejected(
+        &locality(
+            "      failover: [{from: r1, to: r2}]\n      failoverPriority: [topology.kubernetes.io/zone]\n",
+        ),
+        "can not simultaneously set failover",
+    );
+    let warnings = check(&locality("      failover: [{from: r1, to: r2}]\n")).expect("accepted");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("outlier detection policy must be provided")),
+        "{warnings:?}"
+    );
 }
