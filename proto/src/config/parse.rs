@@ -45,18 +45,24 @@ pub struct Parsed {
 /// skipped; kinds Shoal has no business with (ConfigMaps other than the mesh config, Deployments...) are skipped
 /// silently, while Istio and Gateway API kinds it does not implement are reported as
 /// errors saying so (nothing is served for them either way).
+///
+/// A `kind: List` document (what `kubectl get -o yaml` writes), or a `<Kind>List`, is
+/// read as its items, each an object of its own with its own line.
 pub fn parse_documents(source: &str, text: &str) -> Vec<Result<Parsed, ParseError>> {
-    split_documents(text)
-        .into_iter()
-        .enumerate()
-        .filter_map(|(index, (line, doc))| {
-            let location = Location {
-                source: source.to_string(),
-                line,
-            };
-            parse_document(location, index, doc).transpose()
-        })
-        .collect()
+    let mut parsed = Vec::new();
+    for (index, (line, doc)) in split_documents(text).into_iter().enumerate() {
+        let location = |line| Location {
+            source: source.to_string(),
+            line,
+        };
+        match list::items(doc) {
+            Some(items) => parsed.extend(items.iter().filter_map(|item| {
+                parse_document(location(line + item.line_offset), index, &item.text).transpose()
+            })),
+            None => parsed.extend(parse_document(location(line), index, doc).transpose()),
+        }
+    }
+    parsed
 }
 
 /// Splits on `---` separator lines, keeping each document's first line number (1-based).
@@ -387,6 +393,7 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
     })
 }
 
+mod list;
 mod mesh_config;
 mod secret;
 mod unsupported;
