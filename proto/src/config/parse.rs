@@ -140,6 +140,9 @@ fn parse_document(
         object,
         reason,
     };
+    // Go's YAML reads `[1.2.3.4, 2001:db8::1]`; libyaml needs the `:` scalar quoted.
+    let quoted = flow::quote_colon_scalars(doc);
+    let doc: &str = &quoted;
     let header: Header = serde_norway::from_str(doc).map_err(|e| {
         let line = e.location().map(|l| l.line());
         fail(format!("document {}", index + 1), yaml_reason(&e), line)
@@ -393,6 +396,7 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
     })
 }
 
+mod flow;
 mod list;
 mod mesh_config;
 mod secret;

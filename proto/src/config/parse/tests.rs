@@ -984,3 +984,28 @@ fn a_kind_list_types_its_items() {
     assert_eq!(keys, ["Service shop/a", "Service shop/b"]);
     assert_eq!(out[1].as_ref().unwrap().location.line, 8);
 }
+
+/// Go's YAML (Istio's) reads an IPv6 address in a flow sequence as a string.
+#[test]
+fn a_service_entry_with_ipv6_addresses_in_a_flow_sequence_loads() {
+    let yaml = istio(
+        "v1",
+        "ServiceEntry",
+        "db",
+        "  hosts: [db.example.com]\n  addresses: [192.0.2.10, 2001:db8::10]\n  ports: [{number: 5432, name: tcp, protocol: TCP}]\n  resolution: STATIC\n  endpoints: [{address: 2001:db8::11}]\n",
+    );
+    let parsed = one(&yaml);
+    let crate::config::Spec::ServiceEntry(se) = &parsed.config.spec else {
+        panic!("not a ServiceEntry");
+    };
+    assert_eq!(se.addresses, ["192.0.2.10", "2001:db8::10"]);
+    assert_eq!(se.endpoints[0].address, "2001:db8::11");
+}
+
+/// Quoting in flow collections keeps the line of a later error.
+#[test]
+fn errors_after_a_quoted_flow_scalar_keep_their_line() {
+    let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: db, namespace: shop}\nspec:\n  addresses: [2001:db8::10]\n  hosts: [db\n";
+    let error = rejected(yaml);
+    assert_eq!(error.location.line, 7, "{error}");
+}
