@@ -11,14 +11,13 @@
 //! Objects go through the directory's parser and validation (`convert`); a rejected
 //! object keeps its earlier valid version and shows in `/debug/rejections`. A watch error
 //! backs off and retries that watch alone; it never stops the others. Nodes feed Pod
-//! localities (`nodes`); discovery selectors choose namespaces ([`discovery`]); each
+//! localities ([`shoal_proto::config::topology`]); discovery selectors choose namespaces ([`discovery`]); each
 //! event's bookkeeping is in `state`. Remote clusters from Istio's remote secrets run one
 //! such source each ([`remote`]); `/debug/clusters` shows them all (`clusters`).
 
 mod clusters;
 mod convert;
 pub mod discovery;
-mod nodes;
 pub mod remote;
 mod resources;
 mod state;

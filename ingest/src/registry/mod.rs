@@ -23,9 +23,10 @@ pub use warnings::{Warning, Warnings};
 use crate::source::{Source, SourceSink};
 use crate::sync::SyncError;
 use index::{FileRead, Index};
-use shoal_proto::config::parse::{ParseError, Parsed};
+use shoal_proto::config::parse::{NodeLabels, ParseError, Parsed};
+use shoal_proto::config::topology::NodeLocalities;
 use shoal_proto::config::{ConfigKey, Kind};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -75,6 +76,10 @@ pub(crate) struct RegistryConfig {
 pub(crate) struct DirectoryRegistry {
     config: RegistryConfig,
     index: Index,
+    /// The Nodes each file defines: their topology labels are the localities of the
+    /// Pods on them, exactly as in the Kubernetes registry.
+    node_files: BTreeMap<PathBuf, Vec<NodeLabels>>,
+    nodes: NodeLocalities,
     /// The root vanished: watch it again once it is back.
     root_lost: bool,
 }
@@ -97,6 +102,8 @@ impl DirectoryRegistry {
         Self {
             config,
             index: Index::default(),
+            node_files: BTreeMap::new(),
+            nodes: NodeLocalities::default(),
             root_lost: false,
         }
     }
@@ -226,6 +233,28 @@ impl DirectoryRegistry {
         move |k| keep_all || self.index.is_rejected(k)
     }
 
+    /// Takes the Nodes the files define now; the Pods whose locality moved.
+    fn follow_nodes(&mut self) -> Vec<ConfigKey> {
+        let mut now: BTreeMap<&str, &NodeLabels> = BTreeMap::new();
+        for node in self.node_files.values().flatten() {
+            if let Some(other) = now.insert(&node.name, node) {
+                tracing::warn!(node = %node.name, at = %node.location, also = %other.location, "Node defined twice; the later file's labels are used");
+            }
+        }
+        let mut moved = Vec::new();
+        for gone in self.nodes.nodes() {
+            if !now.contains_key(gone.as_str()) {
+                // Its Pods lose the locality: it is no longer known.
+                moved.extend(self.nodes.set_node(&gone, &BTreeMap::new()));
+                self.nodes.remove_node(&gone);
+            }
+        }
+        for (name, node) in now {
+            moved.extend(self.nodes.set_node(name, &node.labels));
+        }
+        moved
+    }
+
     /// Re-reads what changed at `dirty` and applies it; `publish` sends a push for each
     /// change (off during the initial load, which ends in one full push).
     async fn sync_paths(
@@ -248,8 +277,8 @@ impl DirectoryRegistry {
             files
                 .into_iter()
                 .map(|path| {
-                    let read = scan::read(&path);
-                    (path, read)
+                    let (read, nodes) = scan::read_with_nodes(&path);
+                    (path, read, nodes)
                 })
                 .collect::<Vec<_>>()
         })
@@ -257,7 +286,13 @@ impl DirectoryRegistry {
         .map_err(RegistryError::Reader)?;
 
         let mut touched = BTreeSet::new();
-        for (path, mut read) in reads {
+        for (path, mut read, nodes) in reads {
+            match &read {
+                FileRead::Removed => drop(self.node_files.remove(&path)),
+                FileRead::Parsed(_) => drop(self.node_files.insert(path.clone(), nodes)),
+                // Nothing in it can be trusted: its Nodes stay as they were.
+                FileRead::Unreadable(_) => {}
+            }
             if let FileRead::Parsed(docs) = &mut read {
                 docs.retain(|doc| !self.foreign_mesh_config(doc));
                 for parsed in docs.iter_mut().flatten() {
@@ -273,10 +308,18 @@ impl DirectoryRegistry {
             }
             touched.extend(outcome.touched);
         }
+        touched.extend(self.follow_nodes());
         for key in &touched {
             match self.index.effective(key) {
-                Some(config) => sink.apply(config.clone()),
-                None => sink.delete(key),
+                Some(config) => {
+                    let mut config = config.clone();
+                    self.nodes.stamp(&mut config);
+                    sink.apply(config);
+                }
+                None => {
+                    self.nodes.forget_pod(key);
+                    sink.delete(key);
+                }
             }
         }
         sink.set_rejections(self.index.rejections());

@@ -6,7 +6,7 @@
 //! is how a ConfigMap's atomic `..data` swap is seen through its visible symlinks.
 
 use super::index::FileRead;
-use shoal_proto::config::parse::{ParseError, Parsed, parse_documents};
+use shoal_proto::config::parse::{NodeLabels, ParseError, Parsed, parse_documents, parse_nodes};
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -118,20 +118,30 @@ pub(crate) fn resolve<'a>(
 
 /// Reads and parses one file.
 pub(crate) fn read(path: &Path) -> FileRead {
+    read_with_nodes(path).0
+}
+
+/// Reads and parses one file, and its Nodes (their labels are Pods' localities).
+pub(crate) fn read_with_nodes(path: &Path) -> (FileRead, Vec<NodeLabels>) {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() && is_config_file(path) => {}
-        Ok(_) => return FileRead::Removed,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return FileRead::Removed,
-        Err(e) => return FileRead::Unreadable(e.to_string()),
+        Ok(_) => return (FileRead::Removed, Vec::new()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return (FileRead::Removed, Vec::new()),
+        Err(e) => return (FileRead::Unreadable(e.to_string()), Vec::new()),
     }
-    match std::fs::read(path) {
+    let read = match std::fs::read(path) {
         Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => FileRead::Parsed(parse_documents(&path.display().to_string(), &text)),
+            Ok(text) => {
+                let source = path.display().to_string();
+                let nodes = parse_nodes(&source, &text);
+                return (FileRead::Parsed(parse_documents(&source, &text)), nodes);
+            }
             Err(e) => FileRead::Unreadable(format!("not UTF-8: {e}")),
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound => FileRead::Removed,
         Err(e) => FileRead::Unreadable(e.to_string()),
-    }
+    };
+    (read, Vec::new())
 }
 
 /// One config file of a directory, read as the directory registry reads it.

@@ -585,6 +585,51 @@ async fn unnamed_failure_at_start_keeps_kv_keys_until_it_parses() {
     env.stop().await;
 }
 
+fn pod_locality(objects: &BTreeMap<ConfigKey, Config>, name: &str) -> String {
+    match &objects[&ConfigKey::new(Kind::Pod, "shop", name)].spec {
+        Spec::Pod(pod) => pod.node_locality.clone(),
+        other => panic!("not a Pod: {other:?}"),
+    }
+}
+
+/// Nodes in the directory give their Pods a locality, as the Kubernetes registry does,
+/// and a Node's edit (or removal) moves its Pods' endpoints with it.
+#[tokio::test]
+async fn pods_take_the_locality_of_their_node_in_the_directory() {
+    let node = |name: &str, region: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    topology.kubernetes.io/region: {region}\n    topology.kubernetes.io/zone: {region}-a\n"
+        )
+    };
+    let pod = |name: &str, node: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  nodeName: {node}\nstatus:\n  podIP: 10.0.0.1\n"
+        )
+    };
+    let nodes = format!("{}---\n{}", node("n1", "r1"), node("n2", "r2"));
+    let pods = format!("{}---\n{}", pod("p1", "n1"), pod("p2", "n2"));
+    let env = Env::start(&[("nodes.yaml", &nodes), ("pods.yaml", &pods)], &[]).await;
+    let objects = env.objects().await;
+    assert_eq!(pod_locality(&objects, "p1"), "r1/r1-a");
+    assert_eq!(pod_locality(&objects, "p2"), "r2/r2-a");
+
+    env.write(
+        "nodes.yaml",
+        &format!("{}---\n{}", node("n1", "r3"), node("n2", "r2")),
+    );
+    wait_for("p1 to move to r3", || async {
+        pod_locality(&env.objects().await, "p1") == "r3/r3-a"
+    })
+    .await;
+    std::fs::remove_file(env.path("nodes.yaml")).unwrap();
+    wait_for("the pods to lose their localities", || async {
+        let objects = env.objects().await;
+        pod_locality(&objects, "p1").is_empty() && pod_locality(&objects, "p2").is_empty()
+    })
+    .await;
+    env.stop().await;
+}
+
 #[tokio::test]
 async fn workloads_get_the_cluster_network() {
     let pods = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p1\n  namespace: shop\nstatus:\n  podIP: 10.0.0.1\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p2\n  namespace: shop\n  labels:\n    topology.istio.io/network: net-2\nstatus:\n  podIP: 10.0.0.2\n";
