@@ -79,6 +79,9 @@ pub(crate) struct DirectoryRegistry {
     /// The Nodes each file defines: their topology labels are the localities of the
     /// Pods on them, exactly as in the Kubernetes registry.
     node_files: BTreeMap<PathBuf, Vec<NodeLabels>>,
+    /// Per file, its documents of kinds Shoal does not read: warned about, not dropped
+    /// without a word.
+    ignored_files: BTreeMap<PathBuf, Vec<Warning>>,
     nodes: NodeLocalities,
     /// The root vanished: watch it again once it is back.
     root_lost: bool,
@@ -103,6 +106,7 @@ impl DirectoryRegistry {
             config,
             index: Index::default(),
             node_files: BTreeMap::new(),
+            ignored_files: BTreeMap::new(),
             nodes: NodeLocalities::default(),
             root_lost: false,
         }
@@ -277,8 +281,8 @@ impl DirectoryRegistry {
             files
                 .into_iter()
                 .map(|path| {
-                    let (read, nodes) = scan::read_with_nodes(&path);
-                    (path, read, nodes)
+                    let (read, extras) = scan::read(&path);
+                    (path, read, extras)
                 })
                 .collect::<Vec<_>>()
         })
@@ -286,11 +290,24 @@ impl DirectoryRegistry {
         .map_err(RegistryError::Reader)?;
 
         let mut touched = BTreeSet::new();
-        for (path, mut read, nodes) in reads {
+        for (path, mut read, extras) in reads {
             match &read {
-                FileRead::Removed => drop(self.node_files.remove(&path)),
-                FileRead::Parsed(_) => drop(self.node_files.insert(path.clone(), nodes)),
-                // Nothing in it can be trusted: its Nodes stay as they were.
+                FileRead::Removed => {
+                    self.node_files.remove(&path);
+                    self.ignored_files.remove(&path);
+                }
+                FileRead::Parsed(_) => {
+                    let ignored: Vec<Warning> =
+                        extras.ignored.iter().map(Warning::ignored).collect();
+                    if self.ignored_files.get(&path) != Some(&ignored) {
+                        for warning in &ignored {
+                            tracing::warn!("{warning}");
+                        }
+                    }
+                    self.node_files.insert(path.clone(), extras.nodes);
+                    self.ignored_files.insert(path.clone(), ignored);
+                }
+                // Nothing in it can be trusted: what it held stays as it was.
                 FileRead::Unreadable(_) => {}
             }
             if let FileRead::Parsed(docs) = &mut read {
@@ -323,7 +340,9 @@ impl DirectoryRegistry {
             }
         }
         sink.set_rejections(self.index.rejections());
-        sink.set_warnings(self.index.warnings());
+        let mut warnings = self.index.warnings();
+        warnings.extend(self.ignored_files.values().flatten().cloned());
+        sink.set_warnings(warnings);
         let protected = self.protected();
         sink.commit(publish, protected).await?;
         Ok(())

@@ -502,6 +502,35 @@ async fn warnings_show_in_the_metric_and_debug_warnings_until_fixed() {
     env.stop().await;
 }
 
+/// A document of a kind Shoal does not read (a Deployment from a kubectl dump) is a
+/// warning (`/debug/warnings`, the metric, the log), not dropped without a word.
+#[tokio::test]
+async fn documents_of_kinds_shoal_does_not_read_are_warned_about() {
+    let deployment =
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\n";
+    let text = format!("{}---\n{deployment}", vs("r", "x"));
+    let env = Env::start(&[("dump.yaml", &text)], &[]).await;
+    env.wait_host("r", Some("x")).await;
+    wait_for("the warning", || async {
+        env.handle.warnings().list().len() == 1
+    })
+    .await;
+    let warning = &env.handle.warnings().list()[0];
+    assert_eq!(warning.object, "apps/v1 Deployment shop/web");
+    assert_eq!((warning.kind, warning.line), ("other", 13));
+    assert!(warning.warning.contains("ignored"), "{warning:?}");
+    assert!(
+        env.metrics_text()
+            .contains("shoal_ingest_config_warnings{kind=\"other\"} 1")
+    );
+    env.write("dump.yaml", &vs("r", "x"));
+    wait_for("no warning", || async {
+        env.handle.warnings().list().is_empty()
+    })
+    .await;
+    env.stop().await;
+}
+
 #[tokio::test]
 async fn deleting_files_and_directories_removes_their_objects() {
     let files = [

@@ -4,6 +4,7 @@
 //! line and the others still load. Errors name the object when its header could be read.
 
 use super::{Config, ConfigMeta, Kind, Spec, istio, k8s, mesh, validate};
+pub use ignored::{Ignored, parse_ignored};
 pub use nodes::{NodeLabels, parse_nodes};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -398,6 +399,7 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
 }
 
 mod flow;
+mod ignored;
 mod list;
 mod mesh_config;
 mod nodes;
