@@ -6,6 +6,11 @@
 //!          earlier version) ──► SourceSink::apply / delete ──► commit ──► KV sync
 //! ```
 //!
+//! Files hold what `kubectl get -o yaml` writes (`kind: List` items load one by one).
+//! Nodes are not config: their topology labels are the localities of the Pods on them,
+//! as in the Kubernetes registry ([`shoal_proto::config::topology`]). Documents of kinds
+//! Shoal does not read are warnings, never dropped without a word.
+//!
 //! Start-up: the watch starts first (so no change is missed), the directory is loaded,
 //! then the sink is told it is synced: the KV keys of this cluster's `dir` source that
 //! no file defines are deleted and one full push is sent at the KV's latest revision.
