@@ -48,7 +48,20 @@ pub fn run(args: &AnalyzeArgs) -> ExitCode {
         }
     };
     let mut documents = Vec::new();
+    // Documents of kinds Shoal does not read: said so (Info), never dropped silently.
+    let mut ignored = Vec::new();
     for file in files {
+        ignored.extend(file.ignored.into_iter().map(|i| Message {
+            level: analyze::Level::Info,
+            ..Message::new(
+                analyze::codes::UNSUPPORTED_KIND,
+                analyze::Origin {
+                    object: i.object,
+                    location: Some(i.location),
+                },
+                i.reason,
+            )
+        }));
         match file.documents {
             Ok(parsed) => documents.extend(parsed),
             Err(reason) => documents.push(Err(ParseError {
@@ -62,7 +75,8 @@ pub fn run(args: &AnalyzeArgs) -> ExitCode {
             })),
         }
     }
-    let messages = analyze::analyze(&documents);
+    let mut messages = analyze::analyze(&documents);
+    messages.extend(ignored);
     print(&messages, args);
     if messages.iter().any(Message::is_error) {
         ExitCode::from(ERRORS)

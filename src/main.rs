@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig};
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
-use shoal_infra::cli::{DrainArgs, HttpArgs, duration};
+use shoal_infra::cli::{DrainArgs, HttpArgs, UsageError, duration};
 use shoal_infra::memory::{MemoryBus, MemoryConfigKv, MemoryMembership, MemorySnapshotStore};
 use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
@@ -72,29 +72,28 @@ enum Command {
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> anyhow::Result<ExitCode> {
+fn main() -> ExitCode {
     let mut args = Args::parse();
-    match args.command.take() {
+    let result = match args.command.take() {
         Some(Command::Analyze(analyze_args)) => Ok(analyze::run(&analyze_args)),
-        None => {
-            serve(args)?;
-            Ok(ExitCode::SUCCESS)
-        }
-    }
+        None => serve(args).map(|()| ExitCode::SUCCESS),
+    };
+    // Errors are one line (usage errors exit 2), never a backtrace.
+    shoal_infra::cli::exit("shoal", result)
 }
 
 #[tokio::main]
 async fn serve(args: Args) -> anyhow::Result<()> {
     init_tracing();
+    let usage = |m: String| anyhow::Error::new(UsageError(m));
     let config_dir = args
         .config_dir
         .clone()
-        .ok_or_else(|| anyhow::anyhow!("--config-dir is required"))?;
-    anyhow::ensure!(
-        config_dir.is_dir(),
-        "--config-dir {} is not a directory",
-        config_dir.display()
-    );
+        .ok_or_else(|| usage("--config-dir is required".into()))?;
+    if !config_dir.is_dir() {
+        let shown = config_dir.display();
+        return Err(usage(format!("--config-dir {shown} is not a directory")));
+    }
     let kv = Arc::new(MemoryConfigKv::default());
     let bus = Arc::new(MemoryBus::default());
     let store = Arc::new(MemorySnapshotStore::new());

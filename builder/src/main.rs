@@ -14,10 +14,18 @@ use std::sync::Arc;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    init_tracing();
+fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    // Errors are one line, never a backtrace.
+    shoal_infra::cli::exit(
+        "builder",
+        run(args).map(|()| std::process::ExitCode::SUCCESS),
+    )
+}
+
+#[tokio::main]
+async fn run(args: Args) -> anyhow::Result<()> {
+    init_tracing();
     let client = connect(&args.nats.nats_url)
         .await
         .context("connecting to NATS")?;

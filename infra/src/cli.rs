@@ -12,7 +12,10 @@
 //! A binary whose default differs says so on its own `Args` with clap's `mut_arg`, e.g.
 //! `#[command(mut_arg("http_addr", |a| a.default_value("0.0.0.0:15014")))]`.
 
+use std::error::Error;
 use std::net::SocketAddr;
+use std::ops::Deref;
+use std::process::ExitCode;
 use std::time::Duration;
 
 /// The NATS server: config KV, push requests, snapshot announcements, membership.
@@ -57,10 +60,68 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     shoal_proto::config::validate::parse_duration(s).map_err(|e| e.0)
 }
 
+/// A command line that makes no sense (flags that need or exclude each other, a value
+/// out of range): reported on one line, exit status 2, as clap reports its own.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// How a binary ends on `result` (an `anyhow::Result` in practice): a [`UsageError`]
+/// anywhere in the chain is one line and status 2; any other error is one line with its
+/// causes (`a: b: c`) and status 1. Never a backtrace, whatever `RUST_BACKTRACE` says:
+/// that is for panics, not for an operator's mistake or an unreachable server.
+pub fn exit<E>(binary: &str, result: Result<ExitCode, E>) -> ExitCode
+where
+    E: Deref<Target = dyn Error + Send + Sync + 'static>,
+{
+    let error = match result {
+        Ok(code) => return code,
+        Err(error) => error,
+    };
+    let (line, code) = report(&*error);
+    eprintln!("{binary}: error: {line}");
+    ExitCode::from(code)
+}
+
+/// The line and the exit status for `error`.
+fn report(error: &(dyn Error + 'static)) -> (String, u8) {
+    let mut parts = Vec::new();
+    let mut usage = false;
+    let mut next = Some(error);
+    while let Some(e) = next {
+        usage |= e.is::<UsageError>();
+        let text = e.to_string();
+        // Some errors repeat their source in their own text.
+        if parts
+            .last()
+            .is_none_or(|last: &String| !last.contains(&text))
+        {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    (parts.join(": "), if usage { 2 } else { 1 })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connecting to NATS")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn errors_are_one_line_and_usage_errors_exit_2() {
+        let usage = UsageError("--config-dir is required".into());
+        assert_eq!(report(&usage), ("--config-dir is required".into(), 2));
+        let runtime = Outer(std::io::Error::other("connection refused"));
+        assert_eq!(
+            report(&runtime),
+            ("connecting to NATS: connection refused".into(), 1)
+        );
+    }
 
     #[derive(Debug, Parser)]
     struct Shared {

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{ArgAction, Parser};
 use prometheus_client::registry::Registry;
 use shoal_infra::admin::AdminServer;
-use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, duration};
+use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, UsageError, duration};
 use shoal_infra::nats::{self, NatsBus, NatsConfigKv};
 use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
@@ -30,15 +30,17 @@ use std::time::Duration;
 )]
 pub struct Args {
     /// Where the config comes from: a directory of YAML (`dir`) or the cluster's
-    /// Kubernetes API server (`kubernetes`).
-    #[arg(long, env = "SHOAL_REGISTRY", value_enum, default_value_t = RegistryKind::Dir)]
-    pub registry: RegistryKind,
+    /// Kubernetes API server (`kubernetes`). Default: `kubernetes` when `--kubeconfig`
+    /// is given (istiod's habit), else `dir`.
+    #[arg(long, env = "SHOAL_REGISTRY", value_enum)]
+    pub registry: Option<RegistryKind>,
     /// Directory of `*.yaml` / `*.yml` files, read recursively and watched
     /// (`--registry dir`).
     #[arg(long, env = "SHOAL_CONFIG_DIR")]
     pub config_dir: Option<PathBuf>,
-    /// Kubeconfig of the API server to watch (`--registry kubernetes`); default: the
-    /// in-cluster config when run in a pod, else `$KUBECONFIG` / `~/.kube/config`.
+    /// Kubeconfig of the API server to watch; implies `--registry kubernetes`. Without
+    /// it, `--registry kubernetes` uses the in-cluster config when run in a pod, else
+    /// `$KUBECONFIG` / `~/.kube/config`.
     #[arg(long, env = "SHOAL_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Namespaces whose objects are read (`--registry kubernetes`), comma-separated;
@@ -109,12 +111,32 @@ pub enum RegistryKind {
 }
 
 impl Args {
-    /// Flags that depend on each other.
-    pub fn check(&self) -> anyhow::Result<()> {
-        if self.registry == RegistryKind::Dir && self.config_dir.is_none() {
-            anyhow::bail!("--config-dir is required with --registry dir (the default)");
+    /// The registry the flags choose: `--registry`, else `kubernetes` for a
+    /// `--kubeconfig`, else `dir`.
+    pub fn registry(&self) -> Result<RegistryKind, UsageError> {
+        let usage = |m: &str| Err(UsageError(m.into()));
+        match (self.registry, &self.kubeconfig, &self.config_dir) {
+            (Some(RegistryKind::Dir), Some(_), _) => {
+                usage("--kubeconfig is for --registry kubernetes, not --registry dir")
+            }
+            (Some(RegistryKind::Kubernetes), _, Some(_)) => {
+                usage("--config-dir is for --registry dir, not --registry kubernetes")
+            }
+            (Some(RegistryKind::Dir) | None, None, None) => usage(
+                "--config-dir (a directory of YAML) or --kubeconfig (a Kubernetes API server) is required",
+            ),
+            (None, Some(_), Some(_)) => usage(
+                "--config-dir and --kubeconfig name two registries: give one, or say which with --registry",
+            ),
+            (Some(kind), _, _) => Ok(kind),
+            (None, Some(_), None) => Ok(RegistryKind::Kubernetes),
+            (None, None, Some(_)) => Ok(RegistryKind::Dir),
         }
-        Ok(())
+    }
+
+    /// Flags that depend on each other.
+    pub fn check(&self) -> Result<(), UsageError> {
+        self.registry().map(drop)
     }
 
     pub fn ingest_config(&self) -> IngestConfig {
@@ -153,7 +175,7 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
 /// Runs the binary until SIGTERM / ctrl-c, then drains.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
-    args.check()?;
+    let registry = args.registry()?;
     let nats_url = &args.nats.nats_url;
     let client = nats::connect(nats_url)
         .await
@@ -165,7 +187,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .context("opening the push stream")?;
 
-    let api_client = match args.registry {
+    let api_client = match registry {
         RegistryKind::Kubernetes => Some(kube_client(args.kubeconfig.as_deref()).await?),
         RegistryKind::Dir => None,
     };
@@ -272,6 +294,32 @@ mod tests {
         assert_eq!(args.http.http_addr, "0.0.0.0:15014".parse().unwrap());
     }
 
+    fn registry_of(flags: &[&str]) -> Result<RegistryKind, String> {
+        let args = Args::try_parse_from(BASE.into_iter().chain(flags.iter().copied()));
+        args.unwrap().registry().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_kubeconfig_alone_means_the_kubernetes_registry() {
+        use RegistryKind::{Dir, Kubernetes};
+        assert_eq!(registry_of(&["--kubeconfig", "/k"]), Ok(Kubernetes));
+        assert_eq!(registry_of(&["--config-dir", "/d"]), Ok(Dir));
+        assert_eq!(registry_of(&["--registry", "kubernetes"]), Ok(Kubernetes));
+        let explicit = ["--registry", "kubernetes", "--kubeconfig", "/k"];
+        assert_eq!(registry_of(&explicit), Ok(Kubernetes));
+        let explicit = ["--registry", "dir", "--config-dir", "/d"];
+        assert_eq!(registry_of(&explicit), Ok(Dir));
+        for wrong in [
+            &["--registry", "dir", "--kubeconfig", "/k"][..],
+            &["--registry", "kubernetes", "--config-dir", "/d"],
+            &["--config-dir", "/d", "--kubeconfig", "/k"],
+            &[],
+        ] {
+            let err = registry_of(wrong).unwrap_err();
+            assert!(err.contains("--"), "{wrong:?}: {err}");
+        }
+    }
+
     #[test]
     fn the_directory_needs_a_config_dir_and_kubernetes_does_not() {
         let base = BASE;
@@ -284,8 +332,7 @@ mod tests {
             "shop,pay",
         ]))
         .unwrap();
-        assert_eq!(args.registry, RegistryKind::Kubernetes);
-        args.check().unwrap();
+        assert_eq!(args.registry().unwrap(), RegistryKind::Kubernetes);
         assert_eq!(args.namespaces, ["shop", "pay"]);
         assert_eq!(args.system_namespace, "istio-system");
         assert!(args.remote_secrets);

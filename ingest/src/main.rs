@@ -5,7 +5,13 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+fn main() -> std::process::ExitCode {
+    let args = shoal_ingest::cli::Args::parse();
+    shoal_infra::cli::exit("ingest", run(args))
+}
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    shoal_ingest::cli::run(shoal_ingest::cli::Args::parse()).await
+async fn run(args: shoal_ingest::cli::Args) -> anyhow::Result<std::process::ExitCode> {
+    shoal_ingest::cli::run(args).await?;
+    Ok(std::process::ExitCode::SUCCESS)
 }

@@ -41,7 +41,8 @@ pub(crate) struct Metrics {
     /// `shoal_ingest_config_rejected_objects`: objects rejected right now.
     pub rejected_current: Gauge,
     /// `shoal_ingest_config_warnings{kind}`: warnings on the objects accepted right now
-    /// (fields Shoal ignores, validation warnings). Labels: the kinds Shoal reads.
+    /// (fields Shoal ignores, validation warnings). Labels: the kinds Shoal reads, and
+    /// `other` for documents of kinds it does not read (ignored, said so).
     pub warnings_current: Family<KindLabel, Gauge>,
     /// `shoal_ingest_pushes_published_total{type=full|eds}`.
     pub pushes: Family<TypeLabel, Counter>,

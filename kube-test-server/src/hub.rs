@@ -44,6 +44,8 @@ struct State {
 pub struct Hub {
     state: Mutex<State>,
     watch_queue_capacity: usize,
+    /// Empty lists say `"items": null` (see [`crate::Settings::null_empty_lists`]).
+    null_empty_lists: bool,
 }
 
 impl Hub {
@@ -55,7 +57,19 @@ impl Hub {
                 bookmark_interval,
             }),
             watch_queue_capacity: watch_queue_capacity.max(1),
+            null_empty_lists: false,
         }
+    }
+
+    /// Empty lists are written `"items": null` from now on.
+    #[must_use]
+    pub fn with_null_empty_lists(mut self, null: bool) -> Self {
+        self.null_empty_lists = null;
+        self
+    }
+
+    pub fn null_empty_lists(&self) -> bool {
+        self.null_empty_lists
     }
 
     /// Reads the store.

@@ -22,6 +22,22 @@
 //! rewritten to the one asked for). Faults for tests: [`TestApiServer::drop_watches`],
 //! [`TestApiServer::compact`], [`TestApiServer::restart`].
 //!
+//! The wire as kube-apiserver writes it, including its awkward habits that clients must
+//! live with: the items of a list of a built-in kind (core, `discovery.k8s.io`) carry
+//! no `apiVersion` or `kind` (kubernetes/kubernetes#3030, #63676, #98925: only the list
+//! says them; kubectl adds them back for display), while a custom resource's items and
+//! every watch event's and GET's object carry both; an empty list is `"items": []`, or
+//! `"items": null` with [`Settings::null_empty_lists`] (what older servers, metadata-only
+//! lists and some distributions answer: kube-rs#1199, #1492); errors are `Status`
+//! bodies, and an expired watch is an ERROR event with HTTP 200.
+//!
+//! What it does not reproduce: protobuf or table encodings (JSON only); server-side
+//! apply, PATCH and dry runs; `resourceVersionMatch` semantics (a list is always the
+//! newest state); metadata-only (`PartialObjectMetadataList`) lists; per-resource
+//! watch caches (one history for all kinds); priority and fairness, rate limits,
+//! `429` with `Retry-After`; conversion webhooks (versions differ only in
+//! `apiVersion`); `metadata.generation`, `selfLink` and `uid` preconditions.
+//!
 //! Everything is bounded: the history, and each watch's queue (a watch that does not
 //! read is ended, and its client resumes from its last resourceVersion).
 

@@ -18,13 +18,30 @@ pub fn served_as(object: &Value, resource: &ResourceType, version: &str) -> Valu
     served
 }
 
-/// `{"kind": "<Kind>List", ...}` for one page.
-pub fn list(resource: &ResourceType, version: &str, page: &ListPage) -> Value {
+/// `{"kind": "<Kind>List", ...}` for one page, as kube-apiserver writes it: the items
+/// of a built-in kind without `apiVersion` and `kind` (the list says them once;
+/// kubernetes/kubernetes#3030, #63676: only kubectl adds them back), a custom resource's
+/// items with them. An empty page's items are `null` when `null_empty` says so.
+pub fn list(resource: &ResourceType, version: &str, page: &ListPage, null_empty: bool) -> Value {
     let items: Vec<Value> = page
         .items
         .iter()
-        .map(|item| served_as(item, resource, version))
+        .map(|item| {
+            let mut served = served_as(item, resource, version);
+            if resource.built_in
+                && let Some(fields) = served.as_object_mut()
+            {
+                fields.remove("apiVersion");
+                fields.remove("kind");
+            }
+            served
+        })
         .collect();
+    let items = if items.is_empty() && null_empty {
+        Value::Null
+    } else {
+        Value::Array(items)
+    };
     let mut metadata = json!({"resourceVersion": page.revision.to_string()});
     if let Some(token) = &page.continue_token {
         metadata["continue"] = token.clone().into();

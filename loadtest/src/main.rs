@@ -10,8 +10,16 @@ use shoal_loadtest::{RunConfig, mesh, run};
 use shoal_test_support::meshgen::MeshSpec;
 use std::time::Duration;
 
+fn main() -> std::process::ExitCode {
+    // Errors are one line (usage errors exit 2), never a backtrace.
+    shoal_infra::cli::exit(
+        "loadtest",
+        run_main().map(|()| std::process::ExitCode::SUCCESS),
+    )
+}
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn run_main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -40,7 +48,10 @@ fn write_mesh(a: MeshArgs) -> anyhow::Result<()> {
 }
 
 async fn run_load(a: RunArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(a.timeout > 0.0, "--timeout must be positive");
+    if a.timeout.is_nan() || a.timeout <= 0.0 {
+        let usage = shoal_infra::cli::UsageError("--timeout must be positive".into());
+        return Err(usage.into());
+    }
     let mut config = RunConfig {
         xds_addrs: a.xds_addr,
         proxies: a.proxies,

@@ -54,10 +54,11 @@ fn apply_dir(server: &TestApiServer, dir: &Path) {
     }
 }
 
-/// `ingest --registry kubernetes` watching the API server of `kubeconfig`.
+/// `ingest --kubeconfig PATH` (which alone means the Kubernetes registry) watching the
+/// API server of `kubeconfig`.
 fn kubernetes_ingest(kubeconfig: &Path, nats: &str, dir: &Path) -> tiers::Tier {
     let kubeconfig = kubeconfig.display().to_string();
-    let source = ["--registry", "kubernetes", "--kubeconfig", &kubeconfig];
+    let source = ["--kubeconfig", &kubeconfig];
     tiers::ingest_with(&source, nats, dir)
 }
 

@@ -76,3 +76,74 @@ pub fn cli_env(binary: &str) -> BTreeSet<String> {
         .map(|e| e.to_string_lossy().into_owned())
         .collect()
 }
+
+/// A binary of this build (`cargo build --workspace --bins` first), beside the test's.
+fn built(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let path = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// A usage error is one line on stderr and exit status 2, with no backtrace even when
+/// `RUST_BACKTRACE` asks for one (it is for panics, not for an operator's typo).
+#[test]
+fn usage_errors_are_one_line_and_exit_2_without_a_backtrace() {
+    let nats = ["--cluster-id", "c1", "--nats-url", "nats://127.0.0.1:1"];
+    let cases: [(&str, Vec<&str>, &str); 6] = [
+        ("ingest", nats.to_vec(), "--config-dir"),
+        (
+            "ingest",
+            [&nats[..], &["--config-dir", "/d", "--kubeconfig", "/k"]].concat(),
+            "--registry",
+        ),
+        (
+            "shoal",
+            vec!["--config-dir", "/no/such/dir"],
+            "not a directory",
+        ),
+        ("builder", vec!["--no-such-flag"], "--no-such-flag"),
+        ("edge", vec!["--no-such-flag"], "--no-such-flag"),
+        (
+            "loadtest",
+            vec![
+                "run",
+                "--xds-addr",
+                "127.0.0.1:1",
+                "--proxies",
+                "1",
+                "--timeout",
+                "0",
+            ],
+            "--timeout",
+        ),
+    ];
+    for (binary, args, names) in cases {
+        let output = std::process::Command::new(built(binary))
+            .args(&args)
+            .env("RUST_BACKTRACE", "1")
+            .env("RUST_LOG", "off")
+            .output()
+            .expect("run the binary");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let what = format!("{binary} {args:?}: {stderr}");
+        assert_eq!(output.status.code(), Some(2), "{what}");
+        assert!(stderr.contains(names), "{what}");
+        assert!(!stderr.to_lowercase().contains("backtrace"), "{what}");
+        // Ours are one line; clap's own say the usage and a hint after theirs.
+        let first = stderr.lines().next().unwrap_or_default();
+        assert!(first.contains("error") && first.contains(names), "{what}");
+        if !stderr.contains("Usage:") {
+            assert_eq!(stderr.trim_end().lines().count(), 1, "{what}");
+        }
+    }
+}

@@ -328,7 +328,10 @@ fn cluster_values_reach_ingests_args() {
     for r in every_values_file() {
         let container = &containers(r.deployment_of("ingest"))[0];
         let parsed: shoal_ingest::cli::Args = parse("ingest", &strings(&container["args"]));
-        assert_eq!(parsed.registry, shoal_ingest::cli::RegistryKind::Kubernetes);
+        assert_eq!(
+            parsed.registry().unwrap(),
+            shoal_ingest::cli::RegistryKind::Kubernetes
+        );
         assert_eq!(parsed.cluster_id, *r.value("global.clusterId"));
         assert_eq!(parsed.network, *r.value("global.network"));
         assert_eq!(parsed.nats.nats_url, *r.value("nats.url"));

@@ -3,7 +3,7 @@
 //! reject exactly the same objects.
 
 use crate::registry::Rejection;
-use kube::api::DynamicObject;
+use kube::api::{ApiResource, DynamicObject, TypeMeta};
 use shoal_proto::config::parse::parse_documents;
 use shoal_proto::config::{Config, ConfigKey, Kind};
 
@@ -31,6 +31,21 @@ pub fn convert(object: &DynamicObject, origin: &str) -> Converted {
         Some(Err(error)) => Converted::Rejected(Rejection::from_parse(&error)),
         None => Converted::Skipped,
     }
+}
+
+/// The `apiVersion` and `kind` of what a watch of `resource` lists.
+pub fn types_of(resource: &ApiResource) -> TypeMeta {
+    TypeMeta {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+    }
+}
+
+/// Types `object` as the resource it was listed or watched from: kube-apiserver writes
+/// the items of a built-in kind's list without `apiVersion` and `kind`
+/// (kubernetes/kubernetes#3030), so an item never says what it is; the watch does.
+pub fn typed(object: &mut DynamicObject, types: &TypeMeta) {
+    object.types = Some(types.clone());
 }
 
 /// The key of an object of `kind` (for a delete, whose last state may not parse).
@@ -82,6 +97,25 @@ mod tests {
         assert_eq!(rejection.object, "VirtualService shop/broken");
         assert_eq!(rejection.file, "kubernetes/c1");
         assert!(rejection.reason.contains("weight"), "{rejection:?}");
+    }
+
+    #[test]
+    fn a_listed_item_without_api_version_or_kind_is_typed_by_its_watch() {
+        // A Service as it is an item of kube-apiserver's ServiceList.
+        let mut item = object(json!({
+            "metadata": {"name": "reviews", "namespace": "shop"},
+            "spec": {"ports": [{"name": "http", "port": 9080}]},
+        }));
+        assert!(matches!(
+            convert(&item, "kubernetes/c1"),
+            Converted::Rejected(_)
+        ));
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&());
+        typed(&mut item, &types_of(&resource));
+        let Converted::Config(config, _) = convert(&item, "kubernetes/c1") else {
+            panic!("rejected");
+        };
+        assert_eq!(config.key().to_string(), "Service shop/reviews");
     }
 
     #[test]

@@ -11,14 +11,13 @@
 //! Objects go through the directory's parser and validation (`convert`); a rejected
 //! object keeps its earlier valid version and shows in `/debug/rejections`. A watch error
 //! backs off and retries that watch alone; it never stops the others. Nodes feed Pod
-//! localities (`nodes`); discovery selectors choose namespaces ([`discovery`]); each
+//! localities ([`shoal_proto::config::topology`]); discovery selectors choose namespaces ([`discovery`]); each
 //! event's bookkeeping is in `state`. Remote clusters from Istio's remote secrets run one
 //! such source each ([`remote`]); `/debug/clusters` shows them all (`clusters`).
 
 mod clusters;
 mod convert;
 pub mod discovery;
-mod nodes;
 pub mod remote;
 mod resources;
 mod state;
@@ -31,13 +30,16 @@ use crate::sync::SyncError;
 use discovery::LabelSelector;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, TypeMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use shoal_proto::config::Kind;
 use state::{State, Target};
 use std::future::Future;
 use std::time::Duration;
+
+/// One watch: what it feeds, the type of what it lists (`apiVersion`, `kind`), and where.
+type Watch = ((Target, TypeMeta), Api<DynamicObject>);
 
 /// The Kubernetes registry's source name: its objects' `Origin::source` and KV key segment.
 pub const SOURCE: &str = "kubernetes";
@@ -88,7 +90,7 @@ impl KubeSource {
     }
 
     /// One watch per kind, or per kind and namespace when limited to some.
-    fn watches(&self) -> Vec<(Target, Api<DynamicObject>)> {
+    fn watches(&self) -> Vec<Watch> {
         let mut watches = Vec::new();
         let watched = WATCHED.iter().map(|w| (w, false));
         for (w, reported_only) in watched.chain(REPORTED.iter().map(|w| (w, true))) {
@@ -98,11 +100,12 @@ impl KubeSource {
                 Some(kind) => Target::Config(kind),
                 None => Target::Nodes,
             };
+            let target = (target, convert::types_of(&resource));
             match w.scope {
                 Scope::System => {
                     if let Some(ns) = &self.config.system_namespace {
                         watches.push((
-                            target,
+                            target.clone(),
                             Api::namespaced_with(self.client.clone(), ns, &resource),
                         ));
                     }
@@ -116,7 +119,7 @@ impl KubeSource {
                 Scope::Namespaced => {
                     for ns in &self.config.namespaces {
                         watches.push((
-                            target,
+                            target.clone(),
                             Api::namespaced_with(self.client.clone(), ns, &resource),
                         ));
                     }
@@ -142,10 +145,15 @@ impl Source for KubeSource {
         let streams = watches
             .into_iter()
             .enumerate()
-            .map(|(index, (target, api))| {
+            .map(|(index, ((target, types), api))| {
+                // A real API server lists built-in kinds' items without apiVersion and
+                // kind: every object is typed by the resource watched, never by itself.
                 watcher::watcher(api, watcher::Config::default())
                     .default_backoff()
-                    .map(move |event| (index, target, event))
+                    .map(move |event| {
+                        let event = event.map(|e| e.modify(|o| convert::typed(o, &types)));
+                        (index, target, event)
+                    })
                     .boxed()
             });
         let mut events = futures::stream::select_all(streams);
@@ -240,14 +248,15 @@ fn unreachable(error: &watcher::Error) -> bool {
 /// installed on this cluster) is left out with a warning, as Istio skips absent CRDs:
 /// its watcher would never list, and the source would never report synced. Any other
 /// error keeps the watch: the watcher retries it with backoff.
-async fn served(watches: Vec<(Target, Api<DynamicObject>)>) -> Vec<(Target, Api<DynamicObject>)> {
+async fn served(watches: Vec<Watch>) -> Vec<Watch> {
     let mut served = Vec::with_capacity(watches.len());
-    for (kind, api) in watches {
+    for (target, api) in watches {
         match api.list(&ListParams::default().limit(1)).await {
             Err(kube::Error::Api(status)) if status.is_not_found() => {
+                let kind = &target.0;
                 tracing::warn!(%kind, "the API server does not serve this kind (CRD not installed?); not watching it");
             }
-            _ => served.push((kind, api)),
+            _ => served.push((target, api)),
         }
     }
     served

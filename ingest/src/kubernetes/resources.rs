@@ -50,7 +50,7 @@ const fn kind(
 }
 
 /// The kinds the source watches, in the order their first lists are loaded. Nodes are
-/// read for their Pods' localities only (`super::nodes`); every other kind is config.
+/// read for their Pods' localities only (`shoal_proto::config::topology`); every other kind is config.
 pub const WATCHED: &[Watched] = &[
     kind("", "v1", "Namespace", "namespaces", Scope::Cluster),
     kind("", "v1", "Node", "nodes", Scope::Cluster),

@@ -4,11 +4,11 @@
 
 use super::convert::{self, Converted};
 use super::discovery::{Discovery, LabelSelector, Selection};
-use super::nodes::NodeLocalities;
 use crate::registry::{Rejection, Warning};
 use crate::source::SourceSink;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
+use shoal_proto::config::topology::NodeLocalities;
 use shoal_proto::config::{ConfigKey, Kind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

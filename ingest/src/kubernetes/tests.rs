@@ -201,11 +201,15 @@ async fn objects_from_the_api_reach_the_kv_with_their_origin_and_follow_every_ch
 
     // History compacted while watches are down: 410, relist, and what the relist lacks
     // is deleted.
+    // The relist's items (a Service's without apiVersion/kind, as kube-apiserver lists
+    // them) are typed by their watch: none is rejected.
+    env.server.create("services", service("details")).unwrap();
     env.server.delete("services", "shop", "reviews").unwrap();
     env.server.compact();
     env.server.drop_watches();
+    env.server.apply("services", service("details")).unwrap();
     env.wait_for("the relist after 410", |o| {
-        !o.contains_key("Service shop/reviews")
+        !o.contains_key("Service shop/reviews") && o.contains_key("Service shop/details")
     })
     .await;
     assert!(
@@ -213,7 +217,31 @@ async fn objects_from_the_api_reach_the_kv_with_their_origin_and_follow_every_ch
             .await
             .contains_key("VirtualService shop/reviews")
     );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let rejections = env.handle.rejections().list();
+    assert!(rejections.is_empty(), "{rejections:?}");
     assert!(env.handle.is_ready());
+    env.stop().await;
+}
+
+/// Against a server that answers empty lists `"items": null` (kube-rs#1492), every
+/// watch still lists, and the source syncs with what there is.
+#[tokio::test]
+async fn empty_lists_with_null_items_are_empty() {
+    let server = TestApiServer::start_with(Settings {
+        null_empty_lists: true,
+        ..Settings::default()
+    })
+    .await
+    .unwrap();
+    server.create("services", service("reviews")).unwrap();
+    let env = Env::start(server).await;
+    env.wait_for("the listed service", |o| {
+        o.contains_key("Service shop/reviews")
+    })
+    .await;
+    assert!(env.handle.is_ready());
+    assert!(env.handle.rejections().list().is_empty());
     env.stop().await;
 }
 

@@ -145,7 +145,11 @@ impl Index {
             if keep && !entry.objects.contains_key(key) {
                 entry.objects.insert(key.clone(), earlier.clone());
                 // The earlier version is served: so are its warnings.
-                let kept = old.warnings.iter().filter(|w| &w.key == key).cloned();
+                let kept = old
+                    .warnings
+                    .iter()
+                    .filter(|w| w.key.as_ref() == Some(key))
+                    .cloned();
                 entry.warnings.extend(kept);
             }
         }

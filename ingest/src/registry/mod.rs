@@ -6,6 +6,11 @@
 //!          earlier version) ──► SourceSink::apply / delete ──► commit ──► KV sync
 //! ```
 //!
+//! Files hold what `kubectl get -o yaml` writes (`kind: List` items load one by one).
+//! Nodes are not config: their topology labels are the localities of the Pods on them,
+//! as in the Kubernetes registry ([`shoal_proto::config::topology`]). Documents of kinds
+//! Shoal does not read are warnings, never dropped without a word.
+//!
 //! Start-up: the watch starts first (so no change is missed), the directory is loaded,
 //! then the sink is told it is synced: the KV keys of this cluster's `dir` source that
 //! no file defines are deleted and one full push is sent at the KV's latest revision.
@@ -23,9 +28,10 @@ pub use warnings::{Warning, Warnings};
 use crate::source::{Source, SourceSink};
 use crate::sync::SyncError;
 use index::{FileRead, Index};
-use shoal_proto::config::parse::{ParseError, Parsed};
+use shoal_proto::config::parse::{NodeLabels, ParseError, Parsed};
+use shoal_proto::config::topology::NodeLocalities;
 use shoal_proto::config::{ConfigKey, Kind};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -75,6 +81,13 @@ pub(crate) struct RegistryConfig {
 pub(crate) struct DirectoryRegistry {
     config: RegistryConfig,
     index: Index,
+    /// The Nodes each file defines: their topology labels are the localities of the
+    /// Pods on them, exactly as in the Kubernetes registry.
+    node_files: BTreeMap<PathBuf, Vec<NodeLabels>>,
+    /// Per file, its documents of kinds Shoal does not read: warned about, not dropped
+    /// without a word.
+    ignored_files: BTreeMap<PathBuf, Vec<Warning>>,
+    nodes: NodeLocalities,
     /// The root vanished: watch it again once it is back.
     root_lost: bool,
 }
@@ -97,6 +110,9 @@ impl DirectoryRegistry {
         Self {
             config,
             index: Index::default(),
+            node_files: BTreeMap::new(),
+            ignored_files: BTreeMap::new(),
+            nodes: NodeLocalities::default(),
             root_lost: false,
         }
     }
@@ -226,6 +242,28 @@ impl DirectoryRegistry {
         move |k| keep_all || self.index.is_rejected(k)
     }
 
+    /// Takes the Nodes the files define now; the Pods whose locality moved.
+    fn follow_nodes(&mut self) -> Vec<ConfigKey> {
+        let mut now: BTreeMap<&str, &NodeLabels> = BTreeMap::new();
+        for node in self.node_files.values().flatten() {
+            if let Some(other) = now.insert(&node.name, node) {
+                tracing::warn!(node = %node.name, at = %node.location, also = %other.location, "Node defined twice; the later file's labels are used");
+            }
+        }
+        let mut moved = Vec::new();
+        for gone in self.nodes.nodes() {
+            if !now.contains_key(gone.as_str()) {
+                // Its Pods lose the locality: it is no longer known.
+                moved.extend(self.nodes.set_node(&gone, &BTreeMap::new()));
+                self.nodes.remove_node(&gone);
+            }
+        }
+        for (name, node) in now {
+            moved.extend(self.nodes.set_node(name, &node.labels));
+        }
+        moved
+    }
+
     /// Re-reads what changed at `dirty` and applies it; `publish` sends a push for each
     /// change (off during the initial load, which ends in one full push).
     async fn sync_paths(
@@ -248,8 +286,8 @@ impl DirectoryRegistry {
             files
                 .into_iter()
                 .map(|path| {
-                    let read = scan::read(&path);
-                    (path, read)
+                    let (read, extras) = scan::read(&path);
+                    (path, read, extras)
                 })
                 .collect::<Vec<_>>()
         })
@@ -257,7 +295,26 @@ impl DirectoryRegistry {
         .map_err(RegistryError::Reader)?;
 
         let mut touched = BTreeSet::new();
-        for (path, mut read) in reads {
+        for (path, mut read, extras) in reads {
+            match &read {
+                FileRead::Removed => {
+                    self.node_files.remove(&path);
+                    self.ignored_files.remove(&path);
+                }
+                FileRead::Parsed(_) => {
+                    let ignored: Vec<Warning> =
+                        extras.ignored.iter().map(Warning::ignored).collect();
+                    if self.ignored_files.get(&path) != Some(&ignored) {
+                        for warning in &ignored {
+                            tracing::warn!("{warning}");
+                        }
+                    }
+                    self.node_files.insert(path.clone(), extras.nodes);
+                    self.ignored_files.insert(path.clone(), ignored);
+                }
+                // Nothing in it can be trusted: what it held stays as it was.
+                FileRead::Unreadable(_) => {}
+            }
             if let FileRead::Parsed(docs) = &mut read {
                 docs.retain(|doc| !self.foreign_mesh_config(doc));
                 for parsed in docs.iter_mut().flatten() {
@@ -273,14 +330,24 @@ impl DirectoryRegistry {
             }
             touched.extend(outcome.touched);
         }
+        touched.extend(self.follow_nodes());
         for key in &touched {
             match self.index.effective(key) {
-                Some(config) => sink.apply(config.clone()),
-                None => sink.delete(key),
+                Some(config) => {
+                    let mut config = config.clone();
+                    self.nodes.stamp(&mut config);
+                    sink.apply(config);
+                }
+                None => {
+                    self.nodes.forget_pod(key);
+                    sink.delete(key);
+                }
             }
         }
         sink.set_rejections(self.index.rejections());
-        sink.set_warnings(self.index.warnings());
+        let mut warnings = self.index.warnings();
+        warnings.extend(self.ignored_files.values().flatten().cloned());
+        sink.set_warnings(warnings);
         let protected = self.protected();
         sink.commit(publish, protected).await?;
         Ok(())

@@ -6,7 +6,9 @@
 //! is how a ConfigMap's atomic `..data` swap is seen through its visible symlinks.
 
 use super::index::FileRead;
-use shoal_proto::config::parse::{ParseError, Parsed, parse_documents};
+use shoal_proto::config::parse::{
+    Ignored, NodeLabels, ParseError, Parsed, parse_documents, parse_ignored, parse_nodes,
+};
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -116,22 +118,40 @@ pub(crate) fn resolve<'a>(
     out
 }
 
-/// Reads and parses one file.
-pub(crate) fn read(path: &Path) -> FileRead {
+/// What a file holds beside its config: Nodes (their labels are Pods' localities) and
+/// documents of kinds Shoal does not read.
+#[derive(Debug, Default)]
+pub(crate) struct Extras {
+    pub nodes: Vec<NodeLabels>,
+    pub ignored: Vec<Ignored>,
+}
+
+/// Reads and parses one file, and what else it holds.
+pub(crate) fn read(path: &Path) -> (FileRead, Extras) {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() && is_config_file(path) => {}
-        Ok(_) => return FileRead::Removed,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return FileRead::Removed,
-        Err(e) => return FileRead::Unreadable(e.to_string()),
+        Ok(_) => return (FileRead::Removed, Extras::default()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return (FileRead::Removed, Extras::default());
+        }
+        Err(e) => return (FileRead::Unreadable(e.to_string()), Extras::default()),
     }
-    match std::fs::read(path) {
+    let read = match std::fs::read(path) {
         Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => FileRead::Parsed(parse_documents(&path.display().to_string(), &text)),
+            Ok(text) => {
+                let source = path.display().to_string();
+                let extras = Extras {
+                    nodes: parse_nodes(&source, &text),
+                    ignored: parse_ignored(&source, &text),
+                };
+                return (FileRead::Parsed(parse_documents(&source, &text)), extras);
+            }
             Err(e) => FileRead::Unreadable(format!("not UTF-8: {e}")),
         },
         Err(e) if e.kind() == io::ErrorKind::NotFound => FileRead::Removed,
         Err(e) => FileRead::Unreadable(e.to_string()),
-    }
+    };
+    (read, Extras::default())
 }
 
 /// One config file of a directory, read as the directory registry reads it.
@@ -140,6 +160,8 @@ pub struct ConfigFile {
     pub path: PathBuf,
     /// Its documents, parsed; `Err` when the file cannot be read (or is not UTF-8).
     pub documents: Result<Vec<Result<Parsed, ParseError>>, String>,
+    /// Its documents of kinds Shoal does not read (not mesh config), each named.
+    pub ignored: Vec<Ignored>,
 }
 
 /// Every config file under `root` (recursively, hidden entries skipped), read and parsed
@@ -150,12 +172,17 @@ pub fn read_dir(root: &Path) -> io::Result<Vec<ConfigFile>> {
     Ok(files
         .into_iter()
         .filter_map(|path| {
-            let documents = match read(&path) {
+            let (read, extras) = read(&path);
+            let documents = match read {
                 FileRead::Removed => return None,
                 FileRead::Unreadable(reason) => Err(reason),
                 FileRead::Parsed(documents) => Ok(documents),
             };
-            Some(ConfigFile { path, documents })
+            Some(ConfigFile {
+                path,
+                documents,
+                ignored: extras.ignored,
+            })
         })
         .collect())
 }
@@ -227,12 +254,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         assert!(matches!(
-            read(&root.join("missing.yaml")),
+            read(&root.join("missing.yaml")).0,
             FileRead::Removed
         ));
         fs::write(root.join("bin.yaml"), [0xff, 0xfe, 0x00]).unwrap();
         assert!(matches!(
-            read(&root.join("bin.yaml")),
+            read(&root.join("bin.yaml")).0,
             FileRead::Unreadable(_)
         ));
         fs::write(
@@ -240,7 +267,7 @@ mod tests {
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n",
         )
         .unwrap();
-        match read(&root.join("ok.yaml")) {
+        match read(&root.join("ok.yaml")).0 {
             FileRead::Parsed(docs) => assert_eq!(docs.len(), 1),
             other => panic!("{other:?}"),
         }

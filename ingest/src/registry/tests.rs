@@ -502,6 +502,35 @@ async fn warnings_show_in_the_metric_and_debug_warnings_until_fixed() {
     env.stop().await;
 }
 
+/// A document of a kind Shoal does not read (a Deployment from a kubectl dump) is a
+/// warning (`/debug/warnings`, the metric, the log), not dropped without a word.
+#[tokio::test]
+async fn documents_of_kinds_shoal_does_not_read_are_warned_about() {
+    let deployment =
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\n";
+    let text = format!("{}---\n{deployment}", vs("r", "x"));
+    let env = Env::start(&[("dump.yaml", &text)], &[]).await;
+    env.wait_host("r", Some("x")).await;
+    wait_for("the warning", || async {
+        env.handle.warnings().list().len() == 1
+    })
+    .await;
+    let warning = &env.handle.warnings().list()[0];
+    assert_eq!(warning.object, "apps/v1 Deployment shop/web");
+    assert_eq!((warning.kind, warning.line), ("other", 13));
+    assert!(warning.warning.contains("ignored"), "{warning:?}");
+    assert!(
+        env.metrics_text()
+            .contains("shoal_ingest_config_warnings{kind=\"other\"} 1")
+    );
+    env.write("dump.yaml", &vs("r", "x"));
+    wait_for("no warning", || async {
+        env.handle.warnings().list().is_empty()
+    })
+    .await;
+    env.stop().await;
+}
+
 #[tokio::test]
 async fn deleting_files_and_directories_removes_their_objects() {
     let files = [
@@ -582,6 +611,51 @@ async fn unnamed_failure_at_start_keeps_kv_keys_until_it_parses() {
     env.write("a.yaml", &vs("r", "one"));
     env.wait_host("old", None).await;
     env.wait_push(&key("old")).await;
+    env.stop().await;
+}
+
+fn pod_locality(objects: &BTreeMap<ConfigKey, Config>, name: &str) -> String {
+    match &objects[&ConfigKey::new(Kind::Pod, "shop", name)].spec {
+        Spec::Pod(pod) => pod.node_locality.clone(),
+        other => panic!("not a Pod: {other:?}"),
+    }
+}
+
+/// Nodes in the directory give their Pods a locality, as the Kubernetes registry does,
+/// and a Node's edit (or removal) moves its Pods' endpoints with it.
+#[tokio::test]
+async fn pods_take_the_locality_of_their_node_in_the_directory() {
+    let node = |name: &str, region: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    topology.kubernetes.io/region: {region}\n    topology.kubernetes.io/zone: {region}-a\n"
+        )
+    };
+    let pod = |name: &str, node: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: shop\nspec:\n  nodeName: {node}\nstatus:\n  podIP: 10.0.0.1\n"
+        )
+    };
+    let nodes = format!("{}---\n{}", node("n1", "r1"), node("n2", "r2"));
+    let pods = format!("{}---\n{}", pod("p1", "n1"), pod("p2", "n2"));
+    let env = Env::start(&[("nodes.yaml", &nodes), ("pods.yaml", &pods)], &[]).await;
+    let objects = env.objects().await;
+    assert_eq!(pod_locality(&objects, "p1"), "r1/r1-a");
+    assert_eq!(pod_locality(&objects, "p2"), "r2/r2-a");
+
+    env.write(
+        "nodes.yaml",
+        &format!("{}---\n{}", node("n1", "r3"), node("n2", "r2")),
+    );
+    wait_for("p1 to move to r3", || async {
+        pod_locality(&env.objects().await, "p1") == "r3/r3-a"
+    })
+    .await;
+    std::fs::remove_file(env.path("nodes.yaml")).unwrap();
+    wait_for("the pods to lose their localities", || async {
+        let objects = env.objects().await;
+        pod_locality(&objects, "p1").is_empty() && pod_locality(&objects, "p2").is_empty()
+    })
+    .await;
     env.stop().await;
 }
 

@@ -2,7 +2,7 @@
 //! operator sees in logs, `shoal_ingest_config_warnings` and `/debug/warnings`.
 
 use shoal_proto::config::ConfigKey;
-use shoal_proto::config::parse::Parsed;
+use shoal_proto::config::parse::{Ignored, Parsed};
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
@@ -16,8 +16,9 @@ pub struct Warning {
     /// `Kind namespace/name`.
     pub object: String,
     pub warning: String,
+    /// The object it is about; `None` for a document of a kind Shoal does not read.
     #[serde(skip)]
-    pub(crate) key: ConfigKey,
+    pub(crate) key: Option<ConfigKey>,
 }
 
 impl Warning {
@@ -28,7 +29,19 @@ impl Warning {
             kind: key.kind.as_str(),
             object: key.to_string(),
             warning: warning.to_string(),
-            key: key.clone(),
+            key: Some(key.clone()),
+        }
+    }
+
+    /// A document of a kind Shoal does not read (`kind` label `other`).
+    pub(crate) fn ignored(ignored: &Ignored) -> Self {
+        Self {
+            file: ignored.location.source.clone(),
+            line: ignored.location.line,
+            kind: "other",
+            object: ignored.object.clone(),
+            warning: ignored.reason.clone(),
+            key: None,
         }
     }
 

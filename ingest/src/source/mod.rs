@@ -155,14 +155,13 @@ impl SourceSink {
     /// The accepted objects' warnings in force now (`/debug/warnings`,
     /// `shoal_ingest_config_warnings{kind}`).
     pub fn set_warnings(&self, warnings: Vec<Warning>) {
-        for kind in Kind::ALL {
-            let count = warnings.iter().filter(|w| w.kind == kind.as_str()).count();
+        // `other`: documents of kinds Shoal does not read.
+        for kind in Kind::ALL.iter().map(|k| k.as_str()).chain(["other"]) {
+            let count = warnings.iter().filter(|w| w.kind == kind).count();
             self.out
                 .metrics
                 .warnings_current
-                .get_or_create(&KindLabel {
-                    kind: kind.as_str(),
-                })
+                .get_or_create(&KindLabel { kind })
                 .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
         self.out.warnings.set(warnings);

@@ -23,7 +23,8 @@ pub fn list(hub: &Hub, resource: &ResourceType, target: &Target, params: &Params
             .filter(|token| !token.is_empty()),
     };
     let page = hub.read(|store| store.list(&resource.group_resource(), &request))?;
-    Ok(Json(wire::list(resource, &target.version, &page)).into_response())
+    let list = wire::list(resource, &target.version, &page, hub.null_empty_lists());
+    Ok(Json(list).into_response())
 }
 
 pub fn get(hub: &Hub, resource: &ResourceType, target: &Target, name: &str) -> ApiResult {

@@ -16,9 +16,9 @@ pub fn shoal_resources() -> Registry {
     registry.register(ResourceType::core("nodes", "Node", false));
     registry.register(ResourceType::core("secrets", "Secret", true));
     registry.register(ResourceType::core("configmaps", "ConfigMap", true));
-    registry.register(ResourceType::grouped(
+    registry.register(ResourceType::built_in(
         "discovery.k8s.io",
-        &["v1"],
+        "v1",
         "endpointslices",
         "EndpointSlice",
         true,

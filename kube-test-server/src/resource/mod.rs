@@ -62,15 +62,34 @@ pub struct ResourceType {
     pub plural: String,
     pub kind: String,
     pub namespaced: bool,
+    /// A kind compiled into the API server (core, `discovery.k8s.io`…), as opposed to
+    /// a custom resource: the real server writes the items of its lists without
+    /// `apiVersion` and `kind` (kubernetes/kubernetes#3030), a CRD's items with them.
+    pub built_in: bool,
 }
 
 impl ResourceType {
     /// A core (`/api/v1`) resource type.
     pub fn core(plural: &str, kind: &str, namespaced: bool) -> Self {
-        Self::grouped("", &["v1"], plural, kind, namespaced)
+        Self::built_in("", "v1", plural, kind, namespaced)
     }
 
-    /// A resource type of a named group, served under each of `versions`.
+    /// A kind of a named group compiled into the API server (`discovery.k8s.io`
+    /// EndpointSlice…), served under one version.
+    pub fn built_in(
+        group: &str,
+        version: &str,
+        plural: &str,
+        kind: &str,
+        namespaced: bool,
+    ) -> Self {
+        Self {
+            built_in: true,
+            ..Self::grouped(group, &[version], plural, kind, namespaced)
+        }
+    }
+
+    /// A custom resource (a CRD) of a named group, served under each of `versions`.
     pub fn grouped(
         group: &str,
         versions: &[&str],
@@ -84,6 +103,7 @@ impl ResourceType {
             plural: plural.to_owned(),
             kind: kind.to_owned(),
             namespaced,
+            built_in: false,
         }
     }
 

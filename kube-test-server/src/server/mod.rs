@@ -32,6 +32,10 @@ pub struct Settings {
     pub history_capacity: usize,
     pub bookmark_interval: Duration,
     pub watch_queue_capacity: usize,
+    /// An empty list says `"items": null` rather than `[]`, as some servers answer
+    /// (kube-apiserver before 1.5.3 for every kind, metadata-only lists, k3s for some
+    /// kinds: kube-rs#1199, #1492). Off by default: a current kube-apiserver writes `[]`.
+    pub null_empty_lists: bool,
 }
 
 impl Default for Settings {
@@ -41,6 +45,7 @@ impl Default for Settings {
             history_capacity: DEFAULT_HISTORY_CAPACITY,
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             watch_queue_capacity: DEFAULT_WATCH_QUEUE_CAPACITY,
+            null_empty_lists: false,
         }
     }
 }
@@ -60,11 +65,14 @@ impl TestApiServer {
 
     pub async fn start_with(settings: Settings) -> io::Result<Self> {
         let store = Store::new(settings.registry, settings.history_capacity);
-        let hub = Arc::new(Hub::new(
-            store,
-            settings.bookmark_interval,
-            settings.watch_queue_capacity,
-        ));
+        let hub = Arc::new(
+            Hub::new(
+                store,
+                settings.bookmark_interval,
+                settings.watch_queue_capacity,
+            )
+            .with_null_empty_lists(settings.null_empty_lists),
+        );
         let tcp = listener::bind((Ipv4Addr::LOCALHOST, 0).into())?;
         let address = tcp.local_addr()?;
         let task = listener::serve(tcp, crate::http::router(hub.clone()));

@@ -72,5 +72,71 @@ async fn a_watch_ends_after_its_timeout_and_lists_are_typed() {
     assert_eq!(list["kind"], "ServiceList");
     assert_eq!(list["apiVersion"], "v1");
     assert_eq!(list["metadata"]["resourceVersion"], "1");
-    assert_eq!(list["items"][0]["kind"], "Service");
+    assert_eq!(list["items"][0]["metadata"]["name"], "s1");
+}
+
+/// As kube-apiserver: a built-in kind's list items carry no `apiVersion`/`kind`, a custom
+/// resource's do; a watch event's object and a GET always do.
+#[tokio::test]
+async fn list_items_are_typed_as_the_real_api_server_types_them() {
+    let server = server().await;
+    server.create("services", service("a", "s1", "x")).unwrap();
+    let vs = json!({"metadata": {"namespace": "a", "name": "r"}, "spec": {"hosts": ["r"]}});
+    server
+        .create("virtualservices.networking.istio.io", vs)
+        .unwrap();
+
+    let (_, body) = get(format!("{}/api/v1/services", server.url())).await;
+    let list: Value = serde_json::from_str(&body).unwrap();
+    let item = list["items"][0].as_object().unwrap();
+    assert!(
+        !item.contains_key("apiVersion") && !item.contains_key("kind"),
+        "{item:?}"
+    );
+
+    let url = format!(
+        "{}/apis/networking.istio.io/v1beta1/virtualservices",
+        server.url()
+    );
+    let list: Value = serde_json::from_str(&get(url).await.1).unwrap();
+    assert_eq!(
+        list["items"][0]["apiVersion"],
+        "networking.istio.io/v1beta1"
+    );
+    assert_eq!(list["items"][0]["kind"], "VirtualService");
+
+    let (_, body) = get(format!("{}/api/v1/namespaces/a/services/s1", server.url())).await;
+    let one: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (&one["apiVersion"], &one["kind"]),
+        (&json!("v1"), &json!("Service"))
+    );
+
+    let url = format!("{}/api/v1/services?watch=1&timeoutSeconds=1", server.url());
+    let (_, body) = tokio::time::timeout(Duration::from_secs(3), get(url))
+        .await
+        .unwrap();
+    let event: Value = serde_json::from_str(body.lines().next().unwrap()).unwrap();
+    assert_eq!(event["object"]["kind"], "Service");
+    assert_eq!(event["object"]["apiVersion"], "v1");
+}
+
+#[tokio::test]
+async fn an_empty_list_is_an_empty_array_or_null_as_configured() {
+    let server = server().await;
+    let (_, body) = get(format!("{}/api/v1/pods", server.url())).await;
+    let list: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["items"], json!([]));
+
+    let server =
+        shoal_kube_test_server::TestApiServer::start_with(shoal_kube_test_server::Settings {
+            null_empty_lists: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let (_, body) = get(format!("{}/api/v1/pods", server.url())).await;
+    let list: Value = serde_json::from_str(&body).unwrap();
+    assert!(list.as_object().unwrap().contains_key("items"), "{list}");
+    assert_eq!(list["items"], Value::Null);
 }

@@ -11,6 +11,7 @@ pub mod mesh;
 mod meta;
 pub mod parse;
 pub mod selector;
+pub mod topology;
 pub mod validate;
 
 pub use kind::Kind;

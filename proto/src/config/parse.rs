@@ -4,6 +4,8 @@
 //! line and the others still load. Errors name the object when its header could be read.
 
 use super::{Config, ConfigMeta, Kind, Spec, istio, k8s, mesh, validate};
+pub use ignored::{Ignored, parse_ignored};
+pub use nodes::{NodeLabels, parse_nodes};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
@@ -48,18 +50,24 @@ pub struct Parsed {
 /// skipped; kinds Shoal has no business with (ConfigMaps other than the mesh config, Deployments...) are skipped
 /// silently, while Istio and Gateway API kinds it does not implement are reported as
 /// errors saying so (nothing is served for them either way).
+///
+/// A `kind: List` document (what `kubectl get -o yaml` writes), or a `<Kind>List`, is
+/// read as its items, each an object of its own with its own line.
 pub fn parse_documents(source: &str, text: &str) -> Vec<Result<Parsed, ParseError>> {
-    split_documents(text)
-        .into_iter()
-        .enumerate()
-        .filter_map(|(index, (line, doc))| {
-            let location = Location {
-                source: source.to_string(),
-                line,
-            };
-            parse_document(location, index, doc).transpose()
-        })
-        .collect()
+    let mut parsed = Vec::new();
+    for (index, (line, doc)) in split_documents(text).into_iter().enumerate() {
+        let location = |line| Location {
+            source: source.to_string(),
+            line,
+        };
+        match list::items(doc) {
+            Some(items) => parsed.extend(items.iter().filter_map(|item| {
+                parse_document(location(line + item.line_offset), index, &item.text).transpose()
+            })),
+            None => parsed.extend(parse_document(location(line), index, doc).transpose()),
+        }
+    }
+    parsed
 }
 
 /// Splits on `---` separator lines, keeping each document's first line number (1-based).
@@ -139,6 +147,9 @@ fn parse_document(
         reason,
         rejected: None,
     };
+    // Go's YAML reads `[1.2.3.4, 2001:db8::1]`; libyaml needs the `:` scalar quoted.
+    let quoted = flow::quote_colon_scalars(doc);
+    let doc: &str = &quoted;
     let header: Header = serde_norway::from_str(doc).map_err(|e| {
         let line = e.location().map(|l| l.line());
         fail(format!("document {}", index + 1), yaml_reason(&e), line)
@@ -396,7 +407,11 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
     })
 }
 
+mod flow;
+mod ignored;
+mod list;
 mod mesh_config;
+mod nodes;
 mod secret;
 mod unsupported;
 

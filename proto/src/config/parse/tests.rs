@@ -929,3 +929,83 @@ fn route_features_parse_and_bad_ones_name_the_field() {
         assert!(e.reason.contains(field), "{field}: {}", e.reason);
     }
 }
+
+/// What `kubectl get svc,vs -o yaml` writes: each item loads as its own object, and an
+/// error names the item's own line.
+#[test]
+fn a_kubectl_list_loads_each_item_with_its_own_line() {
+    let yaml = "apiVersion: v1
+items:
+- apiVersion: v1
+  kind: Service
+  metadata:
+    name: reviews
+    namespace: shop
+  spec:
+    ports:
+    - name: http
+      port: 9080
+- apiVersion: networking.istio.io/v1
+  kind: VirtualService
+  metadata:
+    name: broken
+    namespace: shop
+  spec:
+    hosts: [reviews]
+    http:
+    - route:
+      - destination: {host: reviews}
+        weight: 0
+      - destination: {host: reviews}
+        weight: 0
+kind: List
+metadata:
+  resourceVersion: \"\"
+";
+    let out = parse_documents("list.yaml", yaml);
+    assert_eq!(out.len(), 2, "{out:?}");
+    let service = out[0].as_ref().unwrap();
+    assert_eq!(service.config.key().to_string(), "Service shop/reviews");
+    assert_eq!(service.location.to_string(), "list.yaml:3");
+    let error = out[1].as_ref().unwrap_err();
+    assert_eq!(error.object, "VirtualService shop/broken");
+    assert_eq!(error.location.to_string(), "list.yaml:12");
+}
+
+/// A `ServiceList` as the API server writes it: items without apiVersion or kind.
+#[test]
+fn a_kind_list_types_its_items() {
+    let yaml = "---\napiVersion: v1\nkind: ServiceList\nmetadata: {resourceVersion: \"7\"}\nitems:\n- metadata: {name: a, namespace: shop}\n  spec: {ports: [{port: 80}]}\n- metadata: {name: b, namespace: shop}\n";
+    let out = parse_documents("l.yaml", yaml);
+    let keys: Vec<String> = out
+        .iter()
+        .map(|p| p.as_ref().unwrap().config.key().to_string())
+        .collect();
+    assert_eq!(keys, ["Service shop/a", "Service shop/b"]);
+    assert_eq!(out[1].as_ref().unwrap().location.line, 8);
+}
+
+/// Go's YAML (Istio's) reads an IPv6 address in a flow sequence as a string.
+#[test]
+fn a_service_entry_with_ipv6_addresses_in_a_flow_sequence_loads() {
+    let yaml = istio(
+        "v1",
+        "ServiceEntry",
+        "db",
+        "  hosts: [db.example.com]\n  addresses: [192.0.2.10, 2001:db8::10]\n  ports: [{number: 5432, name: tcp, protocol: TCP}]\n  resolution: STATIC\n  endpoints: [{address: 2001:db8::11}]\n",
+    );
+    let parsed = one(&yaml);
+    let crate::config::Spec::ServiceEntry(se) = &parsed.config.spec else {
+        panic!("not a ServiceEntry");
+    };
+    assert_eq!(se.addresses, ["192.0.2.10", "2001:db8::10"]);
+    assert_eq!(se.endpoints[0].address, "2001:db8::11");
+}
+
+/// Quoting in flow collections keeps the line of a later error.
+#[test]
+fn errors_after_a_quoted_flow_scalar_keep_their_line() {
+    let yaml = "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: db, namespace: shop}\nspec:\n  addresses: [2001:db8::10]\n  hosts: [db\n";
+    let error = rejected(yaml);
+    assert_eq!(error.location.line, 7, "{error}");
+}

@@ -1,11 +1,12 @@
 //! Node localities: each Pod's `region/zone/subzone`, read from its Node's topology
 //! labels as Istio's Kubernetes controller does.
 //!
-//! Nodes are not mesh config and never reach the KV: the registry keeps their localities
-//! here and writes each onto the Pods of that node ([`PodSpec::node_locality`]). A Node
-//! whose locality changes rewrites its Pods, so their endpoints move with it.
+//! Nodes are not mesh config and never reach the KV: each registry (the Kubernetes API's
+//! and the directory's, alike) keeps their localities here and writes each onto the
+//! Pods of that node ([`PodSpec::node_locality`]). A Node whose locality changes
+//! rewrites its Pods, so their endpoints move with it.
 
-use shoal_proto::config::{Config, ConfigKey, Spec, k8s::PodSpec};
+use super::{Config, ConfigKey, Spec, k8s::PodSpec};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
@@ -109,8 +110,14 @@ impl NodeLocalities {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::labels;
-    use shoal_proto::config::{ConfigMeta, Kind};
+    use crate::config::{ConfigMeta, Kind};
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
 
     fn pod(name: &str, node: &str) -> Config {
         Config {
