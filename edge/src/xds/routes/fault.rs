@@ -6,6 +6,7 @@ use envoy_types::pb::envoy::extensions::filters::common::fault::v3::{FaultDelay,
 use envoy_types::pb::envoy::extensions::filters::http::fault::v3::{
     FaultAbort, HttpFault, fault_abort,
 };
+use shoal_proto::config::grpc_status;
 use shoal_proto::config::istio::{self, HttpFaultInjection, Percent};
 
 /// The HTTP filter that applies it (in every outbound HTTP connection manager).
@@ -42,36 +43,8 @@ fn abort_error(a: &istio::FaultAbort) -> Option<fault_abort::ErrorType> {
     if let Some(status) = a.http_status {
         return Some(fault_abort::ErrorType::HttpStatus(status));
     }
-    let code = grpc_code(a.grpc_status.as_deref()?)?;
+    let code = grpc_status::code(a.grpc_status.as_deref()?)?;
     Some(fault_abort::ErrorType::GrpcStatus(code))
-}
-
-/// A gRPC status by name (`UNAVAILABLE`) or number, as Istio accepts it.
-fn grpc_code(name: &str) -> Option<u32> {
-    const NAMES: [&str; 17] = [
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    ];
-    NAMES
-        .iter()
-        .position(|n| *n == name)
-        .and_then(|i| u32::try_from(i).ok())
-        .or_else(|| name.parse().ok())
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! `kubectl get -o yaml` dump): [`super::parse_documents`] skips them, and this names
 //! each one, so that nothing read is dropped without a word.
 
-use super::{Header, Location, list, split_documents, unsupported};
+use super::{Header, Location, list, unsupported};
 use crate::config::Kind;
 
 /// One document read and not used.
@@ -19,40 +19,31 @@ pub struct Ignored {
 /// nor a Node (whose labels are Pods' localities).
 pub fn parse_ignored(source: &str, text: &str) -> Vec<Ignored> {
     let mut ignored = Vec::new();
-    for (line, doc) in split_documents(text) {
-        let docs: Vec<(usize, String)> = match list::items(doc) {
-            Some(items) => items
-                .into_iter()
-                .map(|i| (line + i.line_offset, i.text))
-                .collect(),
-            None => vec![(line, doc.to_string())],
+    for (line, doc) in list::objects(text) {
+        let Ok(header) = serde_norway::from_str::<Header>(&doc) else {
+            continue;
         };
-        for (line, doc) in docs {
-            let Ok(header) = serde_norway::from_str::<Header>(&doc) else {
-                continue;
-            };
-            let (api_version, kind) = (header.api_version.as_str(), header.kind.as_str());
-            if api_version.is_empty()
-                || kind.is_empty()
-                || Kind::from_api(api_version, kind).is_some()
-                || unsupported::unsupported_kind(api_version, kind, &doc).is_some()
-                || (api_version == "v1" && kind == "Node")
-            {
-                continue;
-            }
-            let name = match header.metadata.namespace.as_str() {
-                "" => header.metadata.name,
-                ns => format!("{ns}/{}", header.metadata.name),
-            };
-            ignored.push(Ignored {
-                location: Location {
-                    source: source.to_string(),
-                    line,
-                },
-                object: format!("{api_version} {kind} {name}"),
-                reason: "not mesh config: Shoal does not read this kind; ignored".into(),
-            });
+        let (api_version, kind) = (header.api_version.as_str(), header.kind.as_str());
+        if api_version.is_empty()
+            || kind.is_empty()
+            || Kind::from_api(api_version, kind).is_some()
+            || unsupported::unsupported_kind(api_version, kind, &doc).is_some()
+            || (api_version == "v1" && kind == "Node")
+        {
+            continue;
         }
+        let name = match header.metadata.namespace.as_str() {
+            "" => header.metadata.name,
+            ns => format!("{ns}/{}", header.metadata.name),
+        };
+        ignored.push(Ignored {
+            location: Location {
+                source: source.to_string(),
+                line,
+            },
+            object: format!("{api_version} {kind} {name}"),
+            reason: "not mesh config: Shoal does not read this kind; ignored".into(),
+        });
     }
     ignored
 }

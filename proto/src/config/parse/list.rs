@@ -27,9 +27,28 @@ struct ListHeader {
     items: serde_norway::Value,
 }
 
+/// Every object of `text`: each document, or each item of a document that is a list,
+/// with its first line (1-based).
+pub fn objects(text: &str) -> Vec<(usize, String)> {
+    let mut objects = Vec::new();
+    for (line, doc) in super::split_documents(text) {
+        match items(doc) {
+            Some(items) => {
+                objects.extend(items.into_iter().map(|i| (line + i.line_offset, i.text)));
+            }
+            None => objects.push((line, doc.to_string())),
+        }
+    }
+    objects
+}
+
 /// The items of `doc` when it is a list; `None` for any other document (or one whose
 /// header does not parse: the caller reports that as for any document).
 pub fn items(doc: &str) -> Option<Vec<Item>> {
+    // Every list's kind ends in `List`: most documents are not parsed a second time.
+    if !doc.contains("List") {
+        return None;
+    }
     let header: ListHeader = serde_norway::from_str(doc).ok()?;
     let item_kind = match header.kind.as_str() {
         "List" => None,

@@ -1,7 +1,7 @@
 //! Node objects in files: not mesh config, but their topology labels are the localities
 //! of the Pods on them ([`crate::config::topology`]), as in the Kubernetes registry.
 
-use super::{Location, list, split_documents};
+use super::{Location, list};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -35,28 +35,22 @@ struct RawMeta {
 /// Nodes, or do not parse, are [`super::parse_documents`]'s to report.
 pub fn parse_nodes(source: &str, text: &str) -> Vec<NodeLabels> {
     let mut nodes = Vec::new();
-    for (line, doc) in split_documents(text) {
-        let docs: Vec<(usize, String)> = match list::items(doc) {
-            Some(items) => items
-                .into_iter()
-                .map(|i| (line + i.line_offset, i.text))
-                .collect(),
-            None => vec![(line, doc.to_string())],
+    for (line, doc) in list::objects(text) {
+        if !doc.contains("Node") {
+            continue;
+        }
+        let Ok(node) = serde_norway::from_str::<RawNode>(&doc) else {
+            continue;
         };
-        for (line, doc) in docs {
-            let Ok(node) = serde_norway::from_str::<RawNode>(&doc) else {
-                continue;
-            };
-            if node.api_version == "v1" && node.kind == "Node" && !node.metadata.name.is_empty() {
-                nodes.push(NodeLabels {
-                    name: node.metadata.name,
-                    labels: node.metadata.labels,
-                    location: Location {
-                        source: source.to_string(),
-                        line,
-                    },
-                });
-            }
+        if node.api_version == "v1" && node.kind == "Node" && !node.metadata.name.is_empty() {
+            nodes.push(NodeLabels {
+                name: node.metadata.name,
+                labels: node.metadata.labels,
+                location: Location {
+                    source: source.to_string(),
+                    line,
+                },
+            });
         }
     }
     nodes

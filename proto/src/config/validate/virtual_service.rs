@@ -6,6 +6,7 @@ use super::{
     Check, destination, dns1123_label, duration_field, header_name, host, invalid, ip_or_cidr,
     port_number, strict_duration, string_match, weights,
 };
+use crate::config::grpc_status;
 use crate::config::istio::{
     CorsPolicy, HeaderOperations, Headers, HttpFaultInjection, HttpMatchRequest, HttpRoute,
     Percent, VirtualService,
@@ -15,27 +16,6 @@ use crate::model::{host_matches, hosts_intersect};
 /// HTTP methods a CORS policy may allow.
 const METHODS: [&str; 9] = [
     "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
-];
-
-/// gRPC status names an abort may return (Istio takes names, not numbers).
-const GRPC_CODES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
 ];
 
 /// HTTP/2 pseudo-headers a match may name.
@@ -491,7 +471,7 @@ fn fault_injection(fault: &HttpFaultInjection, f: &str) -> Check {
                     "{f}.abort.httpStatus {s} is not in 200-599"
                 )));
             }
-            (None, Some(g)) if GRPC_CODES.contains(&g.as_str()) => {}
+            (None, Some(g)) if grpc_status::NAMES.contains(&g.as_str()) => {}
             (None, Some(g)) => {
                 return Err(invalid(format!(
                     "{f}.abort.grpcStatus: {g:?} is not a gRPC status name (e.g. UNAVAILABLE)"
