@@ -20,6 +20,7 @@
 //! - [`push_context`]: the indexed, immutable view one push works from, and `SidecarScope`.
 //! - [`snapshot`]: how a PushContext is split into content-addressed chunks, the pages that
 //!   list them and a small root manifest.
+//! - [`security`]: identities, the `Authenticator` trait and the authorization function.
 //! - [`transport`]: the `Bus`, `ConfigKv` and `SnapshotStore` traits and their wire types.
 //! - [`xds`]: the xDS contracts with proxies: type URLs, node ID and node metadata keys.
 
@@ -29,6 +30,7 @@ pub mod config;
 pub mod model;
 pub mod push;
 pub mod push_context;
+pub mod security;
 pub mod snapshot;
 pub mod store;
 pub mod transport;

@@ -1,0 +1,67 @@
+//! Authentication: what a stream presents when it opens, turned into an [`Identity`].
+//!
+//! Each way of proving an identity is a module implementing [`Authenticator`]; today
+//! there is one, [`Anonymous`], for plaintext ADS. Kubernetes TokenReview, JWKS-verified
+//! JWTs and client certificates (issue 17) are added as further modules, not branches
+//! here; those needing I/O live in the tier that runs them and implement this trait.
+
+mod anonymous;
+
+pub use anonymous::Anonymous;
+
+use super::identity::Identity;
+use async_trait::async_trait;
+use bytes::Bytes;
+
+/// What a stream presents when it opens.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credentials {
+    /// The token of the gRPC metadata `authorization: Bearer <token>`.
+    pub bearer_token: Option<String>,
+    /// The client's certificate chain (DER, leaf first); empty without TLS.
+    pub peer_certificates: Vec<Bytes>,
+}
+
+impl Credentials {
+    /// The bearer token of an `authorization` header value; `None` for another scheme.
+    pub fn bearer(authorization: &str) -> Option<String> {
+        let (scheme, token) = authorization.trim().split_once(' ')?;
+        let token = token.trim();
+        (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+    }
+}
+
+/// Why a stream could not be authenticated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthnError {
+    #[error("no credentials presented ({0})")]
+    Missing(&'static str),
+    #[error("{authenticator}: {reason}")]
+    Rejected {
+        authenticator: &'static str,
+        reason: String,
+    },
+}
+
+/// Turns what a stream presents into who it is.
+#[async_trait]
+pub trait Authenticator: Send + Sync {
+    /// A short name for logs and errors (`anonymous`, `kube-token-review`, …).
+    fn name(&self) -> &'static str;
+
+    async fn authenticate(&self, credentials: &Credentials) -> Result<Identity, AuthnError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_bearer_authorization_gives_a_token() {
+        assert_eq!(Credentials::bearer("Bearer abc"), Some("abc".into()));
+        assert_eq!(Credentials::bearer("bearer  abc "), Some("abc".into()));
+        assert_eq!(Credentials::bearer("Basic abc"), None);
+        assert_eq!(Credentials::bearer("Bearer "), None);
+        assert_eq!(Credentials::bearer("abc"), None);
+    }
+}

@@ -1,0 +1,20 @@
+//! Who a connected proxy is and what it may be sent, without I/O.
+//!
+//! ```text
+//!  stream opens ─► authn::Authenticator (token, peer certificates) ─► Identity
+//!                                                                     │ carried by xds::Proxy
+//!  generation ─► authz::authorize(identity, claimed namespace, resource) ─► Decision
+//! ```
+//!
+//! - [`identity`]: [`Identity`], anonymous or a SPIFFE principal and how it was proven.
+//! - [`authn`]: the [`Authenticator`] trait every way of proving an identity implements
+//!   (today only [`authn::Anonymous`], for plaintext ADS).
+//! - [`authz`]: the one authorization function the edge asks before sending a resource.
+
+pub mod authn;
+pub mod authz;
+pub mod identity;
+
+pub use authn::{Authenticator, AuthnError, Credentials};
+pub use authz::{Decision, Requested, SecretGrants, authorize};
+pub use identity::{AuthMethod, Identity, Principal};
