@@ -5,6 +5,7 @@
 
 use envoy_types::pb::envoy::config::core::v3::{Locality, Node};
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
+use shoal_proto::security::Identity;
 use shoal_proto::xds::node_metadata::{
     CLUSTER_ID, GENERATOR, INTERCEPTION_MODE, LABELS, NAMESPACE, NETWORK, NodeIdError,
 };
@@ -32,8 +33,8 @@ impl From<NodeIdError> for ProxyError {
     }
 }
 
-/// The proxy an xDS request's `Node` describes.
-pub fn from_node(node: Option<&Node>) -> Result<Proxy, ProxyError> {
+/// The proxy an xDS request's `Node` describes, on a stream authenticated as `identity`.
+pub fn from_node(node: Option<&Node>, identity: Identity) -> Result<Proxy, ProxyError> {
     let node = node.ok_or(ProxyError::MissingNode)?;
     let meta = node.metadata.as_ref();
     let labels = meta
@@ -65,7 +66,7 @@ pub fn from_node(node: Option<&Node>) -> Result<Proxy, ProxyError> {
         .as_ref()
         .map(locality_string)
         .unwrap_or_default();
-    Ok(Proxy::from_node(&node.id, metadata, locality)?)
+    Ok(Proxy::from_node(&node.id, metadata, locality, identity)?)
 }
 
 /// `region/zone/subzone`, as endpoints write theirs.
@@ -121,7 +122,7 @@ mod tests {
             metadata: Some(node_metadata("shop", &labels, "NONE")),
             ..Default::default()
         };
-        let p = from_node(Some(&node)).unwrap();
+        let p = from_node(Some(&node), Identity::Anonymous).unwrap();
         assert_eq!(p.ip, "10.1.2.3");
         assert_eq!(p.namespace, "shop");
         assert_eq!(p.labels, labels);
@@ -136,9 +137,12 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(
-            from_node(Some(&node)),
+            from_node(Some(&node), Identity::Anonymous),
             Err(ProxyError::BadNodeId(_))
         ));
-        assert_eq!(from_node(None), Err(ProxyError::MissingNode));
+        assert_eq!(
+            from_node(None, Identity::Anonymous),
+            Err(ProxyError::MissingNode)
+        );
     }
 }

@@ -46,5 +46,6 @@ pub fn proxy(mesh: &Mesh, i: usize) -> Proxy {
         cluster_id: CLUSTER.into(),
         network: String::new(),
         locality: String::new(),
+        identity: shoal_proto::security::Identity::Anonymous,
     }
 }

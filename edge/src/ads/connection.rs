@@ -13,6 +13,7 @@ use super::status::RequestKind;
 use crate::proxy::Proxy;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
+use shoal_proto::security::Credentials;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -21,11 +22,13 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tonic::Status;
 use tracing::{Instrument, debug, info, warn};
 
-/// Admits a stream: reads its first request, identifies the proxy and starts its task.
+/// Admits a stream: authenticates what it presents, reads its first request, identifies
+/// the proxy and starts its task.
 pub(crate) async fn accept<M, S>(
     shared: &Arc<Shared>,
     mut inbound: S,
     relayed_in: bool,
+    credentials: Credentials,
 ) -> Result<Outbound, Status>
 where
     M: Protocol,
@@ -40,6 +43,12 @@ where
         .clone()
         .try_acquire_owned()
         .map_err(|_| AdsError::TooManyStreams(shared.config.max_streams))?;
+    // After admission, so that a refused stream costs no token review.
+    let identity = shared
+        .authenticator
+        .authenticate(&credentials)
+        .await
+        .map_err(AdsError::from)?;
     let first =
         match tokio::time::timeout(shared.config.first_request_timeout, inbound.next()).await {
             Ok(Some(Ok(req))) => req,
@@ -53,7 +62,7 @@ where
                 )));
             }
         };
-    let proxy = crate::proxy::from_node(M::node(&first)).map_err(AdsError::from)?;
+    let proxy = crate::proxy::from_node(M::node(&first), identity).map_err(AdsError::from)?;
     // Another edge owns the proxy: its stream is relayed there, unless it was relayed
     // here already or the owner cannot take it.
     let owner = match (relayed_in, shared.placement.get()) {

@@ -1,6 +1,7 @@
 //! Stream errors, and how each reaches the proxy as a precise `tonic::Status`.
 
 use crate::proxy::ProxyError;
+use shoal_proto::security::AuthnError;
 use std::time::Duration;
 use tonic::Status;
 
@@ -9,6 +10,9 @@ use tonic::Status;
 pub enum AdsError {
     #[error(transparent)]
     Node(#[from] ProxyError),
+    /// What the stream presented proves no identity.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(#[from] AuthnError),
     #[error("request has no type_url")]
     MissingTypeUrl,
     #[error("the proxy did not take a response within {0:?}")]
@@ -53,6 +57,10 @@ impl AdsError {
             AdsError::Node(e @ ProxyError::BadProxyType(..)) => {
                 Status::invalid_argument(e.to_string())
             }
+            AdsError::Unauthenticated(e) => Status::unauthenticated(format!(
+                "{e}; present the pod's service-account token (gRPC metadata \
+                 `authorization: Bearer <token>`) or a client certificate from the mesh CA"
+            )),
             AdsError::MissingTypeUrl => Status::invalid_argument(
                 "ADS requests must set type_url, e.g. \
                  type.googleapis.com/envoy.config.cluster.v3.Cluster",

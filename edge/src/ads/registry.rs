@@ -227,7 +227,7 @@ mod tests {
 
     fn proxy(id: &str) -> Proxy {
         let node = crate::ads::testing::node(id);
-        crate::proxy::from_node(Some(&node)).unwrap()
+        crate::proxy::from_node(Some(&node), Default::default()).unwrap()
     }
 
     #[test]

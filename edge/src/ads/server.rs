@@ -12,6 +12,7 @@ use crate::push_queue::PushQueue;
 use crate::snapshot::SnapshotUpdate;
 use crate::xds::Generator;
 use shoal_proto::push_context::PushContext;
+use shoal_proto::security::authn::Anonymous;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tracing::Instrument;
@@ -42,6 +43,9 @@ impl XdsServer {
             streams: Arc::new(Semaphore::new(config.max_streams)),
             config,
             generator,
+            // Plaintext ADS proves nothing: every stream is anonymous (issue 17 adds
+            // authenticators for the TLS port).
+            authenticator: Arc::new(Anonymous),
             snapshots,
             registry: Registry::default(),
             queue: Arc::new(PushQueue::new()),
@@ -56,6 +60,19 @@ impl XdsServer {
         XdsServer {
             shared: Arc::new(shared),
         }
+    }
+
+    /// Authenticates new streams with `authenticator` (tests; the TLS port of issue 17
+    /// will take it from its configuration).
+    #[cfg(test)]
+    pub(crate) fn with_authenticator(
+        mut self,
+        authenticator: Arc<dyn shoal_proto::security::Authenticator>,
+    ) -> Self {
+        Arc::get_mut(&mut self.shared)
+            .expect("set before the server is shared")
+            .authenticator = authenticator;
+        self
     }
 
     /// The gRPC service to mount on a tonic server (`Server::builder().add_service(..)`).

@@ -9,6 +9,7 @@ use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};
 use crate::xds::Generator;
 use shoal_proto::push_context::PushContext;
+use shoal_proto::security::Authenticator;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, OnceLock};
@@ -18,6 +19,8 @@ use tokio::sync::{Semaphore, watch};
 pub(crate) struct Shared {
     pub config: XdsConfig,
     pub generator: Arc<Generator>,
+    /// Turns what a new stream presents into its identity.
+    pub authenticator: Arc<dyn Authenticator>,
     pub snapshots: watch::Receiver<Arc<PushContext>>,
     pub registry: Registry,
     pub queue: Arc<PushQueue<u64, PushEvent>>,

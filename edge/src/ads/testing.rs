@@ -96,8 +96,9 @@ pub(crate) fn node(id: &str) -> Node {
 }
 
 pub(crate) fn proxy() -> Proxy {
-    crate::proxy::from_node(Some(&node(
-        "sidecar~10.0.0.1~web-1.shop~shop.svc.cluster.local",
-    )))
+    crate::proxy::from_node(
+        Some(&node("sidecar~10.0.0.1~web-1.shop~shop.svc.cluster.local")),
+        Default::default(),
+    )
     .unwrap()
 }

@@ -484,6 +484,7 @@ pub fn proxy(ns: &str, ip: &str, interception: InterceptionMode) -> Proxy {
         cluster_id: "c1".into(),
         network: String::new(),
         locality: String::new(),
+        identity: shoal_proto::security::Identity::Anonymous,
     }
 }
 

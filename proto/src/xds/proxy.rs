@@ -3,6 +3,7 @@
 //! `Node` into [`NodeMetadata`]; everything derived from it is decided here.
 
 use super::node_metadata::{InterceptionMode, NodeId, NodeIdError, ProxyType};
+use crate::security::identity::Identity;
 use std::collections::BTreeMap;
 
 /// Which family of generators serves a proxy (Istio's proxy type plus its `GENERATOR`
@@ -62,12 +63,21 @@ pub struct Proxy {
     /// The node's `region/zone/subzone`, with trailing empty parts left out; empty:
     /// unknown.
     pub locality: String,
+    /// Who the stream proved to be when it was accepted (anonymous on plaintext ADS);
+    /// `security::authz` decides what it may be sent.
+    pub identity: Identity,
 }
 
 impl Proxy {
-    /// The proxy a node ID, its metadata and its locality describe. `NAMESPACE` in the
-    /// metadata wins over the node ID's domain, as in Istio.
-    pub fn from_node(id: &str, meta: NodeMetadata, locality: String) -> Result<Proxy, NodeIdError> {
+    /// The proxy a node ID, its metadata and its locality describe, on a stream
+    /// authenticated as `identity`. `NAMESPACE` in the metadata wins over the node ID's
+    /// domain, as in Istio (what it claims, checked against `identity` by authorization).
+    pub fn from_node(
+        id: &str,
+        meta: NodeMetadata,
+        locality: String,
+        identity: Identity,
+    ) -> Result<Proxy, NodeIdError> {
         let node = NodeId::parse(id)?;
         let kind = match (node.proxy_type, meta.generator.as_str()) {
             (ProxyType::Router, _) => ProxyKind::Router,
@@ -91,6 +101,7 @@ impl Proxy {
             cluster_id: meta.cluster_id,
             network: meta.network,
             locality,
+            identity,
         })
     }
 }
@@ -107,7 +118,11 @@ mod tests {
             generator: "grpc".into(),
             ..Default::default()
         };
-        let kind = |id, meta| Proxy::from_node(id, meta, String::new()).unwrap().kind;
+        let kind = |id, meta| {
+            Proxy::from_node(id, meta, String::new(), Identity::Anonymous)
+                .unwrap()
+                .kind
+        };
         assert_eq!(kind(sidecar, NodeMetadata::default()), ProxyKind::Sidecar);
         assert_eq!(kind(router, NodeMetadata::default()), ProxyKind::Router);
         assert_eq!(kind(sidecar, grpc.clone()), ProxyKind::ProxylessGrpc);
@@ -117,7 +132,13 @@ mod tests {
     #[test]
     fn metadata_namespace_wins_and_interception_defaults_to_redirect() {
         let id = "sidecar~10.1.2.3~web-1.shop~shop.svc.cluster.local";
-        let p = Proxy::from_node(id, NodeMetadata::default(), "r/z".into()).unwrap();
+        let p = Proxy::from_node(
+            id,
+            NodeMetadata::default(),
+            "r/z".into(),
+            Identity::Anonymous,
+        )
+        .unwrap();
         assert_eq!(
             (p.namespace.as_str(), p.interception, p.ip.as_str()),
             ("shop", InterceptionMode::Redirect, "10.1.2.3")
@@ -127,7 +148,7 @@ mod tests {
             interception_mode: "NONE".into(),
             ..Default::default()
         };
-        let p = Proxy::from_node(id, meta, String::new()).unwrap();
+        let p = Proxy::from_node(id, meta, String::new(), Identity::Anonymous).unwrap();
         assert_eq!(
             (p.namespace.as_str(), p.interception),
             ("other", InterceptionMode::None)

@@ -37,9 +37,13 @@ async fn open(s: &XdsServer, node_id: &str, type_url: &str) -> (Inbound, Result<
     }))
     .await
     .unwrap();
-    let out =
-        crate::ads::connection::accept::<SotwStream, _>(&s.shared, ReceiverStream::new(rx), false)
-            .await;
+    let out = crate::ads::connection::accept::<SotwStream, _>(
+        &s.shared,
+        ReceiverStream::new(rx),
+        false,
+        Default::default(),
+    )
+    .await;
     (tx, out)
 }
 
@@ -294,7 +298,7 @@ async fn the_resident_stream_task_stays_small() {
     let (out_tx, _out_rx) = mpsc::channel(1);
     let (close_tx, _close_rx) = oneshot::channel();
     let permit = s.shared.streams.clone().try_acquire_owned().unwrap();
-    let proxy = crate::proxy::from_node(Some(&node(NODE))).unwrap();
+    let proxy = crate::proxy::from_node(Some(&node(NODE)), Default::default()).unwrap();
     let task = crate::ads::connection::serve::<SotwStream, _>(
         s.shared.clone(),
         proxy,

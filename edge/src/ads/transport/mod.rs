@@ -28,9 +28,10 @@ use super::shared::Shared;
 use super::{DeltaStream, SotwStream};
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use http_body::Body;
 use inbound::Inbound;
+use shoal_proto::security::Credentials;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -118,14 +119,29 @@ where
     }
     // Relayed by another edge: served here, whatever this edge's ring says (no second hop).
     let relayed_in = req.headers().contains_key(super::relay::RELAYED_BY);
+    // A relayed stream presents the relaying edge's credentials, not the proxy's: issue
+    // 17 item 3 carries the proxy's identity across the relay.
+    let credentials = credentials(req.headers());
     let inbound = Inbound::<B, M::Request>::new(req.into_body(), shared.config.max_request_bytes);
-    match connection::accept::<M, _>(&shared, inbound, relayed_in).await {
+    match connection::accept::<M, _>(&shared, inbound, relayed_in, credentials).await {
         Ok(body) => {
             let mut resp = http::Response::new(body);
             resp.headers_mut().insert(CONTENT_TYPE, GRPC);
             resp
         }
         Err(status) => status.into_http(),
+    }
+}
+
+/// What a stream presents: its bearer token (gRPC metadata `authorization`). Peer
+/// certificates come with TLS, which this plaintext listener does not terminate.
+fn credentials(headers: &http::HeaderMap) -> Credentials {
+    Credentials {
+        bearer_token: headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(Credentials::bearer),
+        peer_certificates: Vec::new(),
     }
 }
 

@@ -19,6 +19,9 @@ use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use prost::Message;
 use shoal_proto::push_context::PushContext;
+use shoal_proto::security::{
+    AuthMethod, Authenticator, AuthnError, Credentials, Identity, Principal,
+};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
@@ -195,4 +198,108 @@ async fn a_stream_without_a_first_request_times_out() {
         status.message().contains("SHOAL_XDS_FIRST_REQUEST_TIMEOUT"),
         "{status}"
     );
+}
+
+/// A stand-in authenticator: the token `good` is `web` of namespace `a`, anything else is
+/// refused.
+struct GoodToken;
+
+#[async_trait::async_trait]
+impl Authenticator for GoodToken {
+    fn name(&self) -> &'static str {
+        "good-token"
+    }
+
+    async fn authenticate(&self, creds: &Credentials) -> Result<Identity, AuthnError> {
+        match creds.bearer_token.as_deref() {
+            Some("good") => Ok(Identity::authenticated(Principal {
+                trust_domain: "cluster.local".into(),
+                namespace: "a".into(),
+                service_account: "web".into(),
+                method: AuthMethod::Jwt,
+            })),
+            Some(_) => Err(AuthnError::Rejected {
+                authenticator: self.name(),
+                reason: "token not recognised".into(),
+            }),
+            None => Err(AuthnError::Missing("no bearer token")),
+        }
+    }
+}
+
+fn authenticated_service() -> (AdsService, watch::Sender<Arc<PushContext>>) {
+    let (tx, rx) = watch::channel(Arc::new(PushContext::empty()));
+    let mut registry = prometheus_client::registry::Registry::default();
+    let server = crate::ads::XdsServer::new(
+        XdsConfig::default(),
+        Arc::new(Generator::new()),
+        rx,
+        &mut registry,
+    )
+    .with_authenticator(Arc::new(GoodToken));
+    (server.ads_service(), tx)
+}
+
+#[tokio::test]
+async fn the_bearer_token_reaches_the_authenticator_and_its_identity_the_proxy() {
+    let (mut svc, _snapshots) = authenticated_service();
+    let (tx, mut req) = request(SOTW_PATH);
+    req.headers_mut()
+        .insert(AUTHORIZATION, HeaderValue::from_static("Bearer good"));
+    tx.send(chunk(&first_sotw())).await.unwrap();
+    let resp = svc.call(req).await.unwrap();
+    assert_eq!(resp.status(), http::StatusCode::OK);
+    assert!(resp.headers().get("grpc-status").is_none());
+    // The first response is sent once the stream is registered.
+    let mut body = resp.into_body();
+    body.next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap();
+    let conn = svc.shared.registry.proxy(NODE).expect("registered");
+    assert_eq!(
+        conn.proxy.identity.to_string(),
+        "spiffe://cluster.local/ns/a/sa/web (jwt)"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_the_authenticator_refuses_is_unauthenticated_with_its_reason() {
+    let (mut svc, _snapshots) = authenticated_service();
+    for token in [None, Some("Bearer bad")] {
+        let (tx, mut req) = request(SOTW_PATH);
+        if let Some(token) = token {
+            req.headers_mut()
+                .insert(AUTHORIZATION, HeaderValue::from_static(token));
+        }
+        tx.send(chunk(&first_sotw())).await.unwrap();
+        let status = refusal(&svc.call(req).await.unwrap());
+        assert_eq!(status.code(), Code::Unauthenticated, "{status}");
+        let reason = if token.is_some() {
+            "not recognised"
+        } else {
+            "no bearer token"
+        };
+        assert!(status.message().contains(reason), "{status}");
+    }
+    assert!(svc.shared.registry.proxy(NODE).is_none());
+}
+
+#[tokio::test]
+async fn plaintext_streams_are_anonymous_whatever_they_present() {
+    let (mut svc, _snapshots) = service(XdsConfig::default());
+    let (tx, mut req) = request(SOTW_PATH);
+    req.headers_mut()
+        .insert(AUTHORIZATION, HeaderValue::from_static("Bearer anything"));
+    tx.send(chunk(&first_sotw())).await.unwrap();
+    let resp = svc.call(req).await.unwrap();
+    assert_eq!(resp.status(), http::StatusCode::OK);
+    // The first response is sent once the stream is registered.
+    let mut body = resp.into_body();
+    body.next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap();
+    let conn = svc.shared.registry.proxy(NODE).expect("registered");
+    assert_eq!(conn.proxy.identity, Identity::Anonymous);
 }
