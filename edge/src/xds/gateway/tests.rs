@@ -10,6 +10,7 @@ use shoal_proto::config::istio::*;
 use shoal_proto::config::k8s::SecretSpec;
 use shoal_proto::model::{Endpoint, NamedConfig, NamespaceConfig, Protocol, ServiceEndpoints};
 use shoal_proto::push_context::PushContext;
+use shoal_proto::security::{AuthMethod, Identity, Principal};
 use shoal_proto::snapshot::Chunk;
 
 const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
@@ -286,6 +287,38 @@ fn secrets_are_served_from_the_routers_namespace_only() {
     let sidecar = proxy("istio-system", "10.1.0.9", InterceptionMode::Redirect);
     let g = crate::xds::Generator::new();
     assert!(g.generate(SECRET, &sidecar, &push, &[]).is_err());
+}
+
+/// A router authenticated as `ingressgateway` of `namespace`.
+fn router_as(namespace: &str) -> Proxy {
+    Proxy {
+        identity: Identity::authenticated(Principal {
+            trust_domain: "cluster.local".into(),
+            namespace: namespace.into(),
+            service_account: "ingressgateway".into(),
+            method: AuthMethod::Jwt,
+        }),
+        ..router()
+    }
+}
+
+#[test]
+fn secrets_are_sent_only_where_the_routers_identity_may_read_them() {
+    let push = gateway_mesh();
+    let names = [
+        "kubernetes://secure-cert",
+        "kubernetes://secure-cert-cacert",
+    ];
+    // Its own namespace's Secrets, by name or wildcard.
+    let own: Vec<Secret> = generate(SECRET, &router_as("istio-system"), &push, &names);
+    assert_eq!(own.len(), 2);
+    let all: Vec<Secret> = generate(SECRET, &router_as("istio-system"), &push, &[]);
+    assert_eq!(all.len(), 2);
+    // A node claiming istio-system with an identity of another namespace gets none.
+    for names in [&names[..], &[]] {
+        let none: Vec<Secret> = generate(SECRET, &router_as("shop"), &push, names);
+        assert!(none.is_empty());
+    }
 }
 
 #[test]

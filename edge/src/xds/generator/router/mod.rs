@@ -41,7 +41,7 @@ pub fn register(table: &mut GeneratorTable, config: &GeneratorConfig) {
     table.register(
         ProxyKind::Router,
         ResourceType::Secret,
-        Arc::new(secrets::RouterSecrets),
+        Arc::new(secrets::RouterSecrets::default()),
     );
 }
 

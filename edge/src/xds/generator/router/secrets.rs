@@ -1,5 +1,7 @@
 //! SDS for routers: the certificates and CAs their TLS servers name, from Secrets in the
 //! router's namespace. Not cached: a router asks for a few secrets, and only on change.
+//! Every secret passes `security::authz::authorize` first: the one place that decides
+//! whether a stream's identity may hold a gateway's key.
 
 use super::super::super::XdsResource;
 use super::super::super::cache::TypeStats;
@@ -7,11 +9,42 @@ use super::super::super::gateway::credential_resource;
 use super::super::super::gateway::secrets::{CA_SUFFIX, secret};
 use super::super::super::util::resource;
 use super::super::table::{Request, ResourceGenerator};
+use super::super::warnings::Warnings;
 use shoal_proto::push_context::gateway::MergedGateway;
+use shoal_proto::security::authz::{Decision, NoGrants, Requested, authorize};
+use shoal_proto::xds::types::SECRET;
 use std::sync::Arc;
 
 #[derive(Default)]
-pub(super) struct RouterSecrets;
+pub(super) struct RouterSecrets {
+    /// Refusals, logged once each.
+    denied: Warnings,
+}
+
+impl RouterSecrets {
+    /// Whether the router may be sent secret `name` of its namespace; a refusal is
+    /// logged with its reason.
+    fn allowed(&self, req: &Request<'_>, name: &str) -> bool {
+        let proxy = req.proxy;
+        let requested = Requested {
+            type_url: SECRET,
+            name,
+            namespace: &proxy.namespace,
+        };
+        // No RBAC reaches the edge yet: no service account is granted other namespaces'
+        // Secrets.
+        match authorize(&proxy.identity, &proxy.namespace, &requested, &NoGrants) {
+            Decision::Allow | Decision::AllowUnauthenticatedLegacy => true,
+            Decision::Deny { reason } => {
+                self.denied.warn_once(&[format!(
+                    "secret {name} not sent to {} ({}): {reason}",
+                    proxy.id, proxy.identity
+                )]);
+                false
+            }
+        }
+    }
+}
 
 impl ResourceGenerator for RouterSecrets {
     fn generate(&self, req: &Request<'_>, names: &[String]) -> Vec<Arc<XdsResource>> {
@@ -39,6 +72,7 @@ impl ResourceGenerator for RouterSecrets {
         };
         wanted
             .iter()
+            .filter(|name| self.allowed(req, name))
             .filter_map(|name| secret(index, &req.proxy.namespace, name))
             .map(|s| resource(s.name.clone(), &s))
             .collect()
