@@ -39,10 +39,7 @@ pub struct Principal {
 impl Principal {
     /// The SPIFFE ID.
     pub fn spiffe_id(&self) -> String {
-        format!(
-            "spiffe://{}/ns/{}/sa/{}",
-            self.trust_domain, self.namespace, self.service_account
-        )
+        super::spiffe::SpiffeId::from(self).to_string()
     }
 }
 

@@ -9,12 +9,15 @@
 //! - [`identity`]: [`Identity`], anonymous or a SPIFFE principal and how it was proven.
 //! - [`authn`]: the [`Authenticator`] trait every way of proving an identity implements
 //!   (today only [`authn::Anonymous`], for plaintext ADS).
+//! - [`spiffe`]: workload SPIFFE IDs, as certificates, CSRs and tokens name them.
 //! - [`authz`]: the one authorization function the edge asks before sending a resource.
 
 pub mod authn;
 pub mod authz;
 pub mod identity;
+pub mod spiffe;
 
 pub use authn::{Authenticator, AuthnError, Credentials};
 pub use authz::{Decision, Requested, SecretGrants, authorize};
 pub use identity::{AuthMethod, Identity, Principal};
+pub use spiffe::{SpiffeError, SpiffeId};
