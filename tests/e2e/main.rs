@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod gateway_secrets;
 mod kubernetes;
 mod multicluster;
 mod scenario;

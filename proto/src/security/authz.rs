@@ -4,7 +4,8 @@
 //! Istio's rules: a proxy's node must claim the namespace its identity is in (istiod
 //! refuses the stream otherwise), and a gateway's TLS Secret (SDS
 //! `kubernetes://<credentialName>`) is served only to an identity of the Secret's
-//! namespace or to a service account granted access to Secrets there.
+//! namespace or to a service account granted access to Secrets there. An unauthenticated
+//! stream is never sent one.
 
 use super::identity::{Identity, Principal};
 use crate::xds::types::SECRET;
@@ -41,10 +42,9 @@ impl SecretGrants for NoGrants {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
     Allow,
-    /// Legacy, and the one place it is decided: an anonymous stream (plaintext ADS, no
-    /// authenticator configured) is sent what it asks for, as before identities existed.
-    /// Issue 17 item 1 closes this: no Secret to an unauthenticated stream, ever.
-    AllowUnauthenticatedLegacy,
+    /// An anonymous stream (plaintext ADS, as istiod's 15010) is sent config, never a
+    /// Secret; the one place that is decided.
+    AllowUnauthenticated,
     Deny {
         reason: String,
     },
@@ -63,8 +63,19 @@ pub fn authorize(
     resource: &Requested<'_>,
     grants: &dyn SecretGrants,
 ) -> Decision {
+    let is_secret = resource.type_url == SECRET && resource.name.starts_with(KUBERNETES_SECRET);
     let Some(principal) = identity.principal() else {
-        return Decision::AllowUnauthenticatedLegacy;
+        if is_secret {
+            return Decision::Deny {
+                reason: format!(
+                    "the stream is unauthenticated (plaintext or no credentials), and a Secret \
+                     ({:?} of namespace {:?}) goes only to an authenticated identity allowed \
+                     to read it",
+                    resource.name, resource.namespace
+                ),
+            };
+        }
+        return Decision::AllowUnauthenticated;
     };
     if principal.namespace != claimed_namespace {
         return Decision::Deny {
@@ -76,7 +87,6 @@ pub fn authorize(
             ),
         };
     }
-    let is_secret = resource.type_url == SECRET && resource.name.starts_with(KUBERNETES_SECRET);
     if is_secret
         && principal.namespace != resource.namespace
         && !grants.may_read_secrets(principal, resource.namespace)

@@ -267,7 +267,7 @@ fn secrets_are_served_from_the_routers_namespace_only() {
         "kubernetes://secure-cert-cacert",
         "kubernetes://missing",
     ];
-    let secrets: Vec<Secret> = generate(SECRET, &router(), &push, &names);
+    let secrets: Vec<Secret> = generate(SECRET, &router_as("istio-system"), &push, &names);
     assert_eq!(secrets.len(), 2);
     assert!(matches!(
         secrets[0].r#type,
@@ -279,7 +279,7 @@ fn secrets_are_served_from_the_routers_namespace_only() {
     ));
     let elsewhere = Proxy {
         namespace: "shop".into(),
-        ..router()
+        ..router_as("shop")
     };
     let none: Vec<Secret> = generate(SECRET, &elsewhere, &push, &names);
     assert!(none.is_empty());
@@ -314,6 +314,11 @@ fn secrets_are_sent_only_where_the_routers_identity_may_read_them() {
     assert_eq!(own.len(), 2);
     let all: Vec<Secret> = generate(SECRET, &router_as("istio-system"), &push, &[]);
     assert_eq!(all.len(), 2);
+    // An unauthenticated router (plaintext ADS) gets none, whatever it claims.
+    for names in [&names[..], &[]] {
+        let none: Vec<Secret> = generate(SECRET, &router(), &push, names);
+        assert!(none.is_empty());
+    }
     // A node claiming istio-system with an identity of another namespace gets none.
     for names in [&names[..], &[]] {
         let none: Vec<Secret> = generate(SECRET, &router_as("shop"), &push, names);

@@ -95,8 +95,23 @@ fn other_resources_of_an_honest_node_are_allowed() {
 }
 
 #[test]
-fn an_anonymous_stream_is_allowed_as_a_legacy_decision() {
-    let decision = authorize(&Identity::Anonymous, "shop", &secret("bank"), &NoGrants);
-    assert_eq!(decision, Decision::AllowUnauthenticatedLegacy);
+fn an_anonymous_stream_gets_config_but_never_a_secret() {
+    for namespace in ["shop", "bank"] {
+        let decision = authorize(&Identity::Anonymous, "shop", &secret(namespace), &NoGrants);
+        let Decision::Deny { reason } = decision else {
+            panic!("an anonymous stream may read Secrets of {namespace}: {decision:?}")
+        };
+        assert!(
+            reason.contains("unauthenticated") && reason.contains("kubernetes://shop-cert"),
+            "{reason}"
+        );
+    }
+    let cluster = Requested {
+        type_url: CLUSTER,
+        name: "outbound|80||web.shop.svc.cluster.local",
+        namespace: "shop",
+    };
+    let decision = authorize(&Identity::Anonymous, "shop", &cluster, &NoGrants);
+    assert_eq!(decision, Decision::AllowUnauthenticated);
     assert!(decision.is_allowed());
 }

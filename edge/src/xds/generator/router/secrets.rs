@@ -34,7 +34,7 @@ impl RouterSecrets {
         // No RBAC reaches the edge yet: no service account is granted other namespaces'
         // Secrets.
         match authorize(&proxy.identity, &proxy.namespace, &requested, &NoGrants) {
-            Decision::Allow | Decision::AllowUnauthenticatedLegacy => true,
+            Decision::Allow | Decision::AllowUnauthenticated => true,
             Decision::Deny { reason } => {
                 self.denied.warn_once(&[format!(
                     "secret {name} not sent to {} ({}): {reason}",
