@@ -138,6 +138,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let warnings = ingest.clone();
     let status = builder_status.clone();
     let admin = AdminServer::new(registry, readiness.clone())
+        .debug_access(args.http.debug_access(None, "istio-system"))
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("rejections", Arc::new(move || rejections.rejections_json()))
         .debug("warnings", Arc::new(move || warnings.warnings_json()))

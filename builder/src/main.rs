@@ -62,6 +62,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let mut supervisor = Supervisor::new();
     let readiness = Readiness::new();
     let admin = AdminServer::new(registry, readiness.clone())
+        .debug_access(args.http.debug_access(None, "istio-system"))
         .debug(
             "builder",
             Arc::new({

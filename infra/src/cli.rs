@@ -44,6 +44,27 @@ pub struct HttpArgs {
     /// Admin HTTP address: /metrics, /healthz/ready, /debug/*.
     #[arg(long, env = "SHOAL_HTTP_ADDR", default_value = "127.0.0.1:15014")]
     pub http_addr: SocketAddr,
+    /// Answer /debug/* only to callers on this host or authenticated as the control
+    /// plane's namespace; false opens them to anyone (Istio's DEBUG_AUTH; not for
+    /// production). /metrics and /healthz/ready are always open.
+    #[arg(long, env = "SHOAL_DEBUG_AUTH", default_value_t = true, action = clap::ArgAction::Set)]
+    pub debug_auth: bool,
+}
+
+impl HttpArgs {
+    /// The `/debug/*` rule these flags ask for; `authenticator` verifies remote callers'
+    /// tokens (none: callers on this host only).
+    pub fn debug_access(
+        &self,
+        authenticator: Option<std::sync::Arc<dyn shoal_proto::security::Authenticator>>,
+        system_namespace: &str,
+    ) -> crate::admin::DebugAccess {
+        if self.debug_auth {
+            crate::admin::DebugAccess::local_or_authenticated(authenticator, system_namespace)
+        } else {
+            crate::admin::DebugAccess::open()
+        }
+    }
 }
 
 /// Shutdown ([`crate::supervisor`]).

@@ -209,6 +209,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let clusters = Clusters::default();
     let cluster_pages = clusters.clone();
     let admin = AdminServer::new(registry, handle.readiness())
+        .debug_access(args.http.debug_access(None, &args.system_namespace))
         .debug("rejections", Arc::new(move || rejections.to_json()))
         .debug("warnings", Arc::new(move || warnings.to_json()))
         .debug("clusters", Arc::new(move || cluster_pages.to_json()))

@@ -1,5 +1,6 @@
 //! The admin HTTP server every binary runs: Prometheus `/metrics`, `/healthz/ready` and
-//! `/debug/<name>` JSON pages the tiers register.
+//! `/debug/<name>` JSON pages the tiers register, answered only to callers on this host
+//! or authenticated as the control plane's namespace ([`DebugAccess`]).
 //!
 //! ```text
 //! AdminServer::new(registry, readiness).debug("syncz", f) ─bind(addr)─► BoundAdmin
@@ -8,9 +9,11 @@
 //! Binding is a separate step so a caller that asked for port 0 learns the real address
 //! before serving.
 
+mod access;
 mod readiness;
 mod server;
 
+pub use access::DebugAccess;
 pub use readiness::Readiness;
 pub use server::{AdminServer, BoundAdmin, DebugFn, DebugQueryFn};
 

@@ -1,9 +1,10 @@
 //! The axum router and its serving lifecycle.
 
+use super::access::DebugAccess;
 use super::{AdminError, Readiness, Result};
 use axum::Router;
-use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry;
@@ -26,6 +27,7 @@ pub struct AdminServer {
     registry: Arc<Registry>,
     readiness: Readiness,
     debug: BTreeMap<String, DebugQueryFn>,
+    access: DebugAccess,
 }
 
 /// An admin server bound to its address, not yet serving.
@@ -42,7 +44,14 @@ impl AdminServer {
             registry: registry.into(),
             readiness,
             debug: BTreeMap::new(),
+            access: DebugAccess::default(),
         }
+    }
+
+    /// Who may read `/debug/*` (default: callers on this host only).
+    pub fn debug_access(mut self, access: DebugAccess) -> Self {
+        self.access = access;
+        self
     }
 
     /// Serves `f()` as JSON at `/debug/<name>`.
@@ -96,7 +105,11 @@ impl BoundAdmin {
     /// Serves until `shutdown` resolves, then lets in-flight requests finish.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         tracing::info!(addr = %self.addr, "admin server listening");
-        axum::serve(self.listener, self.router)
+        // The peer address decides who may read the debug pages.
+        let service = self
+            .router
+            .into_make_service_with_connect_info::<SocketAddr>();
+        axum::serve(self.listener, service)
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(AdminError::Serve)
@@ -122,15 +135,28 @@ async fn ready(State(admin): State<Arc<AdminServer>>) -> (StatusCode, &'static s
     }
 }
 
-async fn debug_index(State(admin): State<Arc<AdminServer>>) -> axum::Json<Vec<String>> {
-    axum::Json(admin.debug.keys().map(|k| format!("/debug/{k}")).collect())
+async fn debug_index(
+    State(admin): State<Arc<AdminServer>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = admin.access.check(peer, &headers).await {
+        return refused.into_response();
+    }
+    let pages: Vec<String> = admin.debug.keys().map(|k| format!("/debug/{k}")).collect();
+    axum::Json(pages).into_response()
 }
 
 async fn debug_page(
     State(admin): State<Arc<AdminServer>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     Path(name): Path<String>,
     Query(query): Query<BTreeMap<String, String>>,
 ) -> Response {
+    if let Err(refused) = admin.access.check(peer, &headers).await {
+        return refused.into_response();
+    }
     match admin.debug.get(&name) {
         Some(f) => axum::Json(f(&query)).into_response(),
         None => (StatusCode::NOT_FOUND, format!("no debug page {name:?}")).into_response(),

@@ -10,14 +10,17 @@
 //! - [`authn`]: the [`Authenticator`] trait every way of proving an identity implements
 //!   (today only [`authn::Anonymous`], for plaintext ADS).
 //! - [`spiffe`]: workload SPIFFE IDs, as certificates, CSRs and tokens name them.
+//! - [`debug_access`]: who may read the `/debug/*` pages.
 //! - [`authz`]: the one authorization function the edge asks before sending a resource.
 
 pub mod authn;
 pub mod authz;
+pub mod debug_access;
 pub mod identity;
 pub mod spiffe;
 
 pub use authn::{Authenticator, AuthnError, Credentials};
 pub use authz::{Decision, Requested, SecretGrants, authorize};
+pub use debug_access::{DebugCaller, authorize_debug};
 pub use identity::{AuthMethod, Identity, Principal};
 pub use spiffe::{SpiffeError, SpiffeId};
