@@ -11,9 +11,11 @@
 //!   (today only [`authn::Anonymous`], for plaintext ADS).
 //! - [`spiffe`]: workload SPIFFE IDs, as certificates, CSRs and tokens name them.
 //! - [`authz`]: the one authorization function the edge asks before sending a resource.
+//! - [`ca`]: the certificate authority: Istio's CA API, signing material, CSR signing.
 
 pub mod authn;
 pub mod authz;
+pub mod ca;
 pub mod identity;
 pub mod spiffe;
 
