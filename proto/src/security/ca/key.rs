@@ -83,8 +83,19 @@ mod tests {
         let pkcs8_pem = key.serialize_pem();
         let read = key_pair_from_pem(&pkcs8_pem).unwrap();
         assert_eq!(read.public_key_raw(), key.public_key_raw());
-        // No readable-without-ring SEC1 writer at hand: a PKCS#8 body under the SEC1
-        // label is not SEC1 and is refused with the form named.
+        // SEC1 (`openssl ecparam -genkey`): the ECPrivateKey inside the PKCS#8 envelope.
+        let pkcs8_der = key.serialize_der();
+        let (_, info) = x509_parser::der_parser::parse_der(&pkcs8_der).unwrap();
+        let seq = info.as_sequence().unwrap();
+        let sec1 = seq[2].as_slice().unwrap();
+        use base64::Engine;
+        let sec1_pem = format!(
+            "-----BEGIN EC PRIVATE KEY-----\n{}\n-----END EC PRIVATE KEY-----\n",
+            base64::engine::general_purpose::STANDARD.encode(sec1)
+        );
+        let read = key_pair_from_pem(&sec1_pem).unwrap();
+        assert_eq!(read.public_key_raw(), key.public_key_raw());
+        // A PKCS#8 body under the SEC1 label is not SEC1: refused with the form named.
         let wrong = pkcs8_pem.replace("PRIVATE KEY", "EC PRIVATE KEY");
         assert!(key_pair_from_pem(&wrong).unwrap_err().contains("SEC1"));
     }
