@@ -12,9 +12,11 @@
 //! - [`spiffe`]: workload SPIFFE IDs, as certificates, CSRs and tokens name them.
 //! - [`debug_access`]: who may read the `/debug/*` pages.
 //! - [`authz`]: the one authorization function the edge asks before sending a resource.
+//! - [`ca`]: the certificate authority: Istio's CA API, signing material, CSR signing.
 
 pub mod authn;
 pub mod authz;
+pub mod ca;
 pub mod debug_access;
 pub mod identity;
 pub mod spiffe;

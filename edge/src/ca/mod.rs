@@ -1,0 +1,22 @@
+//! The edge's certificate authority: Istio's `CreateCertificate` served over gRPC and
+//! the sources of its signing material. The CA logic itself is I/O-free in
+//! `shoal_proto::security::ca`.
+//!
+//! ```text
+//!  source (plug-in dir polled │ istio-ca-secret dir │ memory) ──watch<Arc<SigningMaterial>>──► CaService
+//! ```
+//!
+//! - [`service`]: [`CaService`], the unary gRPC service.
+//! - [`credentials`]: what a caller presents ([`PeerCertificates`] from the TLS listener).
+//! - [`source`]: where signing material comes from and how it rotates.
+
+pub mod credentials;
+mod metrics;
+pub mod service;
+pub mod source;
+
+pub use credentials::{PeerCertificates, request_credentials};
+pub use service::CaService;
+
+#[cfg(test)]
+mod tests;
