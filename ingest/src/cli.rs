@@ -9,7 +9,7 @@ use clap::{ArgAction, Parser};
 use prometheus_client::registry::Registry;
 use shoal_infra::admin::AdminServer;
 use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, UsageError, duration};
-use shoal_infra::nats::{self, NatsBus, NatsConfigKv};
+use shoal_infra::nats::{NatsBus, NatsConfigKv};
 use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
 use std::path::PathBuf;
@@ -176,10 +176,8 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
 pub async fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
     let registry = args.registry()?;
-    let nats_url = &args.nats.nats_url;
-    let client = nats::connect(nats_url)
-        .await
-        .with_context(|| format!("connecting to NATS at {nats_url}"))?;
+    // The error names the (redacted) URL.
+    let client = args.nats.connect().await.context("connecting to NATS")?;
     let kv = NatsConfigKv::open(client.clone(), Default::default())
         .await
         .context("opening the config KV")?;
