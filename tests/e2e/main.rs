@@ -8,6 +8,7 @@ mod support;
 mod kubernetes;
 mod multicluster;
 mod scenario;
+mod secure_transport;
 
 use shoal_infra::testing::{NatsServer, RedisServer};
 use std::path::Path;
