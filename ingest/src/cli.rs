@@ -20,13 +20,13 @@ use std::time::Duration;
 /// each object to the config KV and publishes debounced push requests.
 ///
 /// Unlike the other tiers, ingest takes no default NATS URL (it must be told where its
-/// cluster's config goes) and serves admin HTTP on every interface by default.
+/// cluster's config goes). Admin HTTP listens on loopback unless `--http-addr` says
+/// otherwise (the chart sets `0.0.0.0:15014`, for probes and scraping).
 #[derive(Debug, Parser)]
 #[command(
     name = "ingest",
     version,
-    mut_arg("nats_url", |a| a.default_value(None).required(true)),
-    mut_arg("http_addr", |a| a.default_value("0.0.0.0:15014"))
+    mut_arg("nats_url", |a| a.default_value(None).required(true))
 )]
 pub struct Args {
     /// Where the config comes from: a directory of YAML (`dir`) or the cluster's
@@ -279,7 +279,7 @@ mod tests {
     use clap::CommandFactory;
 
     #[test]
-    fn nats_url_is_required_and_admin_http_listens_everywhere() {
+    fn nats_url_is_required_and_admin_http_listens_on_loopback() {
         Args::command().debug_assert();
         let required = ["ingest", "--config-dir", "/etc/mesh", "--cluster-id", "c1"];
         let err = Args::try_parse_from(required).unwrap_err();
@@ -289,7 +289,8 @@ mod tests {
             Args::try_parse_from(required.into_iter().chain(["--nats-url", "nats://n:4222"]))
                 .unwrap();
         assert_eq!(args.nats.nats_url, "nats://n:4222");
-        assert_eq!(args.http.http_addr, "0.0.0.0:15014".parse().unwrap());
+        // Nothing binds every interface unless configured to.
+        assert_eq!(args.http.http_addr, "127.0.0.1:15014".parse().unwrap());
     }
 
     fn registry_of(flags: &[&str]) -> Result<RegistryKind, String> {
