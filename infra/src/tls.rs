@@ -113,6 +113,22 @@ impl TlsFiles {
     }
 }
 
+/// Whether rustls refused the handshake somewhere in `error`'s chain (client libraries
+/// report it as an I/O error), so the message can say TLS failed rather than "I/O error".
+pub fn refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let io_inner = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref());
+        if e.is::<rustls::Error>() || io_inner.is_some_and(|inner| inner.is::<rustls::Error>()) {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 fn read(what: &'static str, role: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| file_error(what, role, path, &e.to_string()))
 }

@@ -135,7 +135,7 @@ fn reason(error: &async_nats::ConnectError, config: &ConnectConfig) -> String {
         "plaintext"
     };
     match error.kind() {
-        _ if error.kind() == ConnectErrorKind::Tls || rustls_failed(error) => {
+        _ if error.kind() == ConnectErrorKind::Tls || crate::tls::refused(error) => {
             format!("TLS handshake failed: {error}")
         }
         ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => format!(
@@ -144,21 +144,6 @@ fn reason(error: &async_nats::ConnectError, config: &ConnectConfig) -> String {
         ),
         _ => format!("{error} ({tls}, {})", config.auth.describe()),
     }
-}
-
-/// Whether rustls refused the handshake (the library reports it as an I/O error).
-fn rustls_failed(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(error);
-    while let Some(e) = next {
-        let io_inner = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref());
-        if e.is::<rustls::Error>() || io_inner.is_some_and(|inner| inner.is::<rustls::Error>()) {
-            return true;
-        }
-        next = e.source();
-    }
-    false
 }
 
 /// 100 ms doubling per attempt, capped; the first retry is immediate.

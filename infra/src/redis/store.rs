@@ -204,7 +204,11 @@ fn reason(error: &::redis::RedisError) -> String {
         || error.kind() == ::redis::ErrorKind::AuthenticationFailed
     {
         format!("authentication refused: {text}")
-    } else if text.contains("certificate") || text.contains("TLS") || text.contains("handshake") {
+    } else if crate::tls::refused(error)
+        || ["certificate", "TLS", "handshake", "alert"]
+            .iter()
+            .any(|t| text.contains(t))
+    {
         format!("TLS handshake failed: {text}")
     } else {
         text

@@ -29,10 +29,16 @@ impl NatsServer {
     /// Starts a server that speaks only TLS (its `tls {}` block) and admits only `user`
     /// with `password` (its `authorization {}` block).
     pub fn start_secure(tls: &ServerTls, user: &str, password: &str) -> Self {
-        Self::start_with(Some((tls, user, password)))
+        let auth = format!("users: [ {{ user: {user:?}, password: {password:?} }} ]");
+        Self::start_with(Some((tls, &auth)))
     }
 
-    fn start_with(secure: Option<(&ServerTls, &str, &str)>) -> Self {
+    /// Starts a server that speaks only TLS and admits only clients presenting `token`.
+    pub fn start_secure_token(tls: &ServerTls, token: &str) -> Self {
+        Self::start_with(Some((tls, &format!("token: {token:?}"))))
+    }
+
+    fn start_with(secure: Option<(&ServerTls, &str)>) -> Self {
         let binary = process::find_binary(
             "SHOAL_NATS_SERVER",
             &[PathBuf::from(concat!(
@@ -54,8 +60,8 @@ impl NatsServer {
                 "-sd".into(),
                 store.display().to_string(),
             ];
-            if let Some((tls, user, password)) = secure {
-                write_conf(&conf, tls, user, password);
+            if let Some((tls, auth)) = secure {
+                write_conf(&conf, tls, auth);
                 args.extend(["-c".into(), conf.display().to_string()]);
             }
             args
@@ -108,11 +114,11 @@ impl NatsServer {
 
 /// The config file of a secured server; flags (port, store) still come from the command
 /// line.
-fn write_conf(path: &Path, tls: &ServerTls, user: &str, password: &str) {
+fn write_conf(path: &Path, tls: &ServerTls, auth: &str) {
     let conf = format!(
         "tls {{\n  cert_file: {cert:?}\n  key_file: {key:?}\n  ca_file: {ca:?}\n  \
          verify: {verify}\n  timeout: 2\n}}\n\
-         authorization {{\n  users: [ {{ user: {user:?}, password: {password:?} }} ]\n}}\n",
+         authorization {{\n  {auth}\n}}\n",
         cert = tls.cert.display().to_string(),
         key = tls.key.display().to_string(),
         ca = tls.ca.display().to_string(),
