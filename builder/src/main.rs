@@ -3,8 +3,8 @@ use clap::Parser;
 use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig, Retention, cli::Args};
 use shoal_infra::admin::{AdminServer, Readiness};
-use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsConfigKv, NatsConfigKvConfig, connect};
-use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
+use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsConfigKv, NatsConfigKvConfig};
+use shoal_infra::redis::RedisSnapshotStore;
 use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
 use std::sync::Arc;
@@ -26,16 +26,14 @@ fn main() -> std::process::ExitCode {
 #[tokio::main]
 async fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
-    let client = connect(&args.nats.nats_url)
-        .await
-        .context("connecting to NATS")?;
+    let client = args.nats.connect().await.context("connecting to NATS")?;
     let kv = NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
         .await
         .context("opening the config KV")?;
     let bus = NatsBus::open(client, NatsBusConfig::default())
         .await
         .context("opening the push stream")?;
-    let store = RedisSnapshotStore::connect(RedisConfig::new(&args.redis.redis_url))
+    let store = RedisSnapshotStore::connect(args.redis.store_config()?)
         .await
         .context("connecting to Redis")?;
 

@@ -4,8 +4,8 @@ use prometheus_client::registry::Registry;
 use shoal_edge::cli::Args;
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
-use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsMembership, NatsMembershipConfig, connect};
-use shoal_infra::redis::{RedisConfig, RedisSnapshotStore};
+use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsMembership, NatsMembershipConfig};
+use shoal_infra::redis::RedisSnapshotStore;
 use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
 use std::sync::Arc;
@@ -24,16 +24,14 @@ fn main() -> std::process::ExitCode {
 #[tokio::main]
 async fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
-    let client = connect(&args.nats.nats_url)
-        .await
-        .context("connecting to NATS")?;
+    let client = args.nats.connect().await.context("connecting to NATS")?;
     let bus = NatsBus::open(client.clone(), NatsBusConfig::default())
         .await
         .context("opening the bus")?;
     let membership = NatsMembership::open(client, NatsMembershipConfig::default())
         .await
         .context("opening the membership bucket")?;
-    let store = RedisSnapshotStore::connect(RedisConfig::new(&args.redis.redis_url))
+    let store = RedisSnapshotStore::connect(args.redis.store_config()?)
         .await
         .context("connecting to Redis")?;
 

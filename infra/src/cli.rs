@@ -9,33 +9,202 @@
 //! | `--http-addr` | `SHOAL_HTTP_ADDR` | `127.0.0.1:15014` |
 //! | `--drain-grace` | `SHOAL_DRAIN_GRACE` | `10s` |
 //!
+//! TLS and credentials towards NATS and Redis, all off by default ([`NatsArgs`],
+//! [`RedisArgs`]): a `tls://` / `rediss://` URL or a CA file turns TLS on; passwords and
+//! tokens come from environment variables or files, never needed on the command line,
+//! and are printed as `***` wherever printed (URLs too: `redis://user:***@host`).
+//!
 //! A binary whose default differs says so on its own `Args` with clap's `mut_arg`, e.g.
 //! `#[command(mut_arg("http_addr", |a| a.default_value("0.0.0.0:15014")))]`.
 
+use crate::nats::{self, ConnectConfig, NatsAuth};
+use crate::redis::{self, RedisConfig};
+use crate::secret::{Secret, redact_url, redact_urls};
+use crate::tls::TlsFiles;
 use std::error::Error;
 use std::net::SocketAddr;
 use std::ops::Deref;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 /// The NATS server: config KV, push requests, snapshot announcements, membership.
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, clap::Args)]
 pub struct NatsArgs {
-    /// NATS server URL (JetStream enabled).
+    /// NATS server URL (JetStream enabled); several, comma-separated, for a cluster.
+    /// `tls://` requires TLS.
     #[arg(long, env = "SHOAL_NATS_URL", default_value = "nats://127.0.0.1:4222")]
     pub nats_url: String,
+    /// CA certificate (PEM) the NATS server's certificate is verified against; requires
+    /// TLS. The system's roots are not needed.
+    #[arg(long, env = "SHOAL_NATS_TLS_CA")]
+    pub nats_tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS with NATS; requires TLS.
+    #[arg(long, env = "SHOAL_NATS_TLS_CERT", requires = "nats_tls_key")]
+    pub nats_tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of `--nats-tls-cert`.
+    #[arg(long, env = "SHOAL_NATS_TLS_KEY", requires = "nats_tls_cert")]
+    pub nats_tls_key: Option<PathBuf>,
+    /// NATS `.creds` file (user JWT and NKey seed), for decentralized (operator) auth.
+    #[arg(long, env = "SHOAL_NATS_CREDS", conflicts_with_all = ["nats_user", "nats_token", "nats_token_file"])]
+    pub nats_creds: Option<PathBuf>,
+    /// NATS user; the password comes from `SHOAL_NATS_PASSWORD` or `--nats-password-file`.
+    #[arg(long, env = "SHOAL_NATS_USER", conflicts_with_all = ["nats_token", "nats_token_file"])]
+    pub nats_user: Option<String>,
+    /// The NATS user's password. Prefer the environment variable (or the file) to the
+    /// flag, which other users may see in the process list.
+    #[arg(long, env = "SHOAL_NATS_PASSWORD", hide_env_values = true, value_parser = Secret::parse, requires = "nats_user", conflicts_with = "nats_password_file")]
+    pub nats_password: Option<Secret>,
+    /// File holding the NATS user's password.
+    #[arg(long, env = "SHOAL_NATS_PASSWORD_FILE", requires = "nats_user")]
+    pub nats_password_file: Option<PathBuf>,
+    /// NATS authentication token. Prefer the environment variable (or the file).
+    #[arg(long, env = "SHOAL_NATS_TOKEN", hide_env_values = true, value_parser = Secret::parse, conflicts_with = "nats_token_file")]
+    pub nats_token: Option<Secret>,
+    /// File holding the NATS authentication token.
+    #[arg(long, env = "SHOAL_NATS_TOKEN_FILE")]
+    pub nats_token_file: Option<PathBuf>,
+}
+
+impl NatsArgs {
+    /// The connection settings the flags say, secrets read from their files.
+    pub fn connect_config(&self) -> nats::Result<ConnectConfig> {
+        let tls = TlsFiles {
+            ca: self.nats_tls_ca.clone(),
+            cert: self.nats_tls_cert.clone(),
+            key: self.nats_tls_key.clone(),
+        };
+        let auth = if let Some(path) = &self.nats_creds {
+            NatsAuth::CredsFile(path.clone())
+        } else if let Some(user) = &self.nats_user {
+            let password = secret(&self.nats_password, &self.nats_password_file, "password")
+                .map_err(nats_secret_error)?
+                .unwrap_or_else(|| Secret::new(""));
+            NatsAuth::UserPassword {
+                user: user.clone(),
+                password,
+            }
+        } else if let Some(token) =
+            secret(&self.nats_token, &self.nats_token_file, "token").map_err(nats_secret_error)?
+        {
+            NatsAuth::Token(token)
+        } else {
+            NatsAuth::None
+        };
+        Ok(ConnectConfig {
+            tls: (!tls.is_empty()).then_some(tls),
+            auth,
+            ..ConnectConfig::default()
+        })
+    }
+
+    /// Connects as the flags say ([`nats::connect_with`]).
+    pub async fn connect(&self) -> nats::Result<async_nats::Client> {
+        nats::connect_with(&self.nats_url, &self.connect_config()?).await
+    }
+}
+
+impl std::fmt::Debug for NatsArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsArgs")
+            .field("nats_url", &redact_urls(&self.nats_url))
+            .field("nats_tls_ca", &self.nats_tls_ca)
+            .field("nats_tls_cert", &self.nats_tls_cert)
+            .field("nats_tls_key", &self.nats_tls_key)
+            .field("nats_creds", &self.nats_creds)
+            .field("nats_user", &self.nats_user)
+            .field("nats_password", &self.nats_password)
+            .field("nats_password_file", &self.nats_password_file)
+            .field("nats_token", &self.nats_token)
+            .field("nats_token_file", &self.nats_token_file)
+            .finish()
+    }
 }
 
 /// The Redis server holding snapshots.
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, clap::Args)]
 pub struct RedisArgs {
-    /// Redis server holding snapshots.
+    /// Redis server holding snapshots. `rediss://` requires TLS; `user:password@` in it
+    /// works, but `SHOAL_REDIS_PASSWORD` keeps the password out of the URL.
     #[arg(
         long,
         env = "SHOAL_REDIS_URL",
         default_value = "redis://127.0.0.1:6379"
     )]
     pub redis_url: String,
+    /// CA certificate (PEM) the Redis server's certificate is verified against; requires
+    /// TLS (a `redis://` URL is then spoken over TLS).
+    #[arg(long, env = "SHOAL_REDIS_TLS_CA")]
+    pub redis_tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for `tls-auth-clients yes`; requires TLS.
+    #[arg(long, env = "SHOAL_REDIS_TLS_CERT", requires = "redis_tls_key")]
+    pub redis_tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of `--redis-tls-cert`.
+    #[arg(long, env = "SHOAL_REDIS_TLS_KEY", requires = "redis_tls_cert")]
+    pub redis_tls_key: Option<PathBuf>,
+    /// Redis ACL user (`AUTH <user> <password>`); without it, `AUTH <password>`.
+    #[arg(long, env = "SHOAL_REDIS_USERNAME")]
+    pub redis_username: Option<String>,
+    /// Redis password. Prefer the environment variable (or the file) to the flag.
+    #[arg(long, env = "SHOAL_REDIS_PASSWORD", hide_env_values = true, value_parser = Secret::parse, conflicts_with = "redis_password_file")]
+    pub redis_password: Option<Secret>,
+    /// File holding the Redis password.
+    #[arg(long, env = "SHOAL_REDIS_PASSWORD_FILE")]
+    pub redis_password_file: Option<PathBuf>,
+}
+
+impl RedisArgs {
+    /// The store settings the flags say, the password read from its file.
+    pub fn store_config(&self) -> redis::Result<RedisConfig> {
+        let tls = TlsFiles {
+            ca: self.redis_tls_ca.clone(),
+            cert: self.redis_tls_cert.clone(),
+            key: self.redis_tls_key.clone(),
+        };
+        let password = secret(&self.redis_password, &self.redis_password_file, "password")
+            .map_err(|(path, reason)| redis::RedisStoreError::Credentials { path, reason })?;
+        let mut config = RedisConfig::new(&self.redis_url);
+        config.tls = (!tls.is_empty()).then_some(tls);
+        config.username = self.redis_username.clone();
+        config.password = password;
+        Ok(config)
+    }
+}
+
+impl std::fmt::Debug for RedisArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisArgs")
+            .field("redis_url", &redact_url(&self.redis_url))
+            .field("redis_tls_ca", &self.redis_tls_ca)
+            .field("redis_tls_cert", &self.redis_tls_cert)
+            .field("redis_tls_key", &self.redis_tls_key)
+            .field("redis_username", &self.redis_username)
+            .field("redis_password", &self.redis_password)
+            .field("redis_password_file", &self.redis_password_file)
+            .finish()
+    }
+}
+
+/// The secret given directly, else read from its file; the error names the file.
+fn secret(
+    value: &Option<Secret>,
+    file: &Option<PathBuf>,
+    what: &'static str,
+) -> Result<Option<Secret>, (String, String)> {
+    match (value, file) {
+        (Some(value), _) => Ok(Some(value.clone())),
+        (None, Some(path)) => Secret::read(path).map(Some).map_err(|e| {
+            (
+                path.display().to_string(),
+                format!("reading the {what}: {e}"),
+            )
+        }),
+        (None, None) => Ok(None),
+    }
+}
+
+fn nats_secret_error((path, reason): (String, String)) -> nats::NatsError {
+    nats::NatsError::Credentials { path, reason }
 }
 
 /// The admin HTTP server ([`crate::admin`]).
@@ -173,6 +342,54 @@ mod tests {
         assert_eq!(args.nats.nats_url, "nats://n:1");
         assert_eq!(args.redis.redis_url, "redis://r:2");
         assert_eq!(args.http.http_addr, "0.0.0.0:3".parse().unwrap());
+    }
+
+    #[test]
+    fn tls_and_credentials_from_flags_files_and_never_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t0ken\n").unwrap();
+        let args = Shared::try_parse_from([
+            "x",
+            "--nats-url",
+            "tls://u:pw@n:1",
+            "--nats-tls-ca",
+            "/ca.pem",
+            "--nats-token-file",
+            token.to_str().unwrap(),
+            "--redis-url",
+            "rediss://:pw@r:2",
+            "--redis-tls-ca",
+            "/rca.pem",
+            "--redis-username",
+            "shoal",
+            "--redis-password",
+            "hunter2",
+        ])
+        .unwrap();
+        let nats = args.nats.connect_config().unwrap();
+        assert_eq!(nats.auth, NatsAuth::Token(Secret::new("t0ken")));
+        assert_eq!(nats.tls.unwrap().ca, Some(PathBuf::from("/ca.pem")));
+        let redis = args.redis.store_config().unwrap();
+        assert_eq!(redis.username.as_deref(), Some("shoal"));
+        assert_eq!(redis.password.as_ref().unwrap().expose(), "hunter2");
+        let printed = format!("{args:?} {redis:?}");
+        for secret in ["pw", "hunter2", "t0ken"] {
+            assert!(!printed.contains(secret), "{secret} in {printed}");
+        }
+        assert!(printed.contains("tls://u:***@n:1"), "{printed}");
+
+        // A password without its user, a certificate without its key: usage errors.
+        assert!(Shared::try_parse_from(["x", "--nats-password", "p"]).is_err());
+        assert!(Shared::try_parse_from(["x", "--redis-tls-cert", "/c"]).is_err());
+        // A secret file that is not there is named.
+        let args =
+            Shared::try_parse_from(["x", "--redis-password-file", "/nonexistent/pw"]).unwrap();
+        let error = args.redis.store_config().unwrap_err().to_string();
+        assert!(
+            error.starts_with("Redis credentials file /nonexistent/pw: reading the password"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //!   `tests/` run the same checks against both, so they behave alike.
 //! - [`admin`]: `/metrics`, `/healthz/ready` and `/debug/*` for every binary.
 //! - [`cli`]: the flags every binary shares (`--nats-url`, `--redis-url`, `--http-addr`).
+//! - [`tls`], [`secret`]: TLS files and credentials towards NATS and Redis, and the
+//!   redaction that keeps passwords out of logs, errors and `/debug`.
 //! - [`retry`]: retrying transport calls with backoff while they are unavailable.
 //! - [`runtime`]: tracing set-up, the shutdown signal and the drain primitive.
 //! - `testing` (feature `test-util`): real `nats-server` / `redis-server` fixtures.
@@ -27,9 +29,11 @@ pub mod nats;
 pub mod redis;
 pub mod retry;
 pub mod runtime;
+pub mod secret;
 pub mod supervisor;
 #[cfg(feature = "test-util")]
 pub mod testing;
+pub mod tls;
 
 pub use shoal_proto::transport::{
     Bus, ConfigKv, KvEntry, Member, Membership, SnapshotStore, TransportError,

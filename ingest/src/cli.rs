@@ -9,7 +9,7 @@ use clap::{ArgAction, Parser};
 use prometheus_client::registry::Registry;
 use shoal_infra::admin::AdminServer;
 use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, UsageError, duration};
-use shoal_infra::nats::{self, NatsBus, NatsConfigKv};
+use shoal_infra::nats::{NatsBus, NatsConfigKv};
 use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
 use std::path::PathBuf;
@@ -20,13 +20,13 @@ use std::time::Duration;
 /// each object to the config KV and publishes debounced push requests.
 ///
 /// Unlike the other tiers, ingest takes no default NATS URL (it must be told where its
-/// cluster's config goes) and serves admin HTTP on every interface by default.
+/// cluster's config goes). Admin HTTP listens on loopback unless `--http-addr` says
+/// otherwise (the chart sets `0.0.0.0:15014`, for probes and scraping).
 #[derive(Debug, Parser)]
 #[command(
     name = "ingest",
     version,
-    mut_arg("nats_url", |a| a.default_value(None).required(true)),
-    mut_arg("http_addr", |a| a.default_value("0.0.0.0:15014"))
+    mut_arg("nats_url", |a| a.default_value(None).required(true))
 )]
 pub struct Args {
     /// Where the config comes from: a directory of YAML (`dir`) or the cluster's
@@ -176,10 +176,8 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
 pub async fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
     let registry = args.registry()?;
-    let nats_url = &args.nats.nats_url;
-    let client = nats::connect(nats_url)
-        .await
-        .with_context(|| format!("connecting to NATS at {nats_url}"))?;
+    // The error names the (redacted) URL.
+    let client = args.nats.connect().await.context("connecting to NATS")?;
     let kv = NatsConfigKv::open(client.clone(), Default::default())
         .await
         .context("opening the config KV")?;
@@ -282,7 +280,7 @@ mod tests {
     use clap::CommandFactory;
 
     #[test]
-    fn nats_url_is_required_and_admin_http_listens_everywhere() {
+    fn nats_url_is_required_and_admin_http_listens_on_loopback() {
         Args::command().debug_assert();
         let required = ["ingest", "--config-dir", "/etc/mesh", "--cluster-id", "c1"];
         let err = Args::try_parse_from(required).unwrap_err();
@@ -292,7 +290,8 @@ mod tests {
             Args::try_parse_from(required.into_iter().chain(["--nats-url", "nats://n:4222"]))
                 .unwrap();
         assert_eq!(args.nats.nats_url, "nats://n:4222");
-        assert_eq!(args.http.http_addr, "0.0.0.0:15014".parse().unwrap());
+        // Nothing binds every interface unless configured to.
+        assert_eq!(args.http.http_addr, "127.0.0.1:15014".parse().unwrap());
     }
 
     fn registry_of(flags: &[&str]) -> Result<RegistryKind, String> {

@@ -4,9 +4,13 @@
 //!   would write.
 //! - [`fixtures`]: the snapshot chunks and PushContext of a meshgen mesh, written directly
 //!   (proven equal to what the builder builds from the YAML by `builder/tests/fixtures.rs`).
+//! - [`tls`]: a certificate authority made at test time and the PEM files TLS servers and
+//!   clients read.
 //!
-//! It depends on `proto` alone, so a tier's tests can use it without depending on another
-//! tier. Only dev-dependencies and the `loadtest` tool may depend on it.
+//! Of Shoal it depends on `proto` alone (and on rcgen and tempfile for [`tls`]), so a
+//! tier's tests can use it without depending on another tier. Only dev-dependencies and
+//! the `loadtest` tool may depend on it.
 
 pub mod fixtures;
 pub mod meshgen;
+pub mod tls;

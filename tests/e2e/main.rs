@@ -9,6 +9,7 @@ mod gateway_secrets;
 mod kubernetes;
 mod multicluster;
 mod scenario;
+mod secure_transport;
 
 use shoal_infra::testing::{NatsServer, RedisServer};
 use std::path::Path;

@@ -147,3 +147,43 @@ fn usage_errors_are_one_line_and_exit_2_without_a_backtrace() {
         }
     }
 }
+
+/// Nothing binds every interface unless configured to: every address flag of every binary
+/// defaults to loopback (the chart sets `0.0.0.0` where a pod must be reached, which
+/// `container_ports_and_probes_match_the_flags` checks).
+#[test]
+fn every_listener_defaults_to_loopback() {
+    for binary in ["ingest", "builder", "edge"] {
+        let command = match binary {
+            "ingest" => shoal_ingest::cli::Args::command(),
+            "builder" => shoal_builder::cli::Args::command(),
+            _ => shoal_edge::cli::Args::command(),
+        };
+        let mut listeners = 0;
+        for arg in command.get_arguments() {
+            for default in arg.get_default_values() {
+                if let Ok(addr) = default.to_string_lossy().parse::<SocketAddr>() {
+                    listeners += 1;
+                    let flag = arg.get_long().unwrap_or_default();
+                    assert!(
+                        addr.ip().is_loopback(),
+                        "{binary} --{flag} defaults to {addr}"
+                    );
+                }
+            }
+        }
+        assert!(listeners > 0, "{binary} has no address flag with a default");
+    }
+    // The all-in-one is a binary without a library: its help shows its defaults.
+    let output = std::process::Command::new(built("shoal"))
+        .arg("--help")
+        .output()
+        .expect("run shoal --help");
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("[default: 127.0.0.1:15010]"), "{help}");
+    assert!(help.contains("[default: 127.0.0.1:15014]"), "{help}");
+    assert!(
+        !help.contains("0.0.0.0") && !help.contains("[::]"),
+        "{help}"
+    );
+}

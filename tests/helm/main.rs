@@ -8,6 +8,7 @@ mod chart;
 mod cli;
 mod mesh_config;
 mod rbac;
+mod transport;
 
 use chart::{
     NAMESPACE, Rendered, containers, env_named, every_values_file, name, pod_labels, pod_spec,

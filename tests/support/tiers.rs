@@ -21,6 +21,11 @@ fn env() -> [(&'static str, String); 1] {
     [("RUST_LOG", "info".to_string())]
 }
 
+/// `RUST_LOG` and `extra` (e.g. `SHOAL_NATS_PASSWORD`, as the chart sets it from a Secret).
+fn env_with(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
+    env().into_iter().chain(extra.iter().cloned()).collect()
+}
+
 /// `ingest --config-dir <config_dir>` for `cluster-1` on `nats`.
 pub fn ingest(config_dir: &Path, nats: &str, dir: &Path) -> Tier {
     ingest_with(
@@ -37,7 +42,19 @@ pub fn ingest_with(source: &[&str], nats: &str, dir: &Path) -> Tier {
 
 /// `ingest` for `cluster` on `nats`, reading where `source` says.
 pub fn ingest_of(cluster: &str, source: &[&str], nats: &str, dir: &Path) -> Tier {
-    let http = free_port();
+    ingest_env(cluster, source, nats, &[], dir)
+}
+
+/// `ingest` for `cluster` on `nats` with `flags` (where it reads, TLS, credentials) and
+/// environment variables `envs`.
+pub fn ingest_env(
+    cluster: &str,
+    flags: &[&str],
+    nats: &str,
+    envs: &[(&'static str, String)],
+    dir: &Path,
+) -> Tier {
+    let (source, http) = (flags, free_port());
     let mut args: Vec<String> = source.iter().map(|a| a.to_string()).collect();
     args.extend([
         "--cluster-id".into(),
@@ -48,14 +65,32 @@ pub fn ingest_of(cluster: &str, source: &[&str], nats: &str, dir: &Path) -> Tier
         format!("127.0.0.1:{http}"),
     ]);
     let name = format!("ingest-{cluster}");
-    let proc = Proc::spawn(&name, &workspace_binary("ingest"), &args, &env(), dir);
+    let proc = Proc::spawn(
+        &name,
+        &workspace_binary("ingest"),
+        &args,
+        &env_with(envs),
+        dir,
+    );
     Tier { proc, http }
 }
 
 /// Builder `n` on `nats` and `redis`.
 pub fn builder(n: usize, nats: &str, redis: &str, dir: &Path) -> Tier {
+    builder_env(n, nats, redis, &[], &[], dir)
+}
+
+/// Builder `n` on `nats` and `redis` with `extra` flags and environment variables `envs`.
+pub fn builder_env(
+    n: usize,
+    nats: &str,
+    redis: &str,
+    extra: &[&str],
+    envs: &[(&'static str, String)],
+    dir: &Path,
+) -> Tier {
     let http = free_port();
-    let args = [
+    let mut args: Vec<String> = vec![
         "--nats-url".into(),
         nats.into(),
         "--redis-url".into(),
@@ -63,11 +98,12 @@ pub fn builder(n: usize, nats: &str, redis: &str, dir: &Path) -> Tier {
         "--http-addr".into(),
         format!("127.0.0.1:{http}"),
     ];
+    args.extend(extra.iter().map(|a| a.to_string()));
     let proc = Proc::spawn(
         &format!("builder-{n}"),
         &workspace_binary("builder"),
         &args,
-        &env(),
+        &env_with(envs),
         dir,
     );
     Tier { proc, http }
@@ -75,6 +111,18 @@ pub fn builder(n: usize, nats: &str, redis: &str, dir: &Path) -> Tier {
 
 /// Edge `n` (`--edge-id edge-<n>`) on `nats` and `redis`, with `extra` flags.
 pub fn edge(n: usize, nats: &str, redis: &str, extra: &[&str], dir: &Path) -> Edge {
+    edge_env(n, nats, redis, extra, &[], dir)
+}
+
+/// Edge `n` with `extra` flags and environment variables `envs`.
+pub fn edge_env(
+    n: usize,
+    nats: &str,
+    redis: &str,
+    extra: &[&str],
+    envs: &[(&'static str, String)],
+    dir: &Path,
+) -> Edge {
     let (xds, http) = (free_port(), free_port());
     let mut args: Vec<String> = vec![
         "--nats-url".into(),
@@ -93,7 +141,7 @@ pub fn edge(n: usize, nats: &str, redis: &str, extra: &[&str], dir: &Path) -> Ed
         &format!("edge-{n}"),
         &workspace_binary("edge"),
         &args,
-        &env(),
+        &env_with(envs),
         dir,
     );
     Edge { proc, xds, http }

@@ -1,9 +1,38 @@
 //! Connecting: one client per process, reconnecting forever with capped backoff, each
-//! connection change logged.
+//! connection change logged; over TLS and with credentials where configured.
 
 use super::{NatsError, Result};
-use async_nats::{Client, ConnectOptions, Event};
+use crate::secret::{Secret, redact_urls};
+use crate::tls::TlsFiles;
+use async_nats::{Client, ConnectErrorKind, ConnectOptions, Event};
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// How the client proves who it is to the server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum NatsAuth {
+    /// None, or what the URL's userinfo carries (`nats://user:pass@host`).
+    #[default]
+    None,
+    UserPassword {
+        user: String,
+        password: Secret,
+    },
+    Token(Secret),
+    /// A NATS `.creds` file (user JWT and NKey seed), as `nsc` writes it.
+    CredsFile(PathBuf),
+}
+
+impl NatsAuth {
+    fn describe(&self) -> &'static str {
+        match self {
+            NatsAuth::None => "no credentials",
+            NatsAuth::UserPassword { .. } => "user and password",
+            NatsAuth::Token(_) => "token",
+            NatsAuth::CredsFile(_) => "creds file",
+        }
+    }
+}
 
 /// Connection settings; `Default` suits every tier.
 #[derive(Clone, Debug)]
@@ -18,6 +47,11 @@ pub struct ConnectConfig {
     /// Messages buffered per subscription before the client drops them (slow consumer).
     pub subscription_capacity: usize,
     pub ping_interval: Duration,
+    /// TLS is required when set (even on a `nats://` URL); the CA, when given, is the only
+    /// root the server's certificate is verified against. A `tls://` URL requires TLS too,
+    /// with the system's roots unless a CA is given.
+    pub tls: Option<TlsFiles>,
+    pub auth: NatsAuth,
 }
 
 impl Default for ConnectConfig {
@@ -29,6 +63,8 @@ impl Default for ConnectConfig {
             max_reconnect_delay: Duration::from_secs(5),
             subscription_capacity: 8192,
             ping_interval: Duration::from_secs(10),
+            tls: None,
+            auth: NatsAuth::None,
         }
     }
 }
@@ -40,8 +76,40 @@ pub async fn connect(url: &str) -> Result<Client> {
 }
 
 pub async fn connect_with(url: &str, config: &ConnectConfig) -> Result<Client> {
+    let shown = redact_urls(url);
     let max_delay = config.max_reconnect_delay;
-    ConnectOptions::new()
+    let mut options = ConnectOptions::new();
+    if let Some(files) = &config.tls {
+        // Read and checked here so a bad file is named; the library reads them again.
+        files.load("NATS").map_err(|source| NatsError::Tls {
+            url: shown.clone(),
+            source,
+        })?;
+        options = options.require_tls(true);
+        if let Some(ca) = &files.ca {
+            options = options.add_root_certificates(ca.clone());
+        }
+        if let (Some(cert), Some(key)) = (&files.cert, &files.key) {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+    }
+    options = match &config.auth {
+        NatsAuth::None => options,
+        NatsAuth::UserPassword { user, password } => {
+            options.user_and_password(user.clone(), password.expose().to_owned())
+        }
+        NatsAuth::Token(token) => options.token(token.expose().to_owned()),
+        NatsAuth::CredsFile(path) => {
+            options
+                .credentials_file(path)
+                .await
+                .map_err(|e| NatsError::Credentials {
+                    path: path.display().to_string(),
+                    reason: format!("reading the creds: {e}"),
+                })?
+        }
+    };
+    options
         .name(&config.name)
         .connection_timeout(config.connection_timeout)
         .request_timeout(Some(config.request_timeout))
@@ -53,9 +121,29 @@ pub async fn connect_with(url: &str, config: &ConnectConfig) -> Result<Client> {
         .connect(url)
         .await
         .map_err(|source| NatsError::Connect {
-            url: url.to_owned(),
-            source,
+            url: shown,
+            reason: reason(&source, config),
         })
+}
+
+/// What failed, in words an operator can act on: the library's message alone does not say
+/// whether TLS or the credentials were the problem.
+fn reason(error: &async_nats::ConnectError, config: &ConnectConfig) -> String {
+    let tls = if config.tls.is_some() {
+        "TLS"
+    } else {
+        "plaintext"
+    };
+    match error.kind() {
+        _ if error.kind() == ConnectErrorKind::Tls || crate::tls::refused(error) => {
+            format!("TLS handshake failed: {error}")
+        }
+        ConnectErrorKind::AuthorizationViolation | ConnectErrorKind::Authentication => format!(
+            "authentication refused by the server ({} given): {error}",
+            config.auth.describe()
+        ),
+        _ => format!("{error} ({tls}, {})", config.auth.describe()),
+    }
 }
 
 /// 100 ms doubling per attempt, capped; the first retry is immediate.

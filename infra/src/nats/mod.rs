@@ -17,7 +17,7 @@ mod kv;
 mod membership;
 
 pub use bus::{NatsBus, NatsBusConfig};
-pub use connect::{ConnectConfig, connect, connect_with};
+pub use connect::{ConnectConfig, NatsAuth, connect, connect_with};
 pub use kv::{NatsConfigKv, NatsConfigKvConfig};
 pub use membership::{NatsMembership, NatsMembershipConfig};
 
@@ -27,13 +27,20 @@ use shoal_proto::transport::TransportError;
 /// they become `TransportError::Unavailable("nats", ..)` (retry) or `Codec` (bad data).
 #[derive(Debug, thiserror::Error)]
 pub enum NatsError {
-    /// The initial connection failed (reconnects after that are automatic).
+    /// The initial connection failed (reconnects after that are automatic). `url` is
+    /// redacted.
+    #[error("connect to {url}: {reason}")]
+    Connect { url: String, reason: String },
+    /// A TLS file named by the configuration cannot be used.
     #[error("connect to {url}: {source}")]
-    Connect {
+    Tls {
         url: String,
         #[source]
-        source: async_nats::ConnectError,
+        source: crate::tls::TlsError,
     },
+    /// A credentials file (`.creds`, password, token) cannot be read or parsed.
+    #[error("NATS credentials file {path}: {reason}")]
+    Credentials { path: String, reason: String },
     /// A key-value bucket could not be opened or created.
     #[error("key-value bucket {bucket}: {message}")]
     Bucket { bucket: String, message: String },

@@ -1,8 +1,10 @@
 //! The `SnapshotStore` implementation and its configuration.
 
 use super::{RedisStoreError, Result};
+use crate::secret::{Secret, redact_url};
+use crate::tls::TlsFiles;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::{Client, Script, cmd, pipe};
+use ::redis::{Client, ClientTlsConfig, IntoConnectionInfo, Script, TlsCertificates, cmd, pipe};
 use async_trait::async_trait;
 use bytes::Bytes;
 use shoal_proto::snapshot::ChunkHash;
@@ -22,9 +24,18 @@ return 1
 ";
 
 /// Where and how the store talks to Redis.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RedisConfig {
+    /// `redis://` or `rediss://` (TLS); may carry `user:password@` (redacted wherever
+    /// printed).
     pub url: String,
+    /// TLS is required when set (a `redis://` URL is upgraded to `rediss://`); the CA, when
+    /// given, is the only root the server's certificate is verified against.
+    pub tls: Option<TlsFiles>,
+    /// ACL user name; overrides the URL's.
+    pub username: Option<String>,
+    /// `AUTH` password; overrides the URL's.
+    pub password: Option<Secret>,
     /// Key prefix (`shoal`); tests set their own to share one server.
     pub prefix: String,
     /// Keys per pipelined or `MGET` round trip.
@@ -43,6 +54,9 @@ impl RedisConfig {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            tls: None,
+            username: None,
+            password: None,
             prefix: "shoal".into(),
             batch: 512,
             response_timeout: Duration::from_secs(5),
@@ -55,6 +69,42 @@ impl RedisConfig {
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
+    }
+
+    /// The URL as it may be shown: its password replaced by `***`.
+    pub fn shown_url(&self) -> String {
+        redact_url(&self.url)
+    }
+
+    fn is_tls(&self) -> bool {
+        self.tls.is_some() || self.url.starts_with("rediss://")
+    }
+
+    fn describe(&self) -> String {
+        let tls = if self.is_tls() { "TLS" } else { "plaintext" };
+        let auth = match (&self.username, &self.password) {
+            (Some(user), Some(_)) => format!("user {user} with a password"),
+            (None, Some(_)) => "a password".to_owned(),
+            _ => "the URL's credentials, if any".to_owned(),
+        };
+        format!("{tls}, {auth}")
+    }
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &self.shown_url())
+            .field("tls", &self.tls)
+            .field("username", &self.username)
+            .field("password", &self.password)
+            .field("prefix", &self.prefix)
+            .field("batch", &self.batch)
+            .field("response_timeout", &self.response_timeout)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("max_reconnect_delay", &self.max_reconnect_delay)
+            .field("connect_retries", &self.connect_retries)
+            .finish()
     }
 }
 
@@ -70,7 +120,13 @@ impl RedisSnapshotStore {
     /// Connects now; fails if Redis cannot be reached (after the manager's retries).
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         let client = client(&config)?;
-        let conn = ConnectionManager::new_with_config(client, manager_config(&config)).await?;
+        let conn = ConnectionManager::new_with_config(client, manager_config(&config))
+            .await
+            .map_err(|source| RedisStoreError::Connect {
+                url: config.shown_url(),
+                how: config.describe(),
+                reason: reason(&source),
+            })?;
         Ok(Self::with_connection(conn, &config))
     }
 
@@ -105,10 +161,58 @@ impl RedisSnapshotStore {
 }
 
 fn client(config: &RedisConfig) -> Result<Client> {
-    Client::open(config.url.as_str()).map_err(|source| RedisStoreError::Url {
-        url: config.url.clone(),
+    let url_error = |source| RedisStoreError::Url {
+        url: config.shown_url(),
         source,
-    })
+    };
+    // TLS asked for by a CA or client certificate on a plain URL: the same server, over TLS.
+    let url = match config.url.strip_prefix("redis://") {
+        Some(rest) if config.tls.is_some() => format!("rediss://{rest}"),
+        _ => config.url.clone(),
+    };
+    let mut info = url.as_str().into_connection_info().map_err(url_error)?;
+    let mut settings = info.redis_settings().clone();
+    if let Some(user) = &config.username {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &config.password {
+        settings = settings.set_password(password.expose());
+    }
+    info = info.set_redis_settings(settings);
+    let Some(files) = config.tls.as_ref().filter(|_| config.is_tls()) else {
+        return Client::open(info).map_err(url_error);
+    };
+    let pem = files.load("Redis").map_err(|source| RedisStoreError::Tls {
+        url: config.shown_url(),
+        source,
+    })?;
+    let certificates = TlsCertificates {
+        client_tls: pem.client.map(|(client_cert, client_key)| ClientTlsConfig {
+            client_cert,
+            client_key,
+        }),
+        root_cert: pem.ca,
+    };
+    Client::build_with_tls(info, certificates).map_err(url_error)
+}
+
+/// The server's or the TLS layer's reason, without the library's wrapping.
+fn reason(error: &::redis::RedisError) -> String {
+    let text = error.to_string();
+    if text.contains("WRONGPASS")
+        || text.contains("NOAUTH")
+        || error.kind() == ::redis::ErrorKind::AuthenticationFailed
+    {
+        format!("authentication refused: {text}")
+    } else if crate::tls::refused(error)
+        || ["certificate", "TLS", "handshake", "alert"]
+            .iter()
+            .any(|t| text.contains(t))
+    {
+        format!("TLS handshake failed: {text}")
+    } else {
+        text
+    }
 }
 
 fn manager_config(config: &RedisConfig) -> ConnectionManagerConfig {

