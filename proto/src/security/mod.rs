@@ -11,13 +11,16 @@
 //!   (today only [`authn::Anonymous`], for plaintext ADS).
 //! - [`spiffe`]: workload SPIFFE IDs, as certificates, CSRs and tokens name them.
 //! - [`authz`]: the one authorization function the edge asks before sending a resource.
+//! - [`claim`]: a node's claimed namespace / service account against its identity.
 
 pub mod authn;
 pub mod authz;
+pub mod claim;
 pub mod identity;
 pub mod spiffe;
 
 pub use authn::{Authenticator, AuthnError, Credentials};
 pub use authz::{Decision, Requested, SecretGrants, authorize};
+pub use claim::{ClaimMismatch, NodeClaim, check_node_claim};
 pub use identity::{AuthMethod, Identity, Principal};
 pub use spiffe::{SpiffeError, SpiffeId};
