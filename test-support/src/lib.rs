@@ -4,9 +4,12 @@
 //!   would write.
 //! - [`fixtures`]: the snapshot chunks and PushContext of a meshgen mesh, written directly
 //!   (proven equal to what the builder builds from the YAML by `builder/tests/fixtures.rs`).
+//! - [`pki`]: a throwaway mesh CA for TLS tests (rcgen): roots, edge and workload
+//!   certificates with SPIFFE IDs, as PEM and DER.
 //!
 //! It depends on `proto` alone, so a tier's tests can use it without depending on another
 //! tier. Only dev-dependencies and the `loadtest` tool may depend on it.
 
 pub mod fixtures;
 pub mod meshgen;
+pub mod pki;
