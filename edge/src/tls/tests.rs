@@ -321,3 +321,73 @@ async fn a_stalled_handshake_does_not_hold_up_the_next_client() {
         .await
         .expect("served while another handshake stalls");
 }
+
+#[tokio::test]
+async fn certificate_files_are_re_read_when_they_change_and_a_bad_change_keeps_the_old() {
+    use super::files::CertFiles;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("mesh");
+    let first_leaf = ca.issue(&["127.0.0.1"], Some(EDGE_SPIFFE));
+    let (cert, key, root) = ca.write(dir.path(), "edge", &first_leaf);
+    let files = CertFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        ca: Some(root),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (material, reload) = files
+        .watch(Duration::from_millis(20), async {
+            let _ = stop_rx.await;
+        })
+        .unwrap();
+    let task = tokio::spawn(reload);
+    let served = |m: &TlsMaterial| m.cert.borrow().cert[0].to_vec();
+    assert_eq!(served(&material), first_leaf.cert_der);
+    assert_eq!(material.roots.borrow().len(), 1);
+
+    // A key that does not match the new certificate: reported, the old one kept.
+    let renewed = ca.issue(&["127.0.0.1"], Some(EDGE_SPIFFE));
+    std::fs::write(&cert, &renewed.cert_pem).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(served(&material), first_leaf.cert_der);
+
+    // Its key arrives: served from then on.
+    std::fs::write(&key, &renewed.key_pem).unwrap();
+    let mut cert_rx = material.cert.clone();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        cert_rx.wait_for(|c| c.cert[0].as_ref() == renewed.cert_der.as_slice()),
+    )
+    .await
+    .expect("reloaded")
+    .unwrap();
+    drop(stop_tx);
+    task.await.unwrap();
+}
+
+#[test]
+fn unusable_files_are_refused_naming_the_file() {
+    use super::files::CertFiles;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("mesh");
+    let leaf = ca.issue(&["127.0.0.1"], None);
+    let (cert, key, _) = ca.write(dir.path(), "edge", &leaf);
+    let other = ca.issue(&["127.0.0.1"], None);
+    std::fs::write(&key, &other.key_pem).unwrap();
+    let files = CertFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        ca: None,
+    };
+    let err = files.load().unwrap_err().to_string();
+    assert!(err.contains(&key.display().to_string()), "{err}");
+    assert!(err.contains("does not match"), "{err}");
+    assert!(!err.contains("PRIVATE KEY"), "no key material: {err}");
+    let missing = CertFiles {
+        cert: dir.path().join("nope.pem"),
+        key,
+        ca: None,
+    };
+    let err = missing.load().unwrap_err().to_string();
+    assert!(err.contains("nope.pem"), "{err}");
+}
