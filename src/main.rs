@@ -5,9 +5,11 @@
 
 mod analyze;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig};
+use shoal_edge::tls::peer::VerifiedClientCertificate;
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
 use shoal_infra::cli::{DrainArgs, HttpArgs, UsageError, duration};
@@ -15,7 +17,6 @@ use shoal_infra::memory::{MemoryBus, MemoryConfigKv, MemoryMembership, MemorySna
 use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
 use shoal_ingest::IngestConfig;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -41,9 +42,8 @@ struct Args {
     /// The cluster these objects belong to.
     #[arg(long, env = "SHOAL_CLUSTER_ID", default_value = "Kubernetes")]
     cluster_id: String,
-    /// ADS gRPC listen address.
-    #[arg(long, env = "SHOAL_XDS_ADDR", default_value = "127.0.0.1:15010")]
-    xds_addr: SocketAddr,
+    #[command(flatten)]
+    listen: shoal_edge::cli::XdsListenArgs,
     // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,warnings,builder,ring}.
     #[command(flatten)]
     http: HttpArgs,
@@ -94,12 +94,31 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let shown = config_dir.display();
         return Err(usage(format!("--config-dir {shown} is not a directory")));
     }
+    // Until the CA serves the edge its certificate, the secure listener's comes from
+    // files (also an operator's option, as istiod's custom DNS certificates).
+    let files = args.listen.cert_files();
+    args.listen
+        .check(files.is_some())
+        .map_err(anyhow::Error::new)?;
     let kv = Arc::new(MemoryConfigKv::default());
     let bus = Arc::new(MemoryBus::default());
     let store = Arc::new(MemorySnapshotStore::new());
     let membership = Arc::new(MemoryMembership::default());
     let mut registry = Registry::default();
     let mut supervisor = Supervisor::new();
+    let tls = match files {
+        Some(files) => {
+            let (tls, reload) = files
+                .watch(args.listen.tls_reload_interval, supervisor.watcher().wait())
+                .context("loading the TLS certificate")?;
+            tokio::spawn(reload);
+            Some(tls)
+        }
+        None => None,
+    };
+    let authenticator = Arc::new(VerifiedClientCertificate {
+        trust_domain: args.listen.trust_domain.clone(),
+    });
 
     let mut ingest_config = IngestConfig::new(&config_dir, &args.cluster_id);
     ingest_config.debounce_after = args.debounce_after;
@@ -124,6 +143,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         ..EdgeConfig::default()
     };
     args.push.apply(&mut edge_config.xds);
+    edge_config.xds.edge_identity = args.listen.edge_identity();
     // One process: there is no other edge to hand proxies to, so a drain closes every
     // stream at once.
     edge_config.handoff.drain_window = Duration::ZERO;
@@ -131,7 +151,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
     let edge_ready = edge.ready();
-    let edge = edge.bind(args.xds_addr).await?;
+    let edge = edge.bind(args.listen.listen(tls, authenticator)).await?;
 
     let readiness = Readiness::new();
     let rejections = ingest.clone();
@@ -146,7 +166,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .debug("ring", Arc::new(ring_debug))
         .bind(args.http.http_addr)
         .await?;
-    info!(xds = %edge.local_addr(), http = %admin.local_addr(), config_dir = %config_dir.display(), "shoal serving");
+    let (plaintext, secure) = (edge.plaintext_addr(), edge.secure_addr());
+    info!(?plaintext, ?secure, http = %admin.local_addr(), config_dir = %config_dir.display(), "shoal serving");
     supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));
     // Ready once the whole path has run: config loaded, built, and served by the edge.
     readiness.follow(

@@ -1,8 +1,15 @@
 //! The `edge` command line: flags and their environment variables.
 
+use crate::tls::TlsMaterial;
+use crate::tls::files::CertFiles;
+use crate::tls::incoming::HandshakeLimits;
+use crate::{Listen, SecureListen};
 use clap::Parser;
-use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, RedisArgs, duration};
+use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, RedisArgs, UsageError, duration};
+use shoal_proto::security::{Authenticator, SpiffeId};
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
@@ -17,9 +24,8 @@ pub struct Args {
     pub nats: NatsArgs,
     #[command(flatten)]
     pub redis: RedisArgs,
-    /// ADS gRPC listen address.
-    #[arg(long, env = "SHOAL_XDS_ADDR", default_value = "127.0.0.1:15010")]
-    pub xds_addr: SocketAddr,
+    #[command(flatten)]
+    pub listen: XdsListenArgs,
     // Admin HTTP: /metrics, /healthz/ready, /debug/syncz, /debug/ring.
     #[command(flatten)]
     pub http: HttpArgs,
@@ -47,6 +53,99 @@ impl Args {
             rate: self.handoff_rate.max(1.0),
             drain_window: self.drain.drain_grace.mul_f64(0.8),
             rehome_every: self.rehome_interval,
+        }
+    }
+}
+
+/// The ADS listeners and the edge identity, shared with the all-in-one `shoal`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct XdsListenArgs {
+    /// ADS over TLS (istiod's 15012): every stream authenticated (client certificate or
+    /// token). Served with the certificate of --tls-cert-file.
+    #[arg(long, env = "SHOAL_SECURE_XDS_ADDR", default_value = "127.0.0.1:15012")]
+    pub secure_xds_addr: SocketAddr,
+    /// Plaintext ADS (istiod's 15010); unset: none. Its streams are anonymous and are
+    /// never sent a Secret.
+    #[arg(long, env = "SHOAL_PLAINTEXT_XDS_ADDR")]
+    pub plaintext_xds_addr: Option<SocketAddr>,
+    /// PEM certificate chain (leaf first) of the secure listener, re-read when it changes.
+    /// It is also presented to other edges when relaying: it must name the edge SPIFFE ID
+    /// (spiffe://<trust-domain>/ns/<system-namespace>/sa/<service-account>).
+    #[arg(long, env = "SHOAL_TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, env = "SHOAL_TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// PEM mesh root(s): client certificates and other edges are verified against them.
+    /// Unset: no client certificates are asked for and streams are not relayed.
+    #[arg(long, env = "SHOAL_TLS_CA_FILE", requires = "tls_cert_file")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// How often the TLS files are checked for a change.
+    #[arg(long, env = "SHOAL_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = duration)]
+    pub tls_reload_interval: Duration,
+    /// A TLS handshake not done within this is dropped.
+    #[arg(long, env = "SHOAL_TLS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub tls_handshake_timeout: Duration,
+    /// The mesh's trust domain.
+    #[arg(long, env = "SHOAL_TRUST_DOMAIN", default_value = "cluster.local")]
+    pub trust_domain: String,
+    /// The namespace the edges run in (the edge SPIFFE ID's).
+    #[arg(long, env = "SHOAL_SYSTEM_NAMESPACE", default_value = "istio-system")]
+    pub system_namespace: String,
+    /// The edges' service account (the edge SPIFFE ID's).
+    #[arg(long, env = "SHOAL_SERVICE_ACCOUNT", default_value = "shoal-edge")]
+    pub service_account: String,
+}
+
+impl XdsListenArgs {
+    /// The SPIFFE ID every edge presents to the others.
+    pub fn edge_identity(&self) -> SpiffeId {
+        SpiffeId::new(
+            &self.trust_domain,
+            &self.system_namespace,
+            &self.service_account,
+        )
+    }
+
+    /// The TLS files, when given.
+    pub fn cert_files(&self) -> Option<CertFiles> {
+        Some(CertFiles {
+            cert: self.tls_cert_file.clone()?,
+            key: self.tls_key_file.clone()?,
+            ca: self.tls_ca_file.clone(),
+        })
+    }
+
+    /// An edge needs a listener: the secure one (a certificate source) or the plaintext.
+    pub fn check(&self, has_certificate: bool) -> Result<(), UsageError> {
+        if has_certificate || self.plaintext_xds_addr.is_some() {
+            return Ok(());
+        }
+        Err(UsageError(
+            "no xDS listener: give --tls-cert-file and --tls-key-file for the secure \
+             listener (--secure-xds-addr) or a --plaintext-xds-addr"
+                .into(),
+        ))
+    }
+
+    /// The listeners: the secure one with `tls` (when there is a certificate source) and
+    /// `authenticator`, the plaintext one when asked for.
+    pub fn listen(
+        &self,
+        tls: Option<TlsMaterial>,
+        authenticator: Arc<dyn Authenticator>,
+    ) -> Listen {
+        Listen {
+            plaintext: self.plaintext_xds_addr,
+            secure: tls.map(|tls| SecureListen {
+                addr: self.secure_xds_addr,
+                tls,
+                authenticator,
+                handshake: HandshakeLimits {
+                    timeout: self.tls_handshake_timeout,
+                    ..HandshakeLimits::default()
+                },
+            }),
         }
     }
 }
@@ -104,11 +203,38 @@ mod tests {
         assert_eq!(args.nats.nats_url, "nats://127.0.0.1:4222");
         assert_eq!(args.redis.redis_url, "redis://127.0.0.1:6379");
         assert_eq!(args.http.http_addr, "127.0.0.1:15014".parse().unwrap());
+        assert_eq!(
+            args.listen.secure_xds_addr,
+            "127.0.0.1:15012".parse().unwrap()
+        );
+        assert_eq!(args.listen.plaintext_xds_addr, None, "plaintext ADS is off");
+        assert_eq!(
+            args.listen.edge_identity().to_string(),
+            "spiffe://cluster.local/ns/istio-system/sa/shoal-edge"
+        );
         let mut xds = crate::ads::XdsConfig::default();
         args.push.apply(&mut xds);
         assert_eq!(
             xds.max_names_per_stream,
             crate::ads::XdsConfig::default().max_names_per_stream
         );
+    }
+}
+
+#[cfg(test)]
+mod listen_tests {
+    use super::*;
+
+    #[test]
+    fn an_edge_without_a_certificate_or_a_plaintext_address_is_a_usage_error() {
+        let args = Args::try_parse_from(["x"]).unwrap();
+        let err = args.listen.check(false).unwrap_err().to_string();
+        assert!(err.contains("--tls-cert-file") && err.contains("--plaintext-xds-addr"));
+        assert!(!err.contains('\n'), "one line: {err}");
+        assert!(args.listen.check(true).is_ok());
+        let args = Args::try_parse_from(["x", "--plaintext-xds-addr", "127.0.0.1:15010"]).unwrap();
+        assert!(args.listen.check(false).is_ok());
+        // A certificate needs its key.
+        assert!(Args::try_parse_from(["x", "--tls-cert-file", "c.pem"]).is_err());
     }
 }

@@ -20,6 +20,7 @@ pub mod push_queue;
 mod rebalance;
 mod run;
 pub mod snapshot;
+pub mod tls;
 pub mod xds;
 
-pub use run::{BoundEdge, Edge, EdgeConfig, EdgeError, HandoffConfig};
+pub use run::{BoundEdge, Edge, EdgeConfig, EdgeError, HandoffConfig, Listen, SecureListen};

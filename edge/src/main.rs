@@ -2,6 +2,7 @@ use anyhow::Context;
 use clap::Parser;
 use prometheus_client::registry::Registry;
 use shoal_edge::cli::Args;
+use shoal_edge::tls::peer::VerifiedClientCertificate;
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
 use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsMembership, NatsMembershipConfig};
@@ -24,6 +25,12 @@ fn main() -> std::process::ExitCode {
 #[tokio::main]
 async fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
+    // Until the CA serves the edge its certificate, the secure listener's comes from
+    // files (also an operator's option, as istiod's custom DNS certificates).
+    let files = args.listen.cert_files();
+    args.listen
+        .check(files.is_some())
+        .map_err(anyhow::Error::new)?;
     let client = args.nats.connect().await.context("connecting to NATS")?;
     let bus = NatsBus::open(client.clone(), NatsBusConfig::default())
         .await
@@ -35,7 +42,22 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .context("connecting to Redis")?;
 
+    let mut supervisor = Supervisor::new();
+    let tls = match files {
+        Some(files) => {
+            let (tls, reload) = files
+                .watch(args.listen.tls_reload_interval, supervisor.watcher().wait())
+                .context("loading the TLS certificate")?;
+            tokio::spawn(reload);
+            Some(tls)
+        }
+        None => None,
+    };
+    let authenticator = Arc::new(VerifiedClientCertificate {
+        trust_domain: args.listen.trust_domain.clone(),
+    });
     let mut config = EdgeConfig::default();
+    config.xds.edge_identity = args.listen.edge_identity();
     if let Some(id) = &args.edge_id {
         config.member_id = id.clone();
     }
@@ -52,9 +74,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
     let ready = edge.ready();
-    let edge = edge.bind(args.xds_addr).await?;
+    let edge = edge.bind(args.listen.listen(tls, authenticator)).await?;
 
-    let mut supervisor = Supervisor::new();
     let readiness = Readiness::new();
     let admin = AdminServer::new(registry, readiness.clone())
         .debug_access(args.http.debug_access(None, "istio-system"))

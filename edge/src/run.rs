@@ -7,9 +7,12 @@ use crate::membership::{self, MembershipConfig, Ring};
 use crate::placement;
 use crate::rebalance::{self, RebalanceConfig};
 use crate::snapshot::{PullerConfig, SnapshotPuller};
+use crate::tls::TlsMaterial;
+use crate::tls::incoming::HandshakeLimits;
 use crate::xds::Generator;
 use prometheus_client::registry::Registry;
 use shoal_infra::runtime::DrainWatch;
+use shoal_proto::security::Authenticator;
 use shoal_proto::transport::{Bus, Member, Membership, SnapshotStore};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -83,6 +86,10 @@ pub enum EdgeError {
     Serve(#[from] tonic::transport::Error),
     #[error("the push dispatcher stopped unexpectedly")]
     DispatcherExited,
+    #[error("no xDS listener: give a secure listener's certificate or a plaintext address")]
+    NoListener,
+    #[error("TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
 }
 
 /// An edge ready to run: metrics registered, transports in hand.
@@ -179,31 +186,94 @@ impl Edge {
         }
     }
 
-    /// Binds the xDS address (port 0 picks one) and returns the runnable edge with it.
-    pub async fn bind(self, addr: SocketAddr) -> Result<BoundEdge, EdgeError> {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| EdgeError::Bind { addr, source })?;
-        let local = listener
-            .local_addr()
-            .map_err(|source| EdgeError::Bind { addr, source })?;
+    /// Binds the xDS listeners (port 0 picks one) and returns the runnable edge with them.
+    /// With a secure listener, this edge also relays over mTLS with its certificate.
+    pub async fn bind(self, listen: Listen) -> Result<BoundEdge, EdgeError> {
+        if listen.plaintext.is_none() && listen.secure.is_none() {
+            return Err(EdgeError::NoListener);
+        }
+        let plaintext = match listen.plaintext {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
+        let secure = match listen.secure {
+            Some(secure) => {
+                let (listener, addr) = bind(secure.addr).await?;
+                let config = crate::tls::server::server_config(&secure.tls)?;
+                if self.config.own_by_ring && !secure.tls.roots.borrow().is_empty() {
+                    self.xds.relay_over_tls(&secure.tls)?;
+                }
+                Some(BoundSecure {
+                    listener,
+                    addr,
+                    config,
+                    authenticator: secure.authenticator,
+                    handshake: secure.handshake,
+                })
+            }
+            None => None,
+        };
         Ok(BoundEdge {
             edge: self,
-            listener,
-            addr: local,
+            plaintext,
+            secure,
         })
     }
 }
 
-pub struct BoundEdge {
-    edge: Edge,
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), EdgeError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| EdgeError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| EdgeError::Bind { addr, source })?;
+    Ok((listener, local))
+}
+
+/// The ADS listeners of an edge: at least one.
+#[derive(Default)]
+pub struct Listen {
+    /// Plaintext ADS (istiod's 15010): every stream anonymous. Off unless asked for.
+    pub plaintext: Option<SocketAddr>,
+    /// ADS over TLS (istiod's 15012): every stream authenticated.
+    pub secure: Option<SecureListen>,
+}
+
+/// The secure ADS listener.
+pub struct SecureListen {
+    pub addr: SocketAddr,
+    /// The serving certificate (also presented to other edges when relaying; it must
+    /// name [`crate::ads::XdsConfig::edge_identity`]) and the mesh root.
+    pub tls: TlsMaterial,
+    /// How a stream on this listener proves who it is (JWT, client certificate, ...).
+    pub authenticator: Arc<dyn Authenticator>,
+    pub handshake: HandshakeLimits,
+}
+
+struct BoundSecure {
     listener: TcpListener,
     addr: SocketAddr,
+    config: Arc<rustls::ServerConfig>,
+    authenticator: Arc<dyn Authenticator>,
+    handshake: HandshakeLimits,
+}
+
+pub struct BoundEdge {
+    edge: Edge,
+    plaintext: Option<(TcpListener, SocketAddr)>,
+    secure: Option<BoundSecure>,
 }
 
 impl BoundEdge {
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+    /// The plaintext ADS address, if it listens there.
+    pub fn plaintext_addr(&self) -> Option<SocketAddr> {
+        self.plaintext.as_ref().map(|(_, a)| *a)
+    }
+
+    /// The secure ADS address, if it listens there.
+    pub fn secure_addr(&self) -> Option<SocketAddr> {
+        self.secure.as_ref().map(|s| s.addr)
     }
 
     /// Serves until `drain` starts; the dispatcher exiting early is an error.
@@ -211,12 +281,19 @@ impl BoundEdge {
         let shutdown = || drain.wait();
         let BoundEdge {
             edge,
-            listener,
-            addr,
+            plaintext,
+            secure,
         } = self;
+        // Relays dial the secure address (mTLS between edges); an edge without one is
+        // never relayed to (the owner's refusal sends the proxy back to be served there).
+        let relay_addr = secure
+            .as_ref()
+            .map(|s| s.addr)
+            .or(plaintext.as_ref().map(|(_, a)| *a))
+            .expect("bind checks one listener is set");
         let me = Member {
             id: edge.config.member_id.clone(),
-            xds_addr: addr.to_string(),
+            xds_addr: relay_addr.to_string(),
         };
         // The puller keeps the snapshot current until every proxy is handed off: the
         // ones still here during a drain get every change.
@@ -269,10 +346,34 @@ impl BoundEdge {
             async move { xds.run_dispatcher(edge.updates, dispatch_shutdown).await }
                 .instrument(info_span!("push_dispatcher")),
         );
-        info!(%addr, member = %edge.config.member_id, "xDS server listening");
-        let server = tonic::transport::Server::builder()
-            .add_service(edge.xds.ads_service())
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown());
+        let plaintext_server = plaintext.map(|(listener, addr)| {
+            info!(%addr, member = %edge.config.member_id, "plaintext xDS listening");
+            tonic::transport::Server::builder()
+                .add_service(edge.xds.ads_service())
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown())
+        });
+        let secure_server = secure.map(|s| {
+            info!(addr = %s.addr, member = %edge.config.member_id, "secure xDS (TLS) listening");
+            let incoming = crate::tls::incoming::incoming(s.listener, s.config, s.handshake);
+            tonic::transport::Server::builder()
+                .add_service(edge.xds.secure_ads_service(s.authenticator))
+                .serve_with_incoming_shutdown(incoming, shutdown())
+        });
+        let server = async move {
+            let plaintext = async {
+                match plaintext_server {
+                    Some(s) => s.await,
+                    None => Ok(()),
+                }
+            };
+            let secure = async {
+                match secure_server {
+                    Some(s) => s.await,
+                    None => Ok(()),
+                }
+            };
+            tokio::try_join!(plaintext, secure).map(|_| ())
+        };
         let mut server = std::pin::pin!(server);
         let mut dispatcher_done = false;
         let result = tokio::select! {

@@ -61,7 +61,7 @@ fn start_shoal(config_dir: &Path, xds: u16, http: u16, log_dir: &Path) -> Shoal 
     let out = std::fs::File::create(&log).expect("log");
     let child = Command::new(shoal_binary())
         .args(["--config-dir", &config_dir.display().to_string()])
-        .args(["--xds-addr", &format!("127.0.0.1:{xds}")])
+        .args(["--plaintext-xds-addr", &format!("127.0.0.1:{xds}")])
         .args(["--http-addr", &format!("127.0.0.1:{http}")])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())

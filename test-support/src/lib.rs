@@ -6,6 +6,8 @@
 //!   (proven equal to what the builder builds from the YAML by `builder/tests/fixtures.rs`).
 //! - [`tls`]: a certificate authority made at test time and the PEM files TLS servers and
 //!   clients read.
+//! - [`pki`]: a throwaway mesh CA for TLS tests (rcgen): roots, edge and workload
+//!   certificates with SPIFFE IDs, as PEM and DER.
 //!
 //! Of Shoal it depends on `proto` alone (and on rcgen and tempfile for [`tls`]), so a
 //! tier's tests can use it without depending on another tier. Only dev-dependencies and
@@ -13,4 +15,5 @@
 
 pub mod fixtures;
 pub mod meshgen;
+pub mod pki;
 pub mod tls;

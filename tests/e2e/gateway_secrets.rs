@@ -50,7 +50,7 @@ async fn an_unauthenticated_router_never_gets_a_gateway_key() {
         &[
             "--config-dir".into(),
             config_dir.display().to_string(),
-            "--xds-addr".into(),
+            "--plaintext-xds-addr".into(),
             format!("127.0.0.1:{xds_port}"),
             "--http-addr".into(),
             format!("127.0.0.1:{http}"),

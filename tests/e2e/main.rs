@@ -236,7 +236,7 @@ async fn embedded_shoal_routes_envoy() {
         &[
             "--config-dir".into(),
             config_dir.display().to_string(),
-            "--xds-addr".into(),
+            "--plaintext-xds-addr".into(),
             format!("127.0.0.1:{xds_port}"),
             "--http-addr".into(),
             format!("127.0.0.1:{http}"),

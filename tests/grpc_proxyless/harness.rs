@@ -202,7 +202,7 @@ async fn start_shoal(config_dir: &Path, log_dir: &Path) -> (Proc, u16, u16) {
         &[
             "--config-dir".into(),
             config_dir.display().to_string(),
-            "--xds-addr".into(),
+            "--plaintext-xds-addr".into(),
             format!("127.0.0.1:{xds_port}"),
             "--http-addr".into(),
             format!("127.0.0.1:{http_port}"),

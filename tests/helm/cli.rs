@@ -54,7 +54,7 @@ pub fn parse_flags(container: &Value) -> Flags {
             let a: shoal_edge::cli::Args = parse(binary, &args);
             Flags {
                 http_addr: a.http.http_addr,
-                xds_addr: Some(a.xds_addr),
+                xds_addr: a.listen.plaintext_xds_addr,
                 drain_grace: a.drain.drain_grace,
             }
         }
@@ -99,7 +99,7 @@ fn built(name: &str) -> std::path::PathBuf {
 #[test]
 fn usage_errors_are_one_line_and_exit_2_without_a_backtrace() {
     let nats = ["--cluster-id", "c1", "--nats-url", "nats://127.0.0.1:1"];
-    let cases: [(&str, Vec<&str>, &str); 6] = [
+    let cases: [(&str, Vec<&str>, &str); 7] = [
         ("ingest", nats.to_vec(), "--config-dir"),
         (
             "ingest",
@@ -113,6 +113,8 @@ fn usage_errors_are_one_line_and_exit_2_without_a_backtrace() {
         ),
         ("builder", vec!["--no-such-flag"], "--no-such-flag"),
         ("edge", vec!["--no-such-flag"], "--no-such-flag"),
+        // Neither a certificate for the secure listener nor a plaintext address.
+        ("edge", vec![], "--plaintext-xds-addr"),
         (
             "loadtest",
             vec![

@@ -260,7 +260,7 @@ async fn start_shoal(config: &Path, ip: &str, xds_port: u16, log_dir: &Path) -> 
         &[
             "--config-dir".into(),
             config.display().to_string(),
-            "--xds-addr".into(),
+            "--plaintext-xds-addr".into(),
             format!("{ip}:{xds_port}"),
             "--http-addr".into(),
             format!("127.0.0.1:{http_port}"),

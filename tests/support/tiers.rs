@@ -2,7 +2,9 @@
 
 use super::process::Proc;
 use super::{free_port, workspace_binary};
+use shoal_test_support::pki::{EDGE_SPIFFE, TestCa};
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// A tier process and its admin port (`/healthz/ready`, `/metrics`, `/debug/...`).
 pub struct Tier {
@@ -10,11 +12,20 @@ pub struct Tier {
     pub http: u16,
 }
 
-/// An edge process, its ADS port and admin port.
+/// An edge process, its ADS ports and admin port.
 pub struct Edge {
     pub proc: Proc,
+    /// Plaintext ADS, where the tests' proxies connect.
     pub xds: u16,
+    /// ADS over TLS, where the other edges relay to (mTLS as the edge identity).
+    pub secure: u16,
     pub http: u16,
+}
+
+/// The mesh CA every edge of this test process trusts and is certified by.
+fn mesh_ca() -> &'static TestCa {
+    static CA: OnceLock<TestCa> = OnceLock::new();
+    CA.get_or_init(|| TestCa::new("shoal test mesh"))
 }
 
 fn env() -> [(&'static str, String); 1] {
@@ -123,7 +134,10 @@ pub fn edge_env(
     envs: &[(&'static str, String)],
     dir: &Path,
 ) -> Edge {
-    let (xds, http) = (free_port(), free_port());
+    let (xds, secure, http) = (free_port(), free_port(), free_port());
+    // Its certificate names the edge SPIFFE ID: the other edges relay to it over mTLS.
+    let leaf = mesh_ca().issue(&["127.0.0.1"], Some(EDGE_SPIFFE));
+    let (cert, key, ca) = mesh_ca().write(&dir.join(format!("pki-edge-{n}")), "edge", &leaf);
     let mut args: Vec<String> = vec![
         "--nats-url".into(),
         nats.into(),
@@ -131,8 +145,16 @@ pub fn edge_env(
         redis.into(),
         "--edge-id".into(),
         format!("edge-{n}"),
-        "--xds-addr".into(),
+        "--plaintext-xds-addr".into(),
         format!("127.0.0.1:{xds}"),
+        "--secure-xds-addr".into(),
+        format!("127.0.0.1:{secure}"),
+        "--tls-cert-file".into(),
+        cert.display().to_string(),
+        "--tls-key-file".into(),
+        key.display().to_string(),
+        "--tls-ca-file".into(),
+        ca.display().to_string(),
         "--http-addr".into(),
         format!("127.0.0.1:{http}"),
     ];
@@ -144,5 +166,10 @@ pub fn edge_env(
         &env_with(envs),
         dir,
     );
-    Edge { proc, xds, http }
+    Edge {
+        proc,
+        xds,
+        secure,
+        http,
+    }
 }

@@ -1,6 +1,7 @@
 //! The ADS server's bounds and timings. Defaults follow Istio; the edge binary maps each to
 //! the environment variable named on its field.
 
+use shoal_proto::security::SpiffeId;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
@@ -36,6 +37,15 @@ pub struct XdsConfig {
     /// all its types (SotW and Delta); a request that would exceed it closes the stream
     /// with RESOURCE_EXHAUSTED.
     pub max_names_per_stream: usize,
+    /// The SPIFFE ID every edge's certificate names (`--trust-domain`,
+    /// `--system-namespace`, `--service-account`): relays are taken only from a peer that
+    /// presents it, and made only to an owner that does.
+    pub edge_identity: SpiffeId,
+}
+
+/// The edge identity by default: `spiffe://cluster.local/ns/istio-system/sa/shoal-edge`.
+pub fn default_edge_identity() -> SpiffeId {
+    SpiffeId::new("cluster.local", "istio-system", "shoal-edge")
 }
 
 impl Default for XdsConfig {
@@ -51,6 +61,7 @@ impl Default for XdsConfig {
             initial_throttle: 100,
             resume_wait: Duration::from_secs(3),
             max_names_per_stream: super::limits::DEFAULT_MAX_NAMES,
+            edge_identity: default_edge_identity(),
         }
     }
 }

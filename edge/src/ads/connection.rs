@@ -12,8 +12,12 @@ use super::source::GeneratorSource;
 use super::status::RequestKind;
 use crate::proxy::Proxy;
 use bytes::Bytes;
+use envoy_types::pb::envoy::config::core::v3::Node;
+use envoy_types::pb::google::protobuf::value::Kind;
 use futures::{Stream, StreamExt};
-use shoal_proto::security::Credentials;
+use shoal_proto::security::{
+    Authenticator, AuthnError, Credentials, Identity, NodeClaim, check_node_claim,
+};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -22,13 +26,37 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tonic::Status;
 use tracing::{Instrument, debug, info, warn};
 
+/// Who a new stream is, or how to find out.
+pub(crate) enum Who {
+    /// It presents credentials to `authenticator`; `secure`: over TLS, where a stream that
+    /// proves nothing is refused.
+    Presents {
+        authenticator: Arc<dyn Authenticator>,
+        credentials: Credentials,
+        secure: bool,
+    },
+    /// Relayed by another edge (proven by its certificate), which authenticated it.
+    Relayed(Identity),
+}
+
+#[cfg(test)]
+impl Who {
+    /// A plaintext stream.
+    pub fn anonymous() -> Who {
+        Who::Presents {
+            authenticator: Arc::new(shoal_proto::security::authn::Anonymous),
+            credentials: Credentials::default(),
+            secure: false,
+        }
+    }
+}
+
 /// Admits a stream: authenticates what it presents, reads its first request, identifies
-/// the proxy and starts its task.
+/// the proxy, checks its node against its identity and starts its task.
 pub(crate) async fn accept<M, S>(
     shared: &Arc<Shared>,
     mut inbound: S,
-    relayed_in: bool,
-    credentials: Credentials,
+    who: Who,
 ) -> Result<Outbound, Status>
 where
     M: Protocol,
@@ -44,11 +72,26 @@ where
         .try_acquire_owned()
         .map_err(|_| AdsError::TooManyStreams(shared.config.max_streams))?;
     // After admission, so that a refused stream costs no token review.
-    let identity = shared
-        .authenticator
-        .authenticate(&credentials)
-        .await
-        .map_err(AdsError::from)?;
+    let (identity, relayed_in) = match who {
+        Who::Relayed(identity) => (identity, true),
+        Who::Presents {
+            authenticator,
+            credentials,
+            secure,
+        } => {
+            let identity = authenticator
+                .authenticate(&credentials)
+                .await
+                .map_err(AdsError::from)?;
+            if secure && identity.principal().is_none() {
+                return Err(AdsError::Unauthenticated(AuthnError::Missing(
+                    "this port serves only authenticated streams",
+                ))
+                .into());
+            }
+            (identity, false)
+        }
+    };
     let first =
         match tokio::time::timeout(shared.config.first_request_timeout, inbound.next()).await {
             Ok(Some(Ok(req))) => req,
@@ -62,7 +105,13 @@ where
                 )));
             }
         };
-    let proxy = crate::proxy::from_node(M::node(&first), identity).map_err(AdsError::from)?;
+    let node = M::node(&first);
+    let proxy = crate::proxy::from_node(node, identity).map_err(AdsError::from)?;
+    let claim = NodeClaim {
+        namespace: &proxy.namespace,
+        service_account: node_service_account(node),
+    };
+    check_node_claim(&proxy.identity, &claim).map_err(AdsError::from)?;
     // Another edge owns the proxy: its stream is relayed there, unless it was relayed
     // here already or the owner cannot take it.
     let owner = match (relayed_in, shared.placement.get()) {
@@ -70,7 +119,7 @@ where
         _ => None,
     };
     let (first, inbound) = match owner {
-        Some(owner) => match relay::relay::<M, S>(shared, owner, &proxy.id, first, inbound).await {
+        Some(owner) => match relay::relay::<M, S>(shared, owner, &proxy, first, inbound).await {
             Ok(outbound) => return Ok(outbound),
             Err(back) => back,
         },
@@ -101,6 +150,18 @@ where
     );
     Ok(Outbound::new(out_rx, close_rx))
 }
+
+/// The node's metadata `SERVICE_ACCOUNT`, where it gives one.
+fn node_service_account(node: Option<&Node>) -> Option<&str> {
+    let field = node?.metadata.as_ref()?.fields.get(SERVICE_ACCOUNT)?;
+    match &field.kind {
+        Some(Kind::StringValue(sa)) if !sa.is_empty() => Some(sa),
+        _ => None,
+    }
+}
+
+/// The node metadata key of the proxy's service account (pilot-agent sets it).
+const SERVICE_ACCOUNT: &str = "SERVICE_ACCOUNT";
 
 /// Waits for the stream's turn under `--max-requests-per-second` (Istio's
 /// `PILOT_MAX_REQUESTS_PER_SECOND`); after a second it is refused so that the proxy

@@ -1,7 +1,7 @@
 //! Stream errors, and how each reaches the proxy as a precise `tonic::Status`.
 
 use crate::proxy::ProxyError;
-use shoal_proto::security::AuthnError;
+use shoal_proto::security::{AuthnError, ClaimMismatch};
 use std::time::Duration;
 use tonic::Status;
 
@@ -13,6 +13,9 @@ pub enum AdsError {
     /// What the stream presented proves no identity.
     #[error("unauthenticated: {0}")]
     Unauthenticated(#[from] AuthnError),
+    /// The node claims a namespace / service account its identity is not.
+    #[error("permission denied: {0}")]
+    NodeClaim(#[from] ClaimMismatch),
     #[error("request has no type_url")]
     MissingTypeUrl,
     #[error("the proxy did not take a response within {0:?}")]
@@ -60,6 +63,10 @@ impl AdsError {
             AdsError::Unauthenticated(e) => Status::unauthenticated(format!(
                 "{e}; present the pod's service-account token (gRPC metadata \
                  `authorization: Bearer <token>`) or a client certificate from the mesh CA"
+            )),
+            AdsError::NodeClaim(e) => Status::permission_denied(format!(
+                "{e}; a proxy's node must name the namespace (and service account) of the \
+                 identity it authenticates with"
             )),
             AdsError::MissingTypeUrl => Status::invalid_argument(
                 "ADS requests must set type_url, e.g. \

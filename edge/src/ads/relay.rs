@@ -5,9 +5,14 @@
 //! frames and final status back.
 //!
 //! ```text
-//!  proxy ──► edge A (not owner) ──relay, x-shoal-relayed-by: A──► edge B (owner) ─ generates
+//!  proxy ──► edge A (not owner) ──mTLS, x-shoal-relayed-by: A,──► edge B (owner) ─ generates
+//!                                  x-shoal-relayed-identity
 //!        ◄──────── response frames, copied ◄────────────────────┘
 //! ```
+//!
+//! Relays run over mTLS between edges: the relaying edge presents its own certificate
+//! (the edge SPIFFE ID) and the proxy's identity in [`RELAYED_IDENTITY`]; the owner takes
+//! those headers only from a peer whose verified certificate names the edge identity.
 //!
 //! A relayed stream is served by whoever receives it (no second hop, whatever that edge's
 //! ring says), and an owner that cannot be reached or refuses the stream (draining) is
@@ -21,10 +26,14 @@ use super::protocol::Protocol;
 use super::shared::Shared;
 use super::transport::frame;
 use crate::membership::Ring;
+use crate::proxy::Proxy;
+use crate::tls::PeerInfo;
+use crate::tls::client::RelayConnector;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use http::header::{CONTENT_TYPE, HeaderValue, TE};
 use http_body::{Body as _, Frame};
+use shoal_proto::security::{AuthMethod, Identity, SpiffeId};
 use shoal_proto::transport::Member;
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -47,6 +56,65 @@ use tracing::{Instrument, debug, info, warn};
 
 /// The header that marks a relayed stream, naming the edge that relays it.
 pub const RELAYED_BY: &str = "x-shoal-relayed-by";
+/// The identity the relaying edge authenticated the proxy as: `<spiffe id>;<method>`, or
+/// `anonymous` for a stream it took on plaintext.
+pub const RELAYED_IDENTITY: &str = "x-shoal-relayed-identity";
+
+/// The identity a relayed stream carries. `Ok(None)`: not relayed. A stream with relay
+/// headers is refused PERMISSION_DENIED unless its peer is an edge: its TLS client
+/// certificate, verified against the mesh root, names `edge`.
+pub(crate) fn relayed_identity(
+    edge: &SpiffeId,
+    peer: Option<&PeerInfo>,
+    headers: &http::HeaderMap,
+) -> Result<Option<Identity>, Status> {
+    if !headers.contains_key(RELAYED_BY) && !headers.contains_key(RELAYED_IDENTITY) {
+        return Ok(None);
+    }
+    let presented = match peer {
+        None => "a plaintext stream".to_string(),
+        Some(p) => match &p.spiffe {
+            Some(id) if id == edge => {
+                let value = headers
+                    .get(RELAYED_IDENTITY)
+                    .map(|v| v.to_str().unwrap_or("\u{fffd}"))
+                    .unwrap_or("anonymous");
+                return parse_identity(value).map(Some).map_err(|reason| {
+                    Status::invalid_argument(format!("{RELAYED_IDENTITY} {value:?}: {reason}"))
+                });
+            }
+            Some(id) => format!("a client certificate for {id}"),
+            None => "no edge client certificate".to_string(),
+        },
+    };
+    Err(Status::permission_denied(format!(
+        "{RELAYED_BY} / {RELAYED_IDENTITY} are taken only from another Shoal edge (a client \
+         certificate for {edge} under the mesh root); this stream presents {presented}"
+    )))
+}
+
+/// The [`RELAYED_IDENTITY`] value of `identity`.
+pub(crate) fn identity_header(identity: &Identity) -> String {
+    match identity.principal() {
+        None => "anonymous".into(),
+        Some(p) => format!("{};{}", p.spiffe_id(), p.method.as_str()),
+    }
+}
+
+fn parse_identity(value: &str) -> Result<Identity, String> {
+    if value == "anonymous" {
+        return Ok(Identity::Anonymous);
+    }
+    let (id, method) = value
+        .split_once(';')
+        .ok_or("expected <spiffe id>;<method> or anonymous")?;
+    let method = [AuthMethod::Jwt, AuthMethod::ClientCertificate]
+        .into_iter()
+        .find(|m| m.as_str() == method)
+        .ok_or_else(|| format!("unknown method {method:?}"))?;
+    let id = SpiffeId::parse(id).map_err(|e| e.to_string())?;
+    Ok(Identity::authenticated(id.into_principal(method)))
+}
 
 const RELAY_STREAM_WINDOW: u32 = 256 * 1024;
 const RELAY_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
@@ -95,11 +163,12 @@ struct Relayed {
 }
 
 impl Relays {
-    fn channel(&self, addr: &str) -> Result<Channel, String> {
+    fn channel(&self, addr: &str, tls: &RelayConnector) -> Result<Channel, String> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = channels.get(addr) {
             return Ok(c.clone());
         }
+        // `http`: TLS is the connector's (mTLS as the edge identity), not tonic's.
         let channel = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| e.to_string())?
             .connect_timeout(Duration::from_secs(1))
@@ -109,7 +178,7 @@ impl Relays {
             // relayed streams from waiting on each other.
             .initial_stream_window_size(RELAY_STREAM_WINDOW)
             .initial_connection_window_size(RELAY_CONNECTION_WINDOW)
-            .connect_lazy();
+            .connect_with_connector_lazy(tls.clone());
         channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
     }
@@ -178,7 +247,7 @@ impl http_body::Body for Frames {
 pub(crate) async fn relay<M, S>(
     shared: &Arc<Shared>,
     owner: Member,
-    proxy_id: &str,
+    proxy: &Proxy,
     first: M::Request,
     inbound: S,
 ) -> Result<Outbound, (M::Request, S)>
@@ -186,10 +255,12 @@ where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
 {
-    let Some(placement) = shared.placement.get() else {
+    let (Some(placement), Some(tls)) = (shared.placement.get(), shared.relay_tls.get()) else {
+        debug!(owner = %owner.id, "no TLS to relay with; serving here");
         return Err((first, inbound));
     };
-    let mut channel = match shared.relays.channel(&owner.xds_addr) {
+    let proxy_id = proxy.id.as_str();
+    let mut channel = match shared.relays.channel(&owner.xds_addr, tls) {
         Ok(c) => c,
         Err(e) => {
             warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
@@ -206,6 +277,9 @@ where
     headers.insert(TE, HeaderValue::from_static("trailers"));
     if let Ok(me) = HeaderValue::from_str(&placement.me) {
         headers.insert(RELAYED_BY, me);
+    }
+    if let Ok(identity) = HeaderValue::from_str(&identity_header(&proxy.identity)) {
+        headers.insert(RELAYED_IDENTITY, identity);
     }
     let opened = async {
         std::future::poll_fn(|cx| channel.poll_ready(cx))

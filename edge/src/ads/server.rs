@@ -10,8 +10,11 @@ use crate::membership::Ring;
 use crate::placement::Pacer;
 use crate::push_queue::PushQueue;
 use crate::snapshot::SnapshotUpdate;
+use crate::tls::TlsMaterial;
+use crate::tls::client::RelayConnector;
 use crate::xds::Generator;
 use shoal_proto::push_context::PushContext;
+use shoal_proto::security::Authenticator;
 use shoal_proto::security::authn::Anonymous;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -43,9 +46,6 @@ impl XdsServer {
             streams: Arc::new(Semaphore::new(config.max_streams)),
             config,
             generator,
-            // Plaintext ADS proves nothing: every stream is anonymous (issue 17 adds
-            // authenticators for the TLS port).
-            authenticator: Arc::new(Anonymous),
             snapshots,
             registry: Registry::default(),
             queue: Arc::new(PushQueue::new()),
@@ -56,28 +56,38 @@ impl XdsServer {
             initial: Arc::new(Semaphore::new(initial)),
             placement: Default::default(),
             relays: Default::default(),
+            relay_tls: Default::default(),
         };
         XdsServer {
             shared: Arc::new(shared),
         }
     }
 
-    /// Authenticates new streams with `authenticator` (tests; the TLS port of issue 17
-    /// will take it from its configuration).
-    #[cfg(test)]
-    pub(crate) fn with_authenticator(
-        mut self,
-        authenticator: Arc<dyn shoal_proto::security::Authenticator>,
-    ) -> Self {
-        Arc::get_mut(&mut self.shared)
-            .expect("set before the server is shared")
-            .authenticator = authenticator;
-        self
+    /// The plaintext gRPC service (istiod's 15010) to mount on a tonic server: it proves
+    /// nothing, every stream is anonymous, and it takes no relay.
+    pub fn ads_service(&self) -> AdsService {
+        AdsService::new(self.shared.clone(), Arc::new(Anonymous), false)
     }
 
-    /// The gRPC service to mount on a tonic server (`Server::builder().add_service(..)`).
-    pub fn ads_service(&self) -> AdsService {
-        AdsService::new(self.shared.clone())
+    /// The secure gRPC service (istiod's 15012), to serve over [`crate::tls::incoming`]:
+    /// every stream is authenticated by `authenticator` from its bearer token and the
+    /// client certificate the TLS handshake verified; one that proves nothing is refused
+    /// UNAUTHENTICATED. Relays are taken here from other edges.
+    pub fn secure_ads_service(&self, authenticator: Arc<dyn Authenticator>) -> AdsService {
+        AdsService::new(self.shared.clone(), authenticator, true)
+    }
+
+    /// Relays streams to their owners over mTLS with `material` (this edge's certificate,
+    /// which must name [`XdsConfig::edge_identity`], and the mesh root the owner is
+    /// verified against). Set once; without it this edge serves every proxy itself.
+    pub fn relay_over_tls(&self, material: &TlsMaterial) -> Result<(), rustls::Error> {
+        let config =
+            crate::tls::client::relay_config(material, self.shared.config.edge_identity.clone())?;
+        let _ = self.shared.relay_tls.set(RelayConnector {
+            config,
+            connect_timeout: std::time::Duration::from_secs(1),
+        });
+        Ok(())
     }
 
     /// Pushes every [`SnapshotUpdate`] to the streams it concerns, until `shutdown`

@@ -9,7 +9,6 @@ use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};
 use crate::xds::Generator;
 use shoal_proto::push_context::PushContext;
-use shoal_proto::security::Authenticator;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, OnceLock};
@@ -19,8 +18,6 @@ use tokio::sync::{Semaphore, watch};
 pub(crate) struct Shared {
     pub config: XdsConfig,
     pub generator: Arc<Generator>,
-    /// Turns what a new stream presents into its identity.
-    pub authenticator: Arc<dyn Authenticator>,
     pub snapshots: watch::Receiver<Arc<PushContext>>,
     pub registry: Registry,
     pub queue: Arc<PushQueue<u64, PushEvent>>,
@@ -39,6 +36,9 @@ pub(crate) struct Shared {
     /// Who owns which proxy; unset: this edge serves every proxy that reaches it.
     pub placement: OnceLock<Placement>,
     pub relays: Relays,
+    /// How relays dial owners (mTLS as the edge identity); unset: this edge does not
+    /// relay (an owner takes a relay only over mTLS from an edge).
+    pub relay_tls: OnceLock<crate::tls::client::RelayConnector>,
 }
 
 impl Shared {

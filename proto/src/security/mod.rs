@@ -13,16 +13,19 @@
 //! - [`debug_access`]: who may read the `/debug/*` pages.
 //! - [`authz`]: the one authorization function the edge asks before sending a resource.
 //! - [`ca`]: the certificate authority: Istio's CA API, signing material, CSR signing.
+//! - [`claim`]: a node's claimed namespace / service account against its identity.
 
 pub mod authn;
 pub mod authz;
 pub mod ca;
+pub mod claim;
 pub mod debug_access;
 pub mod identity;
 pub mod spiffe;
 
 pub use authn::{Authenticator, AuthnError, Credentials};
 pub use authz::{Decision, Requested, SecretGrants, authorize};
+pub use claim::{ClaimMismatch, NodeClaim, check_node_claim};
 pub use debug_access::{DebugCaller, authorize_debug};
 pub use identity::{AuthMethod, Identity, Principal};
 pub use spiffe::{SpiffeError, SpiffeId};

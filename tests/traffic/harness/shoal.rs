@@ -20,7 +20,7 @@ pub async fn start(config_dir: &Path, log_dir: &Path) -> Shoal {
         &[
             "--config-dir".into(),
             config_dir.display().to_string(),
-            "--xds-addr".into(),
+            "--plaintext-xds-addr".into(),
             format!("127.0.0.1:{xds_port}"),
             "--http-addr".into(),
             format!("127.0.0.1:{http_port}"),

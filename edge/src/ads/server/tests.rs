@@ -40,8 +40,7 @@ async fn open(s: &XdsServer, node_id: &str, type_url: &str) -> (Inbound, Result<
     let out = crate::ads::connection::accept::<SotwStream, _>(
         &s.shared,
         ReceiverStream::new(rx),
-        false,
-        Default::default(),
+        crate::ads::connection::Who::anonymous(),
     )
     .await;
     (tx, out)

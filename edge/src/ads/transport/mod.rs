@@ -21,17 +21,19 @@ mod inbound;
 pub(crate) use encode::frame;
 pub use encode::{DeltaResource, DeltaResponse, SotwResponse};
 
-use super::connection;
+use super::connection::{self, Who};
 use super::outbound::Outbound;
 use super::protocol::Protocol;
+use super::relay;
 use super::shared::Shared;
 use super::{DeltaStream, SotwStream};
+use crate::tls::PeerInfo;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use http_body::Body;
 use inbound::Inbound;
-use shoal_proto::security::Credentials;
+use shoal_proto::security::{Authenticator, Credentials};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -49,15 +51,35 @@ pub const DELTA_PATH: &str =
 
 const GRPC: HeaderValue = HeaderValue::from_static("application/grpc");
 
-/// The ADS gRPC service, to mount with `tonic::transport::Server::add_service`.
+/// The ADS gRPC service of one listener, to mount with
+/// `tonic::transport::Server::add_service`.
 #[derive(Clone)]
 pub struct AdsService {
     shared: Arc<Shared>,
+    listener: Arc<Listener>,
+}
+
+/// What differs between the plaintext and the secure listener.
+struct Listener {
+    /// Turns what a stream presents into its identity.
+    authenticator: Arc<dyn Authenticator>,
+    /// Over TLS: a stream that proves nothing is refused.
+    secure: bool,
 }
 
 impl AdsService {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        AdsService { shared }
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        authenticator: Arc<dyn Authenticator>,
+        secure: bool,
+    ) -> Self {
+        AdsService {
+            shared,
+            listener: Arc::new(Listener {
+                authenticator,
+                secure,
+            }),
+        }
     }
 }
 
@@ -79,10 +101,14 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let shared = self.shared.clone();
+        let (shared, listener) = (self.shared.clone(), self.listener.clone());
         match req.uri().path() {
-            SOTW_PATH => Box::pin(async move { Ok(open::<SotwStream, B>(shared, req).await) }),
-            DELTA_PATH => Box::pin(async move { Ok(open::<DeltaStream, B>(shared, req).await) }),
+            SOTW_PATH => {
+                Box::pin(async move { Ok(open::<SotwStream, B>(shared, &listener, req).await) })
+            }
+            DELTA_PATH => {
+                Box::pin(async move { Ok(open::<DeltaStream, B>(shared, &listener, req).await) })
+            }
             path => {
                 let status = Status::unimplemented(format!(
                     "{path} is not a method of this server; it serves {SOTW_PATH} and \
@@ -98,6 +124,7 @@ where
 /// refusal is a trailers-only response (what tonic's client reports as the call's error).
 async fn open<M: Protocol, B>(
     shared: Arc<Shared>,
+    listener: &Listener,
     req: http::Request<B>,
 ) -> http::Response<Outbound>
 where
@@ -117,13 +144,22 @@ where
             .insert("grpc-accept-encoding", HeaderValue::from_static("identity"));
         return refused;
     }
-    // Relayed by another edge: served here, whatever this edge's ring says (no second hop).
-    let relayed_in = req.headers().contains_key(super::relay::RELAYED_BY);
-    // A relayed stream presents the relaying edge's credentials, not the proxy's: issue
-    // 17 item 3 carries the proxy's identity across the relay.
-    let credentials = credentials(req.headers());
+    // The TLS handshake's verified client certificate; none on plaintext.
+    let peer = req.extensions().get::<PeerInfo>();
+    // Relayed by another edge: served here, whatever this edge's ring says (no second
+    // hop), as the identity the relaying edge authenticated. Taken only from a peer that
+    // proved to be an edge; relay headers from anyone else refuse the stream.
+    let who = match relay::relayed_identity(&shared.config.edge_identity, peer, req.headers()) {
+        Ok(Some(identity)) => Who::Relayed(identity),
+        Ok(None) => Who::Presents {
+            authenticator: listener.authenticator.clone(),
+            credentials: credentials(req.headers(), peer),
+            secure: listener.secure,
+        },
+        Err(status) => return status.into_http(),
+    };
     let inbound = Inbound::<B, M::Request>::new(req.into_body(), shared.config.max_request_bytes);
-    match connection::accept::<M, _>(&shared, inbound, relayed_in, credentials).await {
+    match connection::accept::<M, _>(&shared, inbound, who).await {
         Ok(body) => {
             let mut resp = http::Response::new(body);
             resp.headers_mut().insert(CONTENT_TYPE, GRPC);
@@ -133,15 +169,15 @@ where
     }
 }
 
-/// What a stream presents: its bearer token (gRPC metadata `authorization`). Peer
-/// certificates come with TLS, which this plaintext listener does not terminate.
-fn credentials(headers: &http::HeaderMap) -> Credentials {
+/// What a stream presents: its bearer token (gRPC metadata `authorization`) and, over
+/// TLS, the client certificate chain the handshake verified against the mesh root.
+fn credentials(headers: &http::HeaderMap, peer: Option<&PeerInfo>) -> Credentials {
     Credentials {
         bearer_token: headers
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(Credentials::bearer),
-        peer_certificates: Vec::new(),
+        peer_certificates: peer.map(|p| p.certificates.to_vec()).unwrap_or_default(),
     }
 }
 

@@ -235,9 +235,8 @@ fn authenticated_service() -> (AdsService, watch::Sender<Arc<PushContext>>) {
         Arc::new(Generator::new()),
         rx,
         &mut registry,
-    )
-    .with_authenticator(Arc::new(GoodToken));
-    (server.ads_service(), tx)
+    );
+    (server.secure_ads_service(Arc::new(GoodToken)), tx)
 }
 
 #[tokio::test]
@@ -302,4 +301,163 @@ async fn plaintext_streams_are_anonymous_whatever_they_present() {
         .unwrap();
     let conn = svc.shared.registry.proxy(NODE).expect("registered");
     assert_eq!(conn.proxy.identity, Identity::Anonymous);
+}
+
+/// A first request from `node_id`, with node metadata `SERVICE_ACCOUNT` when given.
+fn first_from(node_id: &str, service_account: Option<&str>) -> DiscoveryRequest {
+    use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
+    let metadata = service_account.map(|sa| Struct {
+        fields: [(
+            "SERVICE_ACCOUNT".to_string(),
+            Value {
+                kind: Some(Kind::StringValue(sa.into())),
+            },
+        )]
+        .into(),
+    });
+    DiscoveryRequest {
+        node: Some(Node {
+            id: node_id.into(),
+            metadata,
+            ..Default::default()
+        }),
+        type_url: CLUSTER.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_node_claiming_another_namespace_or_service_account_is_permission_denied() {
+    let (mut svc, _snapshots) = authenticated_service();
+    for (node, sa, claim) in [
+        (
+            "sidecar~10.0.0.1~web-1.b~b.svc.cluster.local",
+            None,
+            r#"namespace "b""#,
+        ),
+        (NODE, Some("admin"), r#"service account "admin""#),
+    ] {
+        let (tx, mut req) = request(SOTW_PATH);
+        req.headers_mut()
+            .insert(AUTHORIZATION, HeaderValue::from_static("Bearer good"));
+        tx.send(chunk(&first_from(node, sa))).await.unwrap();
+        let status = refusal(&svc.call(req).await.unwrap());
+        assert_eq!(status.code(), Code::PermissionDenied, "{status}");
+        assert!(status.message().contains(claim), "{status}");
+        assert!(
+            status
+                .message()
+                .contains("spiffe://cluster.local/ns/a/sa/web"),
+            "{status}"
+        );
+    }
+    // Its own service account passes.
+    let (tx, mut req) = request(SOTW_PATH);
+    req.headers_mut()
+        .insert(AUTHORIZATION, HeaderValue::from_static("Bearer good"));
+    tx.send(chunk(&first_from(NODE, Some("web"))))
+        .await
+        .unwrap();
+    let resp = svc.call(req).await.unwrap();
+    assert!(resp.headers().get("grpc-status").is_none());
+}
+
+/// Proves nothing and says so without refusing: what a plaintext authenticator does.
+struct ProvesNothing;
+
+#[async_trait::async_trait]
+impl Authenticator for ProvesNothing {
+    fn name(&self) -> &'static str {
+        "proves-nothing"
+    }
+
+    async fn authenticate(&self, _: &Credentials) -> Result<Identity, AuthnError> {
+        Ok(Identity::Anonymous)
+    }
+}
+
+#[tokio::test]
+async fn the_secure_listener_refuses_a_stream_that_proves_nothing() {
+    let (tx, rx) = watch::channel(Arc::new(PushContext::empty()));
+    let mut registry = prometheus_client::registry::Registry::default();
+    let server = crate::ads::XdsServer::new(
+        XdsConfig::default(),
+        Arc::new(Generator::new()),
+        rx,
+        &mut registry,
+    );
+    let mut svc = server.secure_ads_service(Arc::new(ProvesNothing));
+    let (req_tx, req) = request(SOTW_PATH);
+    req_tx.send(chunk(&first_sotw())).await.unwrap();
+    let status = refusal(&svc.call(req).await.unwrap());
+    assert_eq!(status.code(), Code::Unauthenticated, "{status}");
+    assert!(status.message().contains("only authenticated"), "{status}");
+    drop(tx);
+}
+
+/// A relay header on a stream whose peer is not an edge: plaintext, or a TLS client
+/// certificate of a workload.
+#[tokio::test]
+async fn relay_headers_from_anything_but_an_edge_are_permission_denied() {
+    use crate::tls::PeerInfo;
+    use shoal_proto::security::SpiffeId;
+    let (mut plain, _s1) = service(XdsConfig::default());
+    let (mut secure, _s2) = authenticated_service();
+    let workload = PeerInfo {
+        spiffe: Some(SpiffeId::new("cluster.local", "a", "web")),
+        ..Default::default()
+    };
+    for (svc, peer, presented) in [
+        (&mut plain, None, "a plaintext stream"),
+        (
+            &mut secure,
+            Some(workload),
+            "a client certificate for spiffe://cluster.local/ns/a/sa/web",
+        ),
+    ] {
+        for header in ["x-shoal-relayed-by", "x-shoal-relayed-identity"] {
+            let (tx, mut req) = request(SOTW_PATH);
+            req.headers_mut()
+                .insert(header, HeaderValue::from_static("edge-evil"));
+            req.headers_mut()
+                .insert(AUTHORIZATION, HeaderValue::from_static("Bearer good"));
+            if let Some(peer) = peer.clone() {
+                req.extensions_mut().insert(peer);
+            }
+            tx.send(chunk(&first_sotw())).await.unwrap();
+            let status = refusal(&svc.call(req).await.unwrap());
+            assert_eq!(status.code(), Code::PermissionDenied, "{status}");
+            assert!(status.message().contains(presented), "{status}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_edge_peer_relays_the_identity_it_authenticated() {
+    use crate::tls::PeerInfo;
+    let (mut svc, _snapshots) = authenticated_service();
+    let (tx, mut req) = request(SOTW_PATH);
+    req.extensions_mut().insert(PeerInfo {
+        spiffe: Some(crate::ads::config::default_edge_identity()),
+        ..Default::default()
+    });
+    req.headers_mut()
+        .insert("x-shoal-relayed-by", HeaderValue::from_static("edge-1"));
+    req.headers_mut().insert(
+        "x-shoal-relayed-identity",
+        HeaderValue::from_static("spiffe://cluster.local/ns/a/sa/web;jwt"),
+    );
+    tx.send(chunk(&first_sotw())).await.unwrap();
+    let resp = svc.call(req).await.unwrap();
+    assert!(resp.headers().get("grpc-status").is_none());
+    let mut body = resp.into_body();
+    body.next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap();
+    let conn = svc.shared.registry.proxy(NODE).expect("registered");
+    assert_eq!(
+        conn.proxy.identity.to_string(),
+        "spiffe://cluster.local/ns/a/sa/web (jwt)"
+    );
 }
