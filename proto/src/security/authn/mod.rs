@@ -6,6 +6,7 @@
 //! here; those needing I/O live in the tier that runs them and implement this trait.
 
 mod anonymous;
+pub mod jwt;
 
 pub use anonymous::Anonymous;
 
