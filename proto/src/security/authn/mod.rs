@@ -1,14 +1,19 @@
 //! Authentication: what a stream presents when it opens, turned into an [`Identity`].
 //!
-//! Each way of proving an identity is a module implementing [`Authenticator`]; today
-//! there is one, [`Anonymous`], for plaintext ADS. Kubernetes TokenReview, JWKS-verified
-//! JWTs and client certificates (issue 17) are added as further modules, not branches
-//! here; those needing I/O live in the tier that runs them and implement this trait.
+//! Each way of proving an identity is a module implementing [`Authenticator`]:
+//! [`Anonymous`] (plaintext ADS), [`ClientCertificate`] (the verified leaf's SPIFFE ID),
+//! and [`Chain`], which tries several in order as istiod does. [`jwt`] is the pure JWT
+//! verifier; the authenticators needing I/O (JWKS fetched from the issuer, Kubernetes
+//! TokenReview) live in the edge (`shoal_edge::authn`) and implement this trait.
 
 mod anonymous;
+mod chain;
+mod client_cert;
 pub mod jwt;
 
 pub use anonymous::Anonymous;
+pub use chain::Chain;
+pub use client_cert::ClientCertificate;
 
 use super::identity::Identity;
 use async_trait::async_trait;
