@@ -11,8 +11,10 @@
 //! `Chain::new(vec![ClientCertificate, JwksAuthenticator | TokenReviewAuthenticator])`.
 
 mod jwks;
+mod token_review;
 
 pub use jwks::{JwksAuthenticator, JwksConfig, JwksConfigError, JwksSource};
+pub use token_review::{TokenReviewAuthenticator, TokenReviewConfig};
 
 use shoal_proto::security::AuthnError;
 
@@ -29,3 +31,6 @@ fn unix_now() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
+
+#[cfg(test)]
+mod tests;
