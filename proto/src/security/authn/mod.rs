@@ -19,8 +19,8 @@ use super::identity::Identity;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-/// What a stream presents when it opens.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What a stream presents when it opens. Its `Debug` does not show the token.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Credentials {
     /// The token of the gRPC metadata `authorization: Bearer <token>`.
     pub bearer_token: Option<String>,
@@ -34,6 +34,17 @@ impl Credentials {
         let (scheme, token) = authorization.trim().split_once(' ')?;
         let token = token.trim();
         (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token is a credential: say only whether there is one.
+        let token = self.bearer_token.as_ref().map(|_| "<redacted>");
+        f.debug_struct("Credentials")
+            .field("bearer_token", &token)
+            .field("peer_certificates", &self.peer_certificates.len())
+            .finish()
     }
 }
 
@@ -61,6 +72,20 @@ pub trait Authenticator: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_does_not_show_the_token() {
+        let creds = Credentials {
+            bearer_token: Some("eyJsecret".into()),
+            peer_certificates: vec![Bytes::from_static(b"der")],
+        };
+        let debug = format!("{creds:?}");
+        assert!(!debug.contains("eyJsecret"), "{debug}");
+        assert!(
+            debug.contains("<redacted>") && debug.contains("peer_certificates: 1"),
+            "{debug}"
+        );
+    }
 
     #[test]
     fn only_a_bearer_authorization_gives_a_token() {
