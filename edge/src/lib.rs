@@ -11,6 +11,7 @@
 //! ```
 
 pub mod ads;
+pub mod authn;
 pub mod ca;
 pub mod cli;
 pub mod membership;

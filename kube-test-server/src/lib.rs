@@ -31,6 +31,10 @@
 //! lists and some distributions answer: kube-rs#1199, #1492); errors are `Status`
 //! bodies, and an expired watch is an ERROR event with HTTP 200.
 //!
+//! TokenReview (`POST /apis/authentication.k8s.io/v1/tokenreviews`) for the tokens of one
+//! issuer the test names ([`Settings::service_account_issuer`]): see [`token_review`] for
+//! what it checks as the real server does, and what it does not.
+//!
 //! What it does not reproduce: protobuf or table encodings (JSON only); server-side
 //! apply, PATCH and dry runs; `resourceVersionMatch` semantics (a list is always the
 //! newest state); metadata-only (`PartialObjectMetadataList`) lists; per-resource
@@ -47,6 +51,7 @@ pub mod resource;
 pub mod selector;
 mod server;
 pub mod store;
+pub mod token_review;
 pub mod watch;
 mod wire;
 
@@ -55,3 +60,4 @@ pub use server::{
     DEFAULT_BOOKMARK_INTERVAL, DEFAULT_WATCH_QUEUE_CAPACITY, Settings, TestApiServer,
 };
 pub use store::StoreError;
+pub use token_review::ServiceAccountIssuer;

@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use crate::hub::Hub;
-use error::ApiError;
+pub(crate) use error::ApiError;
 use target::Target;
 
 /// The router serving every path under `/api` and `/apis`.

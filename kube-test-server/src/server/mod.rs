@@ -36,6 +36,8 @@ pub struct Settings {
     /// (kube-apiserver before 1.5.3 for every kind, metadata-only lists, k3s for some
     /// kinds: kube-rs#1199, #1492). Off by default: a current kube-apiserver writes `[]`.
     pub null_empty_lists: bool,
+    /// The issuer whose tokens TokenReview accepts; without one every review is refused.
+    pub service_account_issuer: Option<crate::ServiceAccountIssuer>,
 }
 
 impl Default for Settings {
@@ -46,8 +48,14 @@ impl Default for Settings {
             bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
             watch_queue_capacity: DEFAULT_WATCH_QUEUE_CAPACITY,
             null_empty_lists: false,
+            service_account_issuer: None,
         }
     }
+}
+
+/// Every route: the resources, and TokenReview.
+fn app(hub: &Arc<Hub>, issuer: &Option<Arc<crate::ServiceAccountIssuer>>) -> axum::Router {
+    crate::http::router(hub.clone()).merge(crate::token_review::router(issuer.clone()))
 }
 
 /// A running test API server on `127.0.0.1`. Dropping it stops the server.
@@ -55,6 +63,7 @@ pub struct TestApiServer {
     hub: Arc<Hub>,
     address: SocketAddr,
     listener: Mutex<Option<JoinHandle<()>>>,
+    issuer: Option<Arc<crate::ServiceAccountIssuer>>,
 }
 
 impl TestApiServer {
@@ -75,11 +84,13 @@ impl TestApiServer {
         );
         let tcp = listener::bind((Ipv4Addr::LOCALHOST, 0).into())?;
         let address = tcp.local_addr()?;
-        let task = listener::serve(tcp, crate::http::router(hub.clone()));
+        let issuer = settings.service_account_issuer.map(Arc::new);
+        let task = listener::serve(tcp, app(&hub, &issuer));
         Ok(Self {
             hub,
             address,
             listener: Mutex::new(Some(task)),
+            issuer,
         })
     }
 
@@ -192,7 +203,7 @@ impl TestApiServer {
         self.stop().await;
         tokio::time::sleep(pause).await;
         let tcp = listener::bind(self.address)?;
-        let task = listener::serve(tcp, crate::http::router(self.hub.clone()));
+        let task = listener::serve(tcp, app(&self.hub, &self.issuer));
         *self.lock_listener() = Some(task);
         Ok(())
     }
