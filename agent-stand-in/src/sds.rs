@@ -171,3 +171,113 @@ fn inline(pem: &str) -> DataSource {
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::service::secret::v3::secret_discovery_service_client::SecretDiscoveryServiceClient;
+    use hyper_util::rt::TokioIo;
+    use std::path::PathBuf;
+    use std::time::{Duration, SystemTime};
+
+    /// Dials the Unix socket whatever the URI says.
+    #[derive(Clone)]
+    struct Uds(PathBuf);
+
+    impl tower_service::Service<http::Uri> for Uds {
+        type Response = TokioIo<tokio::net::UnixStream>;
+        type Error = std::io::Error;
+        type Future =
+            Pin<Box<dyn std::future::Future<Output = std::io::Result<Self::Response>> + Send>>;
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, _: http::Uri) -> Self::Future {
+            let path = self.0.clone();
+            Box::pin(async move { Ok(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) })
+        }
+    }
+
+    fn secret(generation: u64) -> Arc<WorkloadSecret> {
+        Arc::new(WorkloadSecret {
+            generation,
+            chain_pem: format!("chain-{generation}"),
+            key_pem: format!("key-{generation}"),
+            root_pem: "root".into(),
+            not_before: SystemTime::now(),
+            not_after: SystemTime::now() + Duration::from_secs(60),
+        })
+    }
+
+    fn decode(resp: &DiscoveryResponse) -> Vec<Secret> {
+        resp.resources
+            .iter()
+            .map(|a| Secret::decode(a.value.as_slice()).unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn serves_default_and_rootca_and_pushes_a_renewal_but_not_on_ack() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("socket");
+        let listener = UnixListener::bind(&path).unwrap();
+        let (tx, rx) = watch::channel(secret(1));
+        tokio::spawn(serve(listener, rx));
+        let channel = tonic::transport::Endpoint::from_static("http://agent")
+            .connect_with_connector(Uds(path))
+            .await
+            .unwrap();
+        let mut client = SecretDiscoveryServiceClient::new(channel);
+        let (req_tx, req_rx) = mpsc::channel(4);
+        req_tx
+            .send(DiscoveryRequest {
+                type_url: SECRET_TYPE.into(),
+                resource_names: vec![WORKLOAD.into(), ROOT.into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut stream = client
+            .stream_secrets(ReceiverStream::new(req_rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let first = stream.message().await.unwrap().unwrap();
+        assert_eq!(first.version_info, "1");
+        let secrets = decode(&first);
+        assert_eq!(secrets[0].name, WORKLOAD);
+        assert_eq!(secrets[1].name, ROOT);
+        let Some(secret::Type::TlsCertificate(tls)) = &secrets[0].r#type else {
+            panic!("default is not a TLS certificate")
+        };
+        let chain = tls.certificate_chain.as_ref().unwrap();
+        assert_eq!(
+            chain.specifier,
+            Some(data_source::Specifier::InlineBytes(b"chain-1".to_vec()))
+        );
+        // The ACK gets nothing; a renewal is pushed.
+        req_tx
+            .send(DiscoveryRequest {
+                type_url: SECRET_TYPE.into(),
+                resource_names: vec![WORKLOAD.into(), ROOT.into()],
+                version_info: first.version_info.clone(),
+                response_nonce: first.nonce.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), stream.message())
+                .await
+                .is_err(),
+            "an ACK was answered"
+        );
+        tx.send(secret(2)).unwrap();
+        let second = stream.message().await.unwrap().unwrap();
+        assert_eq!(second.version_info, "2");
+        assert_ne!(second.nonce, first.nonce);
+    }
+}
