@@ -14,6 +14,8 @@ pub struct Node<'a> {
     pub pod: &'a str,
     pub service_account: &'a str,
     pub labels: &'a str,
+    /// `GRPC` (state of the world) or `DELTA_GRPC`: the agent proxies both.
+    pub api_type: &'a str,
 }
 
 /// The mTLS pair of static listeners; absent for a router.
@@ -105,6 +107,7 @@ pub fn bootstrap(
         pod,
         service_account,
         labels,
+        api_type,
     } = *node;
     let mut clusters = uds_cluster("xds-grpc", &agent.xds_socket());
     clusters.push_str(&uds_cluster("sds-grpc", &agent.sds_socket()));
@@ -153,7 +156,7 @@ admin:
   address: {{socket_address: {{address: 127.0.0.1, port_value: {admin_port}}}}}
 dynamic_resources:
   ads_config:
-    api_type: GRPC
+    api_type: {api_type}
     transport_api_version: V3
     set_node_on_first_message_only: true
     grpc_services: [{{envoy_grpc: {{cluster_name: xds-grpc}}}}]

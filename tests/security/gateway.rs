@@ -212,6 +212,7 @@ async fn a_gateway_credential_goes_to_its_own_router_only() {
                 pod: "ingress-0",
                 service_account: "ingress",
                 labels: "{istio: ingress}",
+                api_type: "GRPC",
             },
             &agent,
             admin,

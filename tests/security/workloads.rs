@@ -1,7 +1,8 @@
 //! Two workloads, each a real Envoy behind an agent stand-in: certificates from Shoal's
 //! CA (the plug-in intermediate as issuer), xDS on the secure port authenticated by their
 //! tokens, real HTTP between them (Shoal's routes, and mTLS with the issued
-//! certificates), and a CA rotation that reaches both without a failed request.
+//! certificates), and a CA rotation that reaches both without a failed request. Workload
+//! `a` speaks SotW ADS, `b` Delta: the agent proxies both.
 
 use crate::bootstrap::{Mtls, Node, bootstrap};
 use crate::k8s::{Workload, namespace, service};
@@ -101,6 +102,7 @@ async fn workloads_get_certificates_from_shoal_route_over_15012_and_survive_a_ca
                 pod: "a-0",
                 service_account: "a",
                 labels: "{app: a}",
+                api_type: "GRPC",
             },
             &agent_a,
             admin_a,
@@ -125,6 +127,7 @@ async fn workloads_get_certificates_from_shoal_route_over_15012_and_survive_a_ca
                 pod: "b-0",
                 service_account: "b",
                 labels: "{app: b}",
+                api_type: "DELTA_GRPC",
             },
             &agent_b,
             admin_b,
