@@ -17,17 +17,19 @@
 //!   state-of-the-world streams, the new certificate pushed on every renewal.
 //! - **The xDS proxy**: Envoy's ADS on the Unix socket `./etc/istio/proxy/XDS` is carried
 //!   to the discovery address (`PROXY_CONFIG`'s `discoveryAddress`, or `--discovery-address`)
-//!   over the same TLS with the token, one upstream stream per Envoy stream, messages
-//!   passed through unchanged (SotW and Delta).
+//!   over the same TLS with the token, one upstream stream per Envoy stream, each message
+//!   passed on as it came (decoded and re-encoded as the same xDS message, never
+//!   interpreted; SotW and Delta).
 //!
 //! What it does not do (the real agent does): start, drain or restart Envoy and write its
-//! bootstrap; the DNS proxy; health-probe rewriting and the status port; iptables;
-//! file-mounted certificates (`FILE_MOUNTED_CERTS`, `/etc/certs`) and SDS for files named
-//! by `file-cert:` resources; Delta SDS; other CA providers (GoogleCA, Kubernetes CSR API);
+//! bootstrap (so `ISTIO_META_*`, `POD_NAME`, `INSTANCE_IP` and the node ID are the
+//! bootstrap writer's business: Shoal's tests write them as the agent would); the DNS
+//! proxy; health-probe rewriting and the status port; iptables; file-mounted
+//! certificates (`FILE_MOUNTED_CERTS`, `/etc/certs`) and SDS for files named by
+//! `file-cert:` resources; Delta SDS; other CA providers (GoogleCA, Kubernetes CSR API);
 //! client certificates towards the CA once the workload certificate exists (the agent may
 //! use them; this uses the token every time); the xDS proxy's own handlers (NDS, PCDS,
 //! health-check and WASM fetch); token exchange (STS) and credential fetchers.
-
 //!
 //! The library half exists so that tests can speak to Shoal as the agent does (the TLS
 //! channel with the pinned root, the CA client); the binary is `agent-stand-in`.

@@ -1,6 +1,7 @@
 //! The xDS proxy (the agent's `xds_proxy.go`): Envoy's ADS on a Unix socket, each stream
 //! carried to the discovery server over TLS with `authorization: Bearer <token>` (re-read
-//! per stream), messages passed through unchanged both ways. An upstream refusal
+//! per stream), each message passed on both ways as it came (decoded and re-encoded as
+//! the same xDS message, never interpreted). An upstream refusal
 //! (UNAUTHENTICATED, PERMISSION_DENIED) reaches Envoy as the same status.
 
 use crate::ca_client::read_token;
