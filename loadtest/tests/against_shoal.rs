@@ -62,6 +62,8 @@ fn start_shoal(config_dir: &Path, xds: u16, http: u16, log_dir: &Path) -> Shoal 
     let child = Command::new(shoal_binary())
         .args(["--config-dir", &config_dir.display().to_string()])
         .args(["--plaintext-xds-addr", &format!("127.0.0.1:{xds}")])
+        // The secure listener is always on: a free port, not 15012.
+        .args(["--secure-xds-addr", "127.0.0.1:0"])
         .args(["--http-addr", &format!("127.0.0.1:{http}")])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())

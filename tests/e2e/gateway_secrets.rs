@@ -52,6 +52,9 @@ async fn an_unauthenticated_router_never_gets_a_gateway_key() {
             config_dir.display().to_string(),
             "--plaintext-xds-addr".into(),
             format!("127.0.0.1:{xds_port}"),
+            // The secure listener is always on: a free port, not 15012.
+            "--secure-xds-addr".into(),
+            "127.0.0.1:0".into(),
             "--http-addr".into(),
             format!("127.0.0.1:{http}"),
         ],

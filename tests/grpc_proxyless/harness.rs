@@ -204,6 +204,9 @@ async fn start_shoal(config_dir: &Path, log_dir: &Path) -> (Proc, u16, u16) {
             config_dir.display().to_string(),
             "--plaintext-xds-addr".into(),
             format!("127.0.0.1:{xds_port}"),
+            // The secure listener is always on: a free port, not 15012.
+            "--secure-xds-addr".into(),
+            "127.0.0.1:0".into(),
             "--http-addr".into(),
             format!("127.0.0.1:{http_port}"),
         ],

@@ -97,15 +97,16 @@ fn container_ports_and_probes_match_the_flags() {
         for (deployment, container) in every_container(r) {
             let flags = parse_flags(container);
             let at = format!("{}: {}", r.values_file, name(deployment));
-            let listens: BTreeSet<u16> = [Some(flags.http_addr), flags.xds_addr]
-                .into_iter()
-                .flatten()
-                .map(|addr| {
-                    // Probes and the Service reach the pod's IP, not its loopback.
-                    assert!(addr.ip().is_unspecified(), "{at}: listens on {addr}");
-                    addr.port()
-                })
-                .collect();
+            let listens: BTreeSet<u16> =
+                [Some(flags.http_addr), flags.xds_addr, flags.secure_xds_addr]
+                    .into_iter()
+                    .flatten()
+                    .map(|addr| {
+                        // Probes and the Service reach the pod's IP, not its loopback.
+                        assert!(addr.ip().is_unspecified(), "{at}: listens on {addr}");
+                        addr.port()
+                    })
+                    .collect();
             let declared: BTreeSet<u16> = container["ports"]
                 .as_array()
                 .unwrap()
@@ -132,17 +133,41 @@ fn container_ports_and_probes_match_the_flags() {
 }
 
 #[test]
-fn builder_and_edge_get_no_api_credentials() {
+fn the_builder_gets_no_api_credentials_and_the_edge_only_token_review() {
     for r in every_values_file() {
-        for binary in ["builder", "edge"] {
-            let spec = pod_spec(r.deployment_of(binary));
-            assert_eq!(spec["automountServiceAccountToken"], false, "{binary}");
-        }
+        let spec = pod_spec(r.deployment_of("builder"));
+        assert_eq!(spec["automountServiceAccountToken"], false, "builder");
+        let edge = r.deployment_of("edge");
+        let spec = pod_spec(edge);
+        let review = r.value("edge.security.tokenReview").as_bool().unwrap();
+        assert_eq!(spec["automountServiceAccountToken"], review, "edge");
+        let account = spec["serviceAccountName"]
+            .as_str()
+            .expect("the edge's own account");
+        r.find("ServiceAccount", account);
+        let bound: Vec<&str> = r
+            .of_kind("ClusterRoleBinding")
+            .chain(r.of_kind("RoleBinding"))
+            .filter(|b| {
+                b["subjects"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|s| s["name"] == account)
+            })
+            .map(|b| b["roleRef"]["name"].as_str().unwrap())
+            .collect();
+        let expected: Vec<&str> = if review {
+            vec!["system:auth-delegator"]
+        } else {
+            vec![]
+        };
+        assert_eq!(bound, expected, "{}", r.values_file);
     }
 }
 
 #[test]
-fn the_edge_service_reaches_the_xds_port_of_edge_pods_only() {
+fn the_edge_service_reaches_the_xds_ports_of_edge_pods_only() {
     for r in every_values_file() {
         let edge = r.deployment_of("edge");
         let container = &containers(edge)[0];
@@ -155,21 +180,52 @@ fn the_edge_service_reaches_the_xds_port_of_edge_pods_only() {
             assert!(!selects(selector, other), "selects {binary} pods");
         }
         let ports = service["spec"]["ports"].as_array().unwrap();
-        let xds = ports
+        let secure = ports
             .iter()
-            .find(|p| p["name"] == "grpc-xds")
-            .expect("grpc-xds");
-        assert_eq!(xds["port"], 15010, "istiod's plaintext xDS port");
-        let target = resolve_port(container, &xds["targetPort"]);
-        assert_eq!(target, flags.xds_addr.unwrap().port());
+            .find(|p| p["name"] == "grpc-xds-tls")
+            .expect("grpc-xds-tls");
+        assert_eq!(secure["port"], 15012, "istiod's secure xDS and CA port");
+        let target = resolve_port(container, &secure["targetPort"]);
+        assert_eq!(target, flags.secure_xds_addr.unwrap().port());
+        // Plaintext only when asked for.
+        let plaintext = ports.iter().find(|p| p["name"] == "grpc-xds");
+        assert_eq!(
+            plaintext.is_some(),
+            flags.xds_addr.is_some(),
+            "{}",
+            r.values_file
+        );
+        if let Some(xds) = plaintext {
+            assert_eq!(xds["port"], 15010, "istiod's plaintext xDS port");
+        }
+        let listens: Vec<u16> = [flags.xds_addr, flags.secure_xds_addr, Some(flags.http_addr)]
+            .into_iter()
+            .flatten()
+            .map(|a| a.port())
+            .collect();
         for port in ports {
             let target = resolve_port(container, &port["targetPort"]);
-            assert!(
-                [flags.xds_addr.unwrap().port(), flags.http_addr.port()].contains(&target),
-                "{port}"
-            );
+            assert!(listens.contains(&target), "{port}");
         }
     }
+}
+
+#[test]
+fn plaintext_xds_is_served_only_when_enabled() {
+    let r = render("values.yaml", &["edge.plaintextXds.enabled=true"]);
+    let flags = parse_flags(&containers(r.deployment_of("edge"))[0]);
+    assert_eq!(flags.xds_addr.map(|a| a.port()), Some(15010));
+    let service = r.find("Service", name(r.deployment_of("edge")));
+    let names: Vec<&str> = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"grpc-xds") && names.contains(&"grpc-xds-tls"),
+        "{names:?}"
+    );
 }
 
 #[test]

@@ -262,6 +262,9 @@ async fn start_shoal(config: &Path, ip: &str, xds_port: u16, log_dir: &Path) -> 
             config.display().to_string(),
             "--plaintext-xds-addr".into(),
             format!("{ip}:{xds_port}"),
+            // The secure listener is always on: a free port, not 15012.
+            "--secure-xds-addr".into(),
+            "127.0.0.1:0".into(),
             "--http-addr".into(),
             format!("127.0.0.1:{http_port}"),
         ],

@@ -231,8 +231,7 @@ impl DeltaStream {
         } else if nonce != w.status.nonce_sent {
             RequestKind::Stale
         } else if let Some(err) = &req.error_detail {
-            w.status.nacked(nonce, &err.message);
-            RequestKind::Nack(err.message.clone())
+            RequestKind::Nack(w.status.nacked(nonce, &err.message))
         } else {
             let version = w.status.version_sent.clone();
             w.status.acked(nonce, &version);

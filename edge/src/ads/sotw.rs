@@ -168,10 +168,7 @@ impl SotwStream {
             return Ok(Reply::new(RequestKind::Stale));
         }
         let kind = match &req.error_detail {
-            Some(err) => {
-                w.status.nacked(nonce, &err.message);
-                RequestKind::Nack(err.message.clone())
-            }
+            Some(err) => RequestKind::Nack(w.status.nacked(nonce, &err.message)),
             None => {
                 w.status.acked(nonce, &req.version_info);
                 RequestKind::Ack

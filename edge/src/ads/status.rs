@@ -4,6 +4,27 @@
 use crate::xds::GenerateError;
 use serde::Serialize;
 
+/// The most of a proxy's own text (a NACK's message, the version it reports) a stream
+/// keeps per type: room for any rejection Envoy writes, while a proxy that sends
+/// megabytes of it cannot make the edge hold them for as long as the stream lives.
+pub const MAX_PROXY_TEXT: usize = 4096;
+
+/// `text`, cut to [`MAX_PROXY_TEXT`] bytes (on a character boundary) and saying so.
+pub(crate) fn bounded(text: &str) -> String {
+    if text.len() <= MAX_PROXY_TEXT {
+        return text.to_string();
+    }
+    let mut end = MAX_PROXY_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} more bytes not kept)",
+        &text[..end],
+        text.len() - end
+    )
+}
+
 /// The sync state of one resource type on one stream.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TypeStatus {
@@ -44,18 +65,23 @@ impl TypeStatus {
     }
 
     /// `version` is what the proxy reports (SotW `version_info`), or what was sent (Delta).
+    /// `nonce` is the latest sent (compared before); `version` the proxy's, kept bounded.
     pub(crate) fn acked(&mut self, nonce: &str, version: &str) {
         self.nonce_acked = nonce.to_string();
-        self.version_acked = version.to_string();
+        self.version_acked = bounded(version);
         self.nack = None;
     }
 
-    pub(crate) fn nacked(&mut self, nonce: &str, message: &str) {
+    /// Records the rejection; returns its message as kept (bounded), for the request's
+    /// [`RequestKind::Nack`].
+    pub(crate) fn nacked(&mut self, nonce: &str, message: &str) -> String {
+        let message = bounded(message);
         self.nack = Some(Nack {
             nonce: nonce.to_string(),
             version: self.version_sent.clone(),
-            message: message.to_string(),
+            message: message.clone(),
         });
+        message
     }
 
     /// `SYNCED` (latest acknowledged), `NACKED` (latest rejected), `STALE` (awaiting an
@@ -89,7 +115,8 @@ pub enum RequestKind {
     Initial,
     /// Acknowledges the latest response.
     Ack,
-    /// Rejects the latest response, with the proxy's message.
+    /// Rejects the latest response, with the proxy's message (its first
+    /// [`MAX_PROXY_TEXT`] bytes).
     Nack(String),
     /// Answers a response that was since superseded: ignored.
     Stale,
@@ -137,5 +164,35 @@ impl Nonces {
     pub(crate) fn next(&mut self, snapshot: u64) -> (String, String) {
         self.counter += 1;
         (snapshot.to_string(), format!("{snapshot}-{}", self.counter))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 17 ("every per-client allocation is bounded"): a NACK's message and a
+    /// reported version were kept whole, so a proxy could make its stream hold up to the
+    /// request limit (4 MiB) per type for the stream's life.
+    #[test]
+    fn a_proxys_text_is_kept_bounded() {
+        let mut s = TypeStatus::new("t");
+        s.sent("1", "1-1");
+        let huge = "é".repeat(1 << 20);
+        let kept = s.nacked("1-1", &huge);
+        let nack = s.nack.as_ref().unwrap();
+        assert_eq!(kept, nack.message);
+        assert!(
+            nack.message.len() <= MAX_PROXY_TEXT + 64,
+            "{}",
+            nack.message.len()
+        );
+        assert!(nack.message.ends_with("more bytes not kept)"));
+        s.acked("1-1", &huge);
+        assert!(s.version_acked.len() <= MAX_PROXY_TEXT + 64);
+        // Short text is kept as it is.
+        s.nacked("1-1", "bad cluster a");
+        assert_eq!(s.nack.unwrap().message, "bad cluster a");
+        assert_eq!(bounded(&"a".repeat(MAX_PROXY_TEXT)).len(), MAX_PROXY_TEXT);
     }
 }

@@ -22,6 +22,9 @@ pub async fn start(config_dir: &Path, log_dir: &Path) -> Shoal {
             config_dir.display().to_string(),
             "--plaintext-xds-addr".into(),
             format!("127.0.0.1:{xds_port}"),
+            // The secure listener is always on: a free port, not 15012.
+            "--secure-xds-addr".into(),
+            "127.0.0.1:0".into(),
             "--http-addr".into(),
             format!("127.0.0.1:{http_port}"),
         ],

@@ -2,11 +2,14 @@
 //! out of HTTP/2 DATA chunks, without I/O.
 //!
 //! A message that lies within one chunk is a slice of it (no copy). Only a message split
-//! across chunks is gathered, into a buffer of exactly its size that leaves with the
-//! message: between messages the deframer holds nothing but its 5-byte header (tonic's
-//! decoder keeps a buffer as large as the largest request the stream ever received).
+//! across chunks is gathered, into a buffer that grows with what arrived (never past the
+//! message's size, at most twice what arrived) and leaves with the message: between
+//! messages the deframer holds nothing but its 5-byte header (tonic's decoder keeps a
+//! buffer as large as the largest request the stream ever received). The size a prefix
+//! claims is not allocated up front: 5 bytes would otherwise make every stream hold the
+//! request limit (4 MiB by default) for nothing.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use tonic::Status;
 
 /// The gRPC message prefix: compressed flag and length.
@@ -49,9 +52,8 @@ pub(crate) struct Deframer {
     max: usize,
     header: [u8; PREFIX_LEN],
     header_len: usize,
-    /// The split message being gathered (allocated at its exact size), once its header is
-    /// known.
-    partial: Option<BytesMut>,
+    /// The split message being gathered, once its header is known (`gather`).
+    partial: Option<Vec<u8>>,
     want: usize,
 }
 
@@ -72,12 +74,12 @@ impl Deframer {
     pub(crate) fn next(&mut self, chunk: &mut Bytes) -> Result<Option<Bytes>, FrameError> {
         if let Some(partial) = &mut self.partial {
             let take = (self.want - partial.len()).min(chunk.len());
-            partial.extend_from_slice(&chunk[..take]);
+            gather(partial, &chunk[..take], self.want);
             chunk.advance(take);
             if partial.len() < self.want {
                 return Ok(None);
             }
-            return Ok(self.partial.take().map(BytesMut::freeze));
+            return Ok(self.partial.take().map(Bytes::from));
         }
         if self.header_len < PREFIX_LEN {
             let take = (PREFIX_LEN - self.header_len).min(chunk.len());
@@ -101,8 +103,8 @@ impl Deframer {
         if chunk.len() >= len {
             return Ok(Some(chunk.split_to(len)));
         }
-        let mut partial = BytesMut::with_capacity(len);
-        partial.extend_from_slice(chunk);
+        let mut partial = Vec::new();
+        gather(&mut partial, chunk, len);
         chunk.clear();
         self.want = len;
         self.partial = Some(partial);
@@ -115,10 +117,22 @@ impl Deframer {
     }
 
     /// Bytes held for a split message.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn held(&self) -> usize {
         self.partial.as_ref().map_or(0, |p| p.capacity())
     }
+}
+
+/// Appends `bytes` to a message of `want` bytes being gathered: the buffer doubles (so
+/// copies stay linear) but never past `want`, so the finished message fills it exactly
+/// and what a stream holds follows what the client sent, not what its prefix claimed.
+fn gather(partial: &mut Vec<u8>, bytes: &[u8], want: usize) {
+    let need = partial.len() + bytes.len();
+    if need > partial.capacity() {
+        let capacity = need.max(partial.capacity() * 2).min(want);
+        partial.reserve_exact(capacity - partial.len());
+    }
+    partial.extend_from_slice(bytes);
 }
 
 #[cfg(test)]
@@ -172,12 +186,46 @@ mod tests {
         let mut d = Deframer::new(1 << 20);
         let mut first = Bytes::copy_from_slice(&stream[..16_384]);
         assert_eq!(d.next(&mut first).unwrap(), None);
-        assert_eq!(d.held(), 100_000);
+        assert_eq!(d.held(), 16_384 - PREFIX_LEN);
         let mut rest = Bytes::copy_from_slice(&stream[16_384..]);
         let msg = d.next(&mut rest).unwrap().unwrap();
         assert_eq!(msg.len(), 100_000);
         assert_eq!(d.held(), 0);
         assert!(!d.is_mid_message());
+    }
+
+    /// Issue 17 ("every per-client allocation is bounded"): a prefix claiming the request
+    /// limit made the stream allocate all of it at once, from 5 bytes.
+    #[test]
+    fn a_prefix_alone_holds_nothing_for_the_size_it_claims() {
+        const MAX: usize = 4 * 1024 * 1024;
+        let body: Vec<u8> = (0..MAX).map(|i| i as u8).collect();
+        let stream = frame(&body);
+        let mut d = Deframer::new(MAX);
+        let mut prefix = Bytes::copy_from_slice(&stream[..PREFIX_LEN + 10]);
+        assert_eq!(d.next(&mut prefix).unwrap(), None);
+        assert!(d.held() <= 10, "holds {} bytes after 10 arrived", d.held());
+        // What it holds follows what arrived (at most twice that), and the message is
+        // whole at its exact size.
+        let mut at = PREFIX_LEN + 10;
+        let mut msg = None;
+        for size in [1, 100, 16_384, 65_535].into_iter().cycle() {
+            let end = (at + size).min(stream.len());
+            let mut chunk = Bytes::copy_from_slice(&stream[at..end]);
+            msg = d.next(&mut chunk).unwrap();
+            at = end;
+            if msg.is_some() {
+                break;
+            }
+            let arrived = at - PREFIX_LEN;
+            assert!(
+                d.held() <= 2 * arrived,
+                "holds {} after {arrived}",
+                d.held()
+            );
+        }
+        assert_eq!(msg.unwrap(), body);
+        assert_eq!(d.held(), 0);
     }
 
     #[test]

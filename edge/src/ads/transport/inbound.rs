@@ -39,7 +39,7 @@ impl<B, T> Inbound<B, T> {
     }
 
     /// Bytes this stream holds between messages (none once a message is out).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn held(&self) -> usize {
         self.chunk.len() + self.deframer.held()
     }

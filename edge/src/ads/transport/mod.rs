@@ -16,6 +16,8 @@
 
 mod encode;
 mod framing;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod inbound;
 
 pub(crate) use encode::frame;
