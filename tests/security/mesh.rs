@@ -1,0 +1,194 @@
+//! One test's mesh: the all-in-one `shoal` with istiod's plug-in CA and a JWT issuer,
+//! and workloads, each a real Envoy fed by an agent stand-in (named as such: Istio's
+//! pilot-agent is not run here).
+//!
+//! ```text
+//!  TestIssuer ─ token file ─► agent-stand-in ─ CreateCertificate (TLS, Bearer) ─┐
+//!                              │  SDS (uds) ▲ ADS proxy (uds → TLS, Bearer) ────┼─► shoal :secure
+//!                              ▼            │                                   │   (CA + ADS)
+//!                            Envoy ─────────┘                 cacerts dir ──────┘
+//! ```
+
+use crate::pki::PluginCa;
+use crate::support::free_port;
+use crate::support::process::{Proc, wait_http_ok};
+use shoal_test_support::jwt::TestIssuer;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// The name agents verify on the edge's serving certificate (istiod's).
+pub const ISTIOD_SAN: &str = "istiod.istio-system.svc";
+pub const TRUST_DOMAIN: &str = "cluster.local";
+
+pub struct Mesh {
+    pub ca: PluginCa,
+    pub issuer: TestIssuer,
+    pub shoal: Proc,
+    pub secure_port: u16,
+    pub http_port: u16,
+    pub cacerts: PathBuf,
+    // Last: the logs outlive the processes.
+    pub dir: TempDir,
+}
+
+impl Mesh {
+    /// Shoal on `config` (file name, YAML), its CA a fresh plug-in intermediate, tokens
+    /// verified against the test issuer's JWKS file. Extra `args` go to `shoal`.
+    pub async fn start(config: &[(&str, String)], args: &[&str]) -> Mesh {
+        let dir = tempfile::Builder::new()
+            .prefix("sec")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let config_dir = dir.path().join("config");
+        std::fs::create_dir_all(&config_dir).expect("mkdir config");
+        for (file, yaml) in config {
+            std::fs::write(config_dir.join(file), yaml).expect("write config");
+        }
+        let ca = PluginCa::new();
+        let cacerts = dir.path().join("cacerts");
+        ca.write_intermediate(&cacerts, "Shoal test intermediate 1");
+        let issuer = TestIssuer::new("https://issuer.shoal.test");
+        let jwks = dir.path().join("jwks.json");
+        issuer.write_jwks(&jwks).expect("write JWKS");
+        let (http_port, secure_port) = (free_port(), free_port());
+        let mut argv: Vec<String> = vec![
+            "--config-dir".into(),
+            config_dir.display().to_string(),
+            "--secure-xds-addr".into(),
+            format!("127.0.0.1:{secure_port}"),
+            "--http-addr".into(),
+            format!("127.0.0.1:{http_port}"),
+            "--ca-plugin-dir".into(),
+            cacerts.display().to_string(),
+            "--ca-plugin-poll".into(),
+            "1s".into(),
+            "--jwt-issuer".into(),
+            issuer.issuer().to_string(),
+            "--jwks-file".into(),
+            jwks.display().to_string(),
+        ];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        let mut shoal = Proc::spawn(
+            "shoal",
+            Path::new(env!("CARGO_BIN_EXE_shoal")),
+            &argv,
+            &[("RUST_LOG", "info".to_string())],
+            dir.path(),
+        );
+        let ready = wait_http_ok(
+            &format!("http://127.0.0.1:{http_port}/healthz/ready"),
+            Duration::from_secs(30),
+        )
+        .await;
+        if !ready {
+            shoal.assert_running();
+            panic!("shoal not ready within 30 s:\n{}", shoal.tail(40));
+        }
+        Mesh {
+            ca,
+            issuer,
+            shoal,
+            secure_port,
+            http_port,
+            cacerts,
+            dir,
+        }
+    }
+
+    /// The edge's `/debug/syncz` (this host may read it).
+    pub async fn syncz(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/debug/syncz", self.http_port);
+        match reqwest::get(&url).await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(e) => format!("GET {url}: {e}"),
+        }
+    }
+
+    /// The root agents pin, as `XDS_ROOT_CA` (the operator's copy of the plug-in root).
+    pub fn root_file(&self) -> PathBuf {
+        let path = self.dir.path().join("root-cert.pem");
+        std::fs::write(&path, &self.ca.root_pem).expect("write root");
+        path
+    }
+
+    /// An agent stand-in for `namespace/service_account`, with `token` in its token file,
+    /// working under `<dir>/<name>` (its sockets there), asking for `secret_ttl`.
+    pub fn agent(&self, name: &str, namespace: &str, sa: &str, secret_ttl: &str) -> Agent {
+        let work = self.dir.path().join(name);
+        std::fs::create_dir_all(&work).expect("mkdir agent");
+        let token = work.join("istio-token");
+        std::fs::write(&token, self.issuer.istio_token(namespace, sa)).expect("write token");
+        let root = self.root_file();
+        let proc = Proc::spawn(
+            &format!("{name}-agent"),
+            &crate::support::workspace_binary("agent-stand-in"),
+            &[
+                "--work-dir".into(),
+                work.display().to_string(),
+                "--token-path".into(),
+                token.display().to_string(),
+            ],
+            &[
+                (
+                    "PROXY_CONFIG",
+                    format!(
+                        r#"{{"discoveryAddress": "127.0.0.1:{}"}}"#,
+                        self.secure_port
+                    ),
+                ),
+                ("ISTIOD_SAN", ISTIOD_SAN.into()),
+                ("XDS_ROOT_CA", root.display().to_string()),
+                ("CA_ROOT_CA", root.display().to_string()),
+                ("POD_NAMESPACE", namespace.into()),
+                ("SERVICE_ACCOUNT", sa.into()),
+                ("TRUST_DOMAIN", TRUST_DOMAIN.into()),
+                ("SECRET_TTL", secret_ttl.into()),
+                ("RUST_LOG", "info".into()),
+            ],
+            self.dir.path(),
+        );
+        Agent { proc, work }
+    }
+
+    /// Polls `check` until it passes or `timeout`; panics with its last error and logs.
+    pub async fn eventually(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut check: impl AsyncFnMut() -> Result<(), String>,
+    ) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match check().await {
+                Ok(()) => return,
+                Err(e) if Instant::now() > deadline => {
+                    panic!(
+                        "{what}: not within {timeout:?}: {e}\n--- shoal ---\n{}",
+                        self.shoal.tail(40)
+                    )
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+}
+
+pub fn spiffe(namespace: &str, sa: &str) -> String {
+    format!("spiffe://{TRUST_DOMAIN}/ns/{namespace}/sa/{sa}")
+}
+
+pub struct Agent {
+    pub proc: Proc,
+    pub work: PathBuf,
+}
+
+impl Agent {
+    pub fn xds_socket(&self) -> PathBuf {
+        self.work.join("etc/istio/proxy/XDS")
+    }
+
+    pub fn sds_socket(&self) -> PathBuf {
+        self.work.join("var/run/secrets/workload-spiffe-uds/socket")
+    }
+}
