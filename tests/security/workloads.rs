@@ -178,16 +178,16 @@ async fn workloads_get_certificates_from_shoal_route_over_15012_and_survive_a_ca
         .await;
     }
 
-    // 2. Their ADS streams are on the secure port, which serves authenticated streams
-    //    only (see `refusals`): both proxies are connected there. (`/debug/syncz` does not
-    //    show a stream's identity yet; when it does, check it here.)
+    // 2. Their ADS streams are on the secure port, authenticated by their tokens: the
+    //    edge's /debug/syncz shows each proxy with its SPIFFE ID and `jwt`.
     let (node_a, node_b) = (
         "sidecar~127.0.0.2~a-0.alpha~alpha.svc.cluster.local",
         "sidecar~127.0.0.3~b-0.beta~beta.svc.cluster.local",
     );
     mesh.eventually("both proxies in /debug/syncz", LONG, async || {
         let syncz = mesh.syncz().await;
-        for needle in [node_a, node_b] {
+        let (who_a, who_b) = (format!("\"{id_a}\""), format!("\"{id_b}\""));
+        for needle in [node_a, node_b, &who_a, &who_b, "\"auth_method\":\"jwt\""] {
             if !syncz.contains(needle) {
                 return Err(format!("/debug/syncz lacks {needle}: {syncz}"));
             }

@@ -103,6 +103,10 @@ impl Connection {
             "connection_id": self.conn_id,
             "protocol": self.protocol,
             "namespace": self.proxy.namespace,
+            // Who the stream proved to be: a SPIFFE ID and how (jwt, client-certificate),
+            // or none on plaintext.
+            "identity": self.proxy.identity.principal().map(|p| p.spiffe_id()),
+            "auth_method": self.proxy.identity.method().as_str(),
             "sidecar_scope": scope,
             "connected_at_unix_ms": connected_at_ms,
             "types": types,
