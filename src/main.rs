@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig};
-use shoal_edge::tls::peer::VerifiedClientCertificate;
+use shoal_edge::security::EdgeSecurity;
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
 use shoal_infra::cli::{DrainArgs, HttpArgs, UsageError, duration};
@@ -44,6 +44,8 @@ struct Args {
     cluster_id: String,
     #[command(flatten)]
     listen: shoal_edge::cli::XdsListenArgs,
+    #[command(flatten)]
+    security: shoal_edge::security::SecurityArgs,
     // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,warnings,builder,ring}.
     #[command(flatten)]
     http: HttpArgs,
@@ -94,31 +96,22 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         let shown = config_dir.display();
         return Err(usage(format!("--config-dir {shown} is not a directory")));
     }
-    // Until the CA serves the edge its certificate, the secure listener's comes from
-    // files (also an operator's option, as istiod's custom DNS certificates).
-    let files = args.listen.cert_files();
-    args.listen
-        .check(files.is_some())
-        .map_err(anyhow::Error::new)?;
     let kv = Arc::new(MemoryConfigKv::default());
     let bus = Arc::new(MemoryBus::default());
     let store = Arc::new(MemorySnapshotStore::new());
     let membership = Arc::new(MemoryMembership::default());
     let mut registry = Registry::default();
     let mut supervisor = Supervisor::new();
-    let tls = match files {
-        Some(files) => {
-            let (tls, reload) = files
-                .watch(args.listen.tls_reload_interval, supervisor.watcher().wait())
-                .context("loading the TLS certificate")?;
-            tokio::spawn(reload);
-            Some(tls)
-        }
-        None => None,
-    };
-    let authenticator = Arc::new(VerifiedClientCertificate {
-        trust_domain: args.listen.trust_domain.clone(),
-    });
+    let watcher = supervisor.watcher();
+    let mut security =
+        EdgeSecurity::start(&args.listen, &args.security, &mut registry, move || {
+            Box::pin(watcher.wait())
+        })
+        .await
+        .context("setting up the CA and TLS")?;
+    for task in std::mem::take(&mut security.tasks) {
+        tokio::spawn(task);
+    }
 
     let mut ingest_config = IngestConfig::new(&config_dir, &args.cluster_id);
     ingest_config.debounce_after = args.debounce_after;
@@ -151,14 +144,17 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
     let edge_ready = edge.ready();
-    let edge = edge.bind(args.listen.listen(tls, authenticator)).await?;
+    let edge = edge.bind(args.listen.listen(&security)).await?;
 
     let readiness = Readiness::new();
     let rejections = ingest.clone();
     let warnings = ingest.clone();
     let status = builder_status.clone();
     let admin = AdminServer::new(registry, readiness.clone())
-        .debug_access(args.http.debug_access(None, "istio-system"))
+        .debug_access(args.http.debug_access(
+            Some(security.authenticator.clone()),
+            &args.listen.system_namespace,
+        ))
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("rejections", Arc::new(move || rejections.rejections_json()))
         .debug("warnings", Arc::new(move || warnings.warnings_json()))

@@ -1,15 +1,14 @@
 //! The `edge` command line: flags and their environment variables.
 
-use crate::tls::TlsMaterial;
+use crate::security::{EdgeSecurity, SecurityArgs};
 use crate::tls::files::CertFiles;
 use crate::tls::incoming::HandshakeLimits;
 use crate::{Listen, SecureListen};
 use clap::Parser;
-use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, RedisArgs, UsageError, duration};
-use shoal_proto::security::{Authenticator, SpiffeId};
+use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, RedisArgs, duration};
+use shoal_proto::security::SpiffeId;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
@@ -26,6 +25,8 @@ pub struct Args {
     pub redis: RedisArgs,
     #[command(flatten)]
     pub listen: XdsListenArgs,
+    #[command(flatten)]
+    pub security: SecurityArgs,
     // Admin HTTP: /metrics, /healthz/ready, /debug/syncz, /debug/ring.
     #[command(flatten)]
     pub http: HttpArgs,
@@ -60,8 +61,9 @@ impl Args {
 /// The ADS listeners and the edge identity, shared with the all-in-one `shoal`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct XdsListenArgs {
-    /// ADS over TLS (istiod's 15012): every stream authenticated (client certificate or
-    /// token). Served with the certificate of --tls-cert-file.
+    /// ADS and the CA over TLS (istiod's 15012): every stream authenticated (client
+    /// certificate or token). Served with a certificate of the edge's own CA, or that
+    /// of --tls-cert-file.
     #[arg(long, env = "SHOAL_SECURE_XDS_ADDR", default_value = "127.0.0.1:15012")]
     pub secure_xds_addr: SocketAddr,
     /// Plaintext ADS (istiod's 15010); unset: none. Its streams are anonymous and are
@@ -116,31 +118,16 @@ impl XdsListenArgs {
         })
     }
 
-    /// An edge needs a listener: the secure one (a certificate source) or the plaintext.
-    pub fn check(&self, has_certificate: bool) -> Result<(), UsageError> {
-        if has_certificate || self.plaintext_xds_addr.is_some() {
-            return Ok(());
-        }
-        Err(UsageError(
-            "no xDS listener: give --tls-cert-file and --tls-key-file for the secure \
-             listener (--secure-xds-addr) or a --plaintext-xds-addr"
-                .into(),
-        ))
-    }
-
-    /// The listeners: the secure one with `tls` (when there is a certificate source) and
-    /// `authenticator`, the plaintext one when asked for.
-    pub fn listen(
-        &self,
-        tls: Option<TlsMaterial>,
-        authenticator: Arc<dyn Authenticator>,
-    ) -> Listen {
+    /// The listeners: the secure one, always, with `security`'s certificate, CA and
+    /// authenticators; the plaintext one when asked for.
+    pub fn listen(&self, security: &EdgeSecurity) -> Listen {
         Listen {
             plaintext: self.plaintext_xds_addr,
-            secure: tls.map(|tls| SecureListen {
+            secure: Some(SecureListen {
                 addr: self.secure_xds_addr,
-                tls,
-                authenticator,
+                tls: security.tls.clone(),
+                authenticator: security.authenticator.clone(),
+                ca: Some(security.ca.clone()),
                 handshake: HandshakeLimits {
                     timeout: self.tls_handshake_timeout,
                     ..HandshakeLimits::default()
@@ -226,15 +213,13 @@ mod listen_tests {
     use super::*;
 
     #[test]
-    fn an_edge_without_a_certificate_or_a_plaintext_address_is_a_usage_error() {
-        let args = Args::try_parse_from(["x"]).unwrap();
-        let err = args.listen.check(false).unwrap_err().to_string();
-        assert!(err.contains("--tls-cert-file") && err.contains("--plaintext-xds-addr"));
-        assert!(!err.contains('\n'), "one line: {err}");
-        assert!(args.listen.check(true).is_ok());
-        let args = Args::try_parse_from(["x", "--plaintext-xds-addr", "127.0.0.1:15010"]).unwrap();
-        assert!(args.listen.check(false).is_ok());
-        // A certificate needs its key.
+    fn a_certificate_needs_its_key() {
         assert!(Args::try_parse_from(["x", "--tls-cert-file", "c.pem"]).is_err());
+        let args = Args::try_parse_from(["x"]).unwrap();
+        assert_eq!(
+            args.listen.plaintext_xds_addr, None,
+            "plaintext is off by default"
+        );
+        assert_eq!(args.listen.secure_xds_addr.to_string(), "127.0.0.1:15012");
     }
 }

@@ -20,6 +20,7 @@ pub mod proxy;
 pub mod push_queue;
 mod rebalance;
 mod run;
+pub mod security;
 pub mod snapshot;
 pub mod tls;
 pub mod xds;

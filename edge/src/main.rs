@@ -2,7 +2,7 @@ use anyhow::Context;
 use clap::Parser;
 use prometheus_client::registry::Registry;
 use shoal_edge::cli::Args;
-use shoal_edge::tls::peer::VerifiedClientCertificate;
+use shoal_edge::security::EdgeSecurity;
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
 use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsMembership, NatsMembershipConfig};
@@ -25,12 +25,6 @@ fn main() -> std::process::ExitCode {
 #[tokio::main]
 async fn run(args: Args) -> anyhow::Result<()> {
     init_tracing();
-    // Until the CA serves the edge its certificate, the secure listener's comes from
-    // files (also an operator's option, as istiod's custom DNS certificates).
-    let files = args.listen.cert_files();
-    args.listen
-        .check(files.is_some())
-        .map_err(anyhow::Error::new)?;
     let client = args.nats.connect().await.context("connecting to NATS")?;
     let bus = NatsBus::open(client.clone(), NatsBusConfig::default())
         .await
@@ -43,19 +37,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .context("connecting to Redis")?;
 
     let mut supervisor = Supervisor::new();
-    let tls = match files {
-        Some(files) => {
-            let (tls, reload) = files
-                .watch(args.listen.tls_reload_interval, supervisor.watcher().wait())
-                .context("loading the TLS certificate")?;
-            tokio::spawn(reload);
-            Some(tls)
-        }
-        None => None,
-    };
-    let authenticator = Arc::new(VerifiedClientCertificate {
-        trust_domain: args.listen.trust_domain.clone(),
-    });
+    let mut registry = Registry::default();
+    let watcher = supervisor.watcher();
+    let mut security =
+        EdgeSecurity::start(&args.listen, &args.security, &mut registry, move || {
+            Box::pin(watcher.wait())
+        })
+        .await
+        .context("setting up the CA and TLS")?;
+    for task in std::mem::take(&mut security.tasks) {
+        tokio::spawn(task);
+    }
     let mut config = EdgeConfig::default();
     config.xds.edge_identity = args.listen.edge_identity();
     if let Some(id) = &args.edge_id {
@@ -63,7 +55,6 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     args.push.apply(&mut config.xds);
     config.handoff = args.handoff();
-    let mut registry = Registry::default();
     let edge = Edge::new(
         config,
         Arc::new(bus),
@@ -74,11 +65,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
     let ready = edge.ready();
-    let edge = edge.bind(args.listen.listen(tls, authenticator)).await?;
+    let edge = edge.bind(args.listen.listen(&security)).await?;
 
     let readiness = Readiness::new();
     let admin = AdminServer::new(registry, readiness.clone())
-        .debug_access(args.http.debug_access(None, "istio-system"))
+        .debug_access(args.http.debug_access(
+            Some(security.authenticator.clone()),
+            &args.listen.system_namespace,
+        ))
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("ring", Arc::new(ring_debug))
         .bind(args.http.http_addr)

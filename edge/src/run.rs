@@ -208,6 +208,7 @@ impl Edge {
                     addr,
                     config,
                     authenticator: secure.authenticator,
+                    ca: secure.ca,
                     handshake: secure.handshake,
                 })
             }
@@ -248,6 +249,8 @@ pub struct SecureListen {
     pub tls: TlsMaterial,
     /// How a stream on this listener proves who it is (JWT, client certificate, ...).
     pub authenticator: Arc<dyn Authenticator>,
+    /// Istio's CA (`CreateCertificate`), served beside ADS as on istiod's 15012.
+    pub ca: Option<crate::ca::CaService>,
     pub handshake: HandshakeLimits,
 }
 
@@ -256,6 +259,7 @@ struct BoundSecure {
     addr: SocketAddr,
     config: Arc<rustls::ServerConfig>,
     authenticator: Arc<dyn Authenticator>,
+    ca: Option<crate::ca::CaService>,
     handshake: HandshakeLimits,
 }
 
@@ -357,6 +361,7 @@ impl BoundEdge {
             let incoming = crate::tls::incoming::incoming(s.listener, s.config, s.handshake);
             tonic::transport::Server::builder()
                 .add_service(edge.xds.secure_ads_service(s.authenticator))
+                .add_optional_service(s.ca)
                 .serve_with_incoming_shutdown(incoming, shutdown())
         });
         let server = async move {

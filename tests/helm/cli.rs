@@ -113,8 +113,8 @@ fn usage_errors_are_one_line_and_exit_2_without_a_backtrace() {
         ),
         ("builder", vec!["--no-such-flag"], "--no-such-flag"),
         ("edge", vec!["--no-such-flag"], "--no-such-flag"),
-        // Neither a certificate for the secure listener nor a plaintext address.
-        ("edge", vec![], "--plaintext-xds-addr"),
+        // A certificate without its key.
+        ("edge", vec!["--tls-cert-file", "/c.pem"], "--tls-key-file"),
         (
             "loadtest",
             vec![

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! - [`service`]: [`CaService`], the unary gRPC service.
-//! - [`credentials`]: what a caller presents ([`PeerCertificates`] from the TLS listener).
+//! - [`credentials`]: what a caller presents (token; certificates from the TLS listener).
 //! - [`source`]: where signing material comes from and how it rotates.
 
 pub mod credentials;
@@ -15,7 +15,7 @@ mod metrics;
 pub mod service;
 pub mod source;
 
-pub use credentials::{PeerCertificates, request_credentials};
+pub use credentials::request_credentials;
 pub use service::CaService;
 
 #[cfg(test)]

@@ -250,9 +250,10 @@ fn credentials_come_from_metadata_and_the_peer_certificates_extension() {
         none.peer_certificates.is_empty(),
         "plaintext: no certificates"
     );
-    ext.insert(PeerCertificates(Arc::from(vec![
-        bytes::Bytes::from_static(b"leaf"),
-    ])));
+    ext.insert(crate::tls::PeerInfo {
+        certificates: Arc::from(vec![bytes::Bytes::from_static(b"leaf")]),
+        ..Default::default()
+    });
     let with = request_credentials(&tonic::metadata::MetadataMap::new(), &ext);
     assert_eq!(with.bearer_token, None);
     assert_eq!(

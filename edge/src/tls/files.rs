@@ -4,10 +4,11 @@
 //! certificate is served without a restart. A change that does not load is reported and
 //! the certificate served so far is kept.
 
-use super::{TlsMaterial, provider};
+use super::TlsMaterial;
+use super::keys::{KeyError, certified_key, root_store};
 use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,43 +65,29 @@ impl CertFiles {
             path: path.to_path_buf(),
             reason,
         };
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(&Self::read(&self.cert)?)
-                .collect::<Result<_, _>>()
-                .map_err(|e| invalid(&self.cert, format!("not PEM certificates: {e}")))?;
-        if chain.is_empty() {
-            return Err(invalid(&self.cert, "holds no CERTIFICATE".into()));
-        }
-        // The key's parse error names no key bytes.
-        let key = PrivateKeyDer::from_pem_slice(&Self::read(&self.key)?)
-            .map_err(|e| invalid(&self.key, format!("no usable private key: {e}")))?;
-        let signer = provider()
-            .key_provider
-            .load_private_key(key)
-            .map_err(|e| invalid(&self.key, format!("unsupported private key: {e}")))?;
-        let certified = CertifiedKey::new(chain, signer);
-        certified.keys_match().map_err(|e| {
-            invalid(
-                &self.key,
-                format!(
-                    "does not match the certificate in {}: {e}",
-                    self.cert.display()
+        let certified = certified_key(&Self::read(&self.cert)?, &Self::read(&self.key)?).map_err(
+            |e| match e {
+                KeyError::Chain(reason) => invalid(&self.cert, reason),
+                KeyError::Key(reason) => invalid(
+                    &self.key,
+                    format!("{reason} (certificate {})", self.cert.display()),
                 ),
-            )
-        })?;
-        let mut roots = RootCertStore::empty();
-        if let Some(ca) = &self.ca {
-            for cert in CertificateDer::pem_slice_iter(&Self::read(ca)?) {
-                let cert = cert.map_err(|e| invalid(ca, format!("not PEM certificates: {e}")))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| invalid(ca, format!("not a usable root: {e}")))?;
+            },
+        )?;
+        let roots = match &self.ca {
+            None => Arc::new(RootCertStore::empty()),
+            Some(ca) => {
+                let ders: Vec<CertificateDer<'static>> =
+                    CertificateDer::pem_slice_iter(&Self::read(ca)?)
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| invalid(ca, format!("not PEM certificates: {e}")))?;
+                if ders.is_empty() {
+                    return Err(invalid(ca, "holds no CERTIFICATE".into()));
+                }
+                root_store(ders).map_err(|reason| invalid(ca, reason))?
             }
-            if roots.is_empty() {
-                return Err(invalid(ca, "holds no CERTIFICATE".into()));
-            }
-        }
-        Ok((Arc::new(certified), Arc::new(roots)))
+        };
+        Ok((certified, roots))
     }
 
     /// Loads the files and returns them as [`TlsMaterial`], with the task that re-reads

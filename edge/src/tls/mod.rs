@@ -13,11 +13,12 @@
 //!
 //! - [`server`]: the server config; [`incoming`]: the accept loop; [`peer`]: what a
 //!   verified certificate names; [`client`]: the relay's mTLS client; [`files`]: PEM files
-//!   as the certificate source, re-read when they change.
+//!   as the certificate source, re-read when they change; [`keys`]: PEM to rustls keys.
 
 pub mod client;
 pub mod files;
 pub mod incoming;
+pub mod keys;
 pub mod peer;
 pub mod server;
 

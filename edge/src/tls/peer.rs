@@ -1,8 +1,7 @@
 //! What a verified certificate names: its SPIFFE ID (URI SAN).
 
-use shoal_proto::security::{
-    AuthMethod, Authenticator, AuthnError, Credentials, Identity, SpiffeId,
-};
+use super::PeerInfo;
+use shoal_proto::security::{Credentials, SpiffeId};
 use x509_parser::extensions::GeneralName;
 
 /// The workload SPIFFE ID among the URI SANs of the certificate `der`; `None` when it has
@@ -17,40 +16,12 @@ pub fn spiffe_id(der: &[u8]) -> Option<SpiffeId> {
     })
 }
 
-/// The identity of a client certificate the TLS handshake verified against the mesh root
-/// (the only way [`Credentials::peer_certificates`] is filled here): the SPIFFE ID of its
-/// leaf, in this trust domain. The edge binary's authenticator for the secure listener
-/// until token authenticators are wired in beside it.
-#[derive(Clone, Debug)]
-pub struct VerifiedClientCertificate {
-    pub trust_domain: String,
-}
-
-#[async_trait::async_trait]
-impl Authenticator for VerifiedClientCertificate {
-    fn name(&self) -> &'static str {
-        "client-certificate"
-    }
-
-    async fn authenticate(&self, credentials: &Credentials) -> Result<Identity, AuthnError> {
-        let leaf = credentials
-            .peer_certificates
-            .first()
-            .ok_or(AuthnError::Missing("no client certificate"))?;
-        let rejected = |reason: String| AuthnError::Rejected {
-            authenticator: self.name(),
-            reason,
-        };
-        let id = spiffe_id(leaf)
-            .ok_or_else(|| rejected("the client certificate names no SPIFFE ID".into()))?;
-        if id.trust_domain != self.trust_domain {
-            return Err(rejected(format!(
-                "{id} is not of trust domain {:?}",
-                self.trust_domain
-            )));
-        }
-        Ok(Identity::authenticated(
-            id.into_principal(AuthMethod::ClientCertificate),
-        ))
+/// What a request presents: the bearer token of its `authorization` value and, over TLS,
+/// the client certificate chain the handshake verified against the mesh root (`peer`,
+/// the connection's [`PeerInfo`]). One reading for ADS streams and CA requests.
+pub fn credentials(authorization: Option<&str>, peer: Option<&PeerInfo>) -> Credentials {
+    Credentials {
+        bearer_token: authorization.and_then(Credentials::bearer),
+        peer_certificates: peer.map(|p| p.certificates.to_vec()).unwrap_or_default(),
     }
 }

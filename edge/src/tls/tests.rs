@@ -3,7 +3,6 @@
 
 use super::client::RelayConnector;
 use super::incoming::{HandshakeLimits, incoming};
-use super::peer::VerifiedClientCertificate;
 use super::server::server_config;
 use super::{TlsMaterial, provider};
 use crate::ads::{XdsConfig, XdsServer};
@@ -17,6 +16,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, Serve
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, RootCertStore};
 use shoal_proto::push_context::PushContext;
+use shoal_proto::security::authn::ClientCertificate;
 use shoal_proto::transport::Member;
 use shoal_test_support::pki::{EDGE_SPIFFE, Leaf, TestCa};
 use std::net::SocketAddr;
@@ -88,9 +88,10 @@ fn edge_on(
         timeout: Duration::from_secs(2),
         concurrent: 16,
     };
-    let service = xds.secure_ads_service(Arc::new(VerifiedClientCertificate {
-        trust_domain: "cluster.local".into(),
-    }));
+    let service = xds.secure_ads_service(Arc::new(ClientCertificate::new(
+        "cluster.local",
+        Vec::new(),
+    )));
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service)

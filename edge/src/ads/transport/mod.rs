@@ -33,7 +33,7 @@ use futures::future::BoxFuture;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use http_body::Body;
 use inbound::Inbound;
-use shoal_proto::security::{Authenticator, Credentials};
+use shoal_proto::security::Authenticator;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -153,7 +153,12 @@ where
         Ok(Some(identity)) => Who::Relayed(identity),
         Ok(None) => Who::Presents {
             authenticator: listener.authenticator.clone(),
-            credentials: credentials(req.headers(), peer),
+            credentials: crate::tls::peer::credentials(
+                req.headers()
+                    .get(AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok()),
+                peer,
+            ),
             secure: listener.secure,
         },
         Err(status) => return status.into_http(),
@@ -166,18 +171,6 @@ where
             resp
         }
         Err(status) => status.into_http(),
-    }
-}
-
-/// What a stream presents: its bearer token (gRPC metadata `authorization`) and, over
-/// TLS, the client certificate chain the handshake verified against the mesh root.
-fn credentials(headers: &http::HeaderMap, peer: Option<&PeerInfo>) -> Credentials {
-    Credentials {
-        bearer_token: headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(Credentials::bearer),
-        peer_certificates: peer.map(|p| p.certificates.to_vec()).unwrap_or_default(),
     }
 }
 
