@@ -21,6 +21,81 @@ pub enum Command {
     Mesh(MeshArgs),
     /// Simulate proxies against edges; measure initial sync and the convergence of a change.
     Run(RunArgs),
+    /// N concurrent CreateCertificate callers against the CA; issuance latency.
+    Ca(CaArgs),
+    /// Write an ES256 key to mint tokens with and the JWKS the edge reads (--jwks-file).
+    Keys(KeysArgs),
+}
+
+/// How to connect as Istio's agent does (secure port 15012): TLS and per-proxy tokens.
+#[derive(Debug, Args)]
+pub struct SecureArgs {
+    /// The mesh root (PEM): connect over TLS and verify the edge against it.
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// The name verified on the edge's certificate (pilot-agent's default).
+    #[arg(long, default_value = shoal_loadtest::secure::DEFAULT_SERVER_NAME)]
+    pub tls_server_name: String,
+    /// The ES256 key (PKCS#8 PEM, from `loadtest keys`): each stream carries a token for
+    /// its own namespace/service account, audience istio-ca.
+    #[arg(long, requires = "jwt_issuer")]
+    pub jwt_key: Option<PathBuf>,
+    /// The tokens' issuer (the edge's --jwt-issuer).
+    #[arg(long)]
+    pub jwt_issuer: Option<String>,
+}
+
+impl SecureArgs {
+    pub fn config(&self) -> shoal_loadtest::secure::SecurityConfig {
+        shoal_loadtest::secure::SecurityConfig {
+            tls_ca: self.tls_ca.clone(),
+            tls_server_name: Some(self.tls_server_name.clone()),
+            jwt_key: self.jwt_key.clone(),
+            jwt_issuer: self.jwt_issuer.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    /// Where to write the private key (PKCS#8 PEM, mode 0600).
+    #[arg(long)]
+    pub jwt_key: PathBuf,
+    /// Where to write the JWKS.
+    #[arg(long)]
+    pub jwks: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CaArgs {
+    /// The edge's secure address (the CA is served there).
+    #[arg(long, default_value = "127.0.0.1:15012")]
+    pub addr: String,
+    /// Concurrent callers, each with its own identity, key, CSR and token.
+    #[arg(long, default_value_t = 1000)]
+    pub callers: usize,
+    /// HTTP/2 connections they share (default: one each, as agents).
+    #[arg(long)]
+    pub conns: Option<usize>,
+    /// Namespaces ns-0.. the callers are spread over.
+    #[arg(long, default_value_t = 10)]
+    pub namespaces: usize,
+    #[arg(long, default_value = "cluster.local")]
+    pub trust_domain: String,
+    /// Requested certificate validity in seconds (0: the CA's default).
+    #[arg(long, default_value_t = 0)]
+    pub validity_s: u64,
+    /// Seconds each call (and each connection) may take.
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Edge process IDs, comma-separated: their CPU and memory are reported.
+    #[arg(long, value_delimiter = ',')]
+    pub edge_pid: Vec<u32>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub secure: SecureArgs,
 }
 
 #[derive(Debug, Args)]
@@ -95,4 +170,6 @@ pub struct RunArgs {
     /// `--change storm`: edits per second.
     #[arg(long, default_value_t = 10.0)]
     pub rate: f64,
+    #[command(flatten)]
+    pub secure: SecureArgs,
 }

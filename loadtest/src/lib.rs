@@ -6,12 +6,16 @@
 //!             each: wire::framing ─► client::{SotwClient,DeltaClient} (no I/O) ─► ACK/NACK
 //!           run::run: wait for every initial config, write the change (run::change),
 //!           time each proxy's ACK of it, read /proc of the edges ─► run::Report
+//!  (run, ca: plaintext, or TLS + a token per namespace/service account: secure)
+//!  ca   ──► N concurrent CreateCertificate calls ─► ca::CaReport (latency percentiles)
 //! ```
 
+pub mod ca;
 pub mod client;
 pub mod mesh;
 pub mod proxy;
 pub mod run;
+pub mod secure;
 pub mod wire;
 
 pub use proxy::Lb;

@@ -5,7 +5,9 @@ mod cli;
 
 use anyhow::Context;
 use clap::Parser;
-use cli::{Cli, Command, MeshArgs, RunArgs};
+use cli::{CaArgs, Cli, Command, MeshArgs, RunArgs};
+use shoal_loadtest::ca::CaConfig;
+use shoal_loadtest::secure::Security;
 use shoal_loadtest::{RunConfig, mesh, run};
 use shoal_test_support::meshgen::MeshSpec;
 use std::time::Duration;
@@ -30,6 +32,11 @@ async fn run_main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Mesh(args) => write_mesh(args),
         Command::Run(args) => run_load(args).await,
+        Command::Ca(args) => run_ca(args).await,
+        Command::Keys(args) => Ok(shoal_loadtest::secure::keys::write_keys(
+            &args.jwt_key,
+            &args.jwks,
+        )?),
     }
 }
 
@@ -69,6 +76,7 @@ async fn run_load(a: RunArgs) -> anyhow::Result<()> {
             changes: a.changes.max(1),
             rate: a.rate,
         },
+        security: Security::load(&a.secure.config())?,
         ..RunConfig::default()
     };
     // A loaded machine can take long to answer thousands of new streams: opening one may
@@ -85,6 +93,37 @@ async fn run_load(a: RunArgs) -> anyhow::Result<()> {
         failures.is_empty(),
         "the run failed: {}",
         failures.join("; ")
+    );
+    Ok(())
+}
+
+async fn run_ca(a: CaArgs) -> anyhow::Result<()> {
+    if a.timeout.is_nan() || a.timeout <= 0.0 {
+        let usage = shoal_infra::cli::UsageError("--timeout must be positive".into());
+        return Err(usage.into());
+    }
+    let config = CaConfig {
+        addr: a.addr,
+        callers: a.callers,
+        conns: a.conns,
+        namespaces: a.namespaces,
+        trust_domain: a.trust_domain,
+        validity: Duration::from_secs(a.validity_s),
+        timeout: Duration::from_secs_f64(a.timeout),
+        edge_pids: a.edge_pid,
+        security: Security::load(&a.secure.config())?,
+    };
+    let report = shoal_loadtest::ca::run_ca(config).await?;
+    print!("{report}");
+    if let Some(path) = &a.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    anyhow::ensure!(
+        report.errors == 0,
+        "{} of {} calls failed",
+        report.errors,
+        report.callers
     );
     Ok(())
 }

@@ -2,11 +2,17 @@
 //! 200 simulated proxies sync, then a VirtualService change and an endpoint change (SotW,
 //! and Delta for the latter) must reach every proxy whose scope includes them.
 //!
+//! And the same over the secure port as Istio's agent connects: TLS verified against the
+//! mesh root of Shoal's own CA, a JWT per namespace from the loadtest's key (the JWKS is
+//! the edge's `--jwks-file`), then concurrent `CreateCertificate` calls (`loadtest ca`).
+//!
 //! Needs `target/<profile>/shoal`: run `cargo build --workspace --bins` first (as
 //! `make test` does).
 
+use shoal_loadtest::ca::{CaConfig, run_ca};
 use shoal_loadtest::mesh::write_mesh;
 use shoal_loadtest::proxy::Limits;
+use shoal_loadtest::secure::{Security, SecurityConfig, keys::write_keys};
 use shoal_loadtest::{ChangeKind, Lb, Report, RunConfig, run};
 use shoal_test_support::meshgen::MeshSpec;
 use std::io::{Read, Write};
@@ -57,13 +63,22 @@ fn shoal_binary() -> PathBuf {
 }
 
 fn start_shoal(config_dir: &Path, xds: u16, http: u16, log_dir: &Path) -> Shoal {
+    let plaintext = [
+        "--plaintext-xds-addr".to_string(),
+        format!("127.0.0.1:{xds}"),
+        // The secure listener is always on: a free port, not 15012.
+        "--secure-xds-addr".to_string(),
+        "127.0.0.1:0".to_string(),
+    ];
+    start_shoal_with(config_dir, &plaintext, http, log_dir)
+}
+
+fn start_shoal_with(config_dir: &Path, args: &[String], http: u16, log_dir: &Path) -> Shoal {
     let log = log_dir.join("shoal.log");
     let out = std::fs::File::create(&log).expect("log");
     let child = Command::new(shoal_binary())
         .args(["--config-dir", &config_dir.display().to_string()])
-        .args(["--plaintext-xds-addr", &format!("127.0.0.1:{xds}")])
-        // The secure listener is always on: a free port, not 15012.
-        .args(["--secure-xds-addr", "127.0.0.1:0"])
+        .args(args)
         .args(["--http-addr", &format!("127.0.0.1:{http}")])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
@@ -99,9 +114,13 @@ fn wait_ready(port: u16, timeout: Duration) -> bool {
 }
 
 fn check(report: &Report) {
+    check_n(report, 200);
+}
+
+fn check_n(report: &Report, n: usize) {
     println!("{report}");
-    assert_eq!(report.connected, 200, "connected");
-    assert_eq!(report.synced, 200, "synced");
+    assert_eq!(report.connected, n, "connected");
+    assert_eq!(report.synced, n, "synced");
     assert!(report.initial_sync_s.is_some());
     assert!(report.proxies_expected > 0, "the change concerns someone");
     assert_eq!(
@@ -191,4 +210,102 @@ async fn two_hundred_proxies_against_shoal() {
     assert_eq!(report.nacks, 0);
     assert!(!report.timed_out);
     assert!(report.time_to_first_response_ms.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_with_tokens_against_shoal_and_its_ca() {
+    const ISSUER: &str = "https://loadtest.test";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mesh_dir = dir.path().join("mesh");
+    let spec = MeshSpec {
+        services: 20,
+        endpoints_per_service: 2,
+        namespaces: 4,
+        ..MeshSpec::default()
+    };
+    write_mesh(&spec, &mesh_dir).expect("write mesh");
+    let (key, jwks, ca_dir) = (
+        dir.path().join("jwt-key.pem"),
+        dir.path().join("jwks.json"),
+        dir.path().join("ca"),
+    );
+    write_keys(&key, &jwks).expect("loadtest keys");
+    let (secure, http) = (free_port(), free_port());
+    let path = |p: &Path| p.display().to_string();
+    let args = [
+        "--secure-xds-addr".to_string(),
+        format!("127.0.0.1:{secure}"),
+        "--ca-root-dir".into(),
+        path(&ca_dir),
+        "--jwt-issuer".into(),
+        ISSUER.into(),
+        "--jwks-file".into(),
+        path(&jwks),
+    ];
+    let shoal = start_shoal_with(&mesh_dir, &args, http, dir.path());
+    assert!(wait_ready(http, Duration::from_secs(30)), "shoal not ready");
+    let root = ca_dir.join("ca-cert.pem");
+    assert!(
+        root.exists(),
+        "shoal keeps its self-signed root in --ca-root-dir"
+    );
+    let addr = format!("127.0.0.1:{secure}");
+    let security = |jwt_key: Option<&Path>| {
+        Security::load(&SecurityConfig {
+            tls_ca: Some(root.clone()),
+            tls_server_name: None,
+            jwt_key: jwt_key.map(Path::to_path_buf),
+            jwt_issuer: Some(ISSUER.into()),
+        })
+        .expect("security")
+    };
+
+    // Every proxy syncs and converges over TLS, each stream with its namespace's token.
+    let report = run(RunConfig {
+        xds_addrs: vec![addr.clone()],
+        proxies: 100,
+        change: ChangeKind::Vs,
+        config_dir: Some(mesh_dir.clone()),
+        edge_pids: vec![shoal.child.id()],
+        timeout: Duration::from_secs(20),
+        settle: Duration::from_millis(200),
+        security: security(Some(&key)),
+        ..RunConfig::default()
+    })
+    .await
+    .expect("loadtest run over TLS with tokens");
+    check_n(&report, 100);
+
+    // Without a token the secure port serves nothing: the flags are what let them in.
+    let anonymous = run(RunConfig {
+        xds_addrs: vec![addr.clone()],
+        proxies: 10,
+        timeout: Duration::from_secs(3),
+        security: security(None),
+        limits: Limits {
+            max_attempts: Some(1),
+            ..Limits::default()
+        },
+        ..RunConfig::default()
+    })
+    .await
+    .expect("a run that reports its failures");
+    assert_eq!(anonymous.synced, 0, "{anonymous}");
+    assert!(anonymous.errors > 0, "{anonymous}");
+
+    // The CA issues each caller a certificate for its own identity.
+    let ca = run_ca(CaConfig {
+        addr,
+        callers: 50,
+        conns: Some(10),
+        edge_pids: vec![shoal.child.id()],
+        timeout: Duration::from_secs(20),
+        security: security(Some(&key)),
+        ..CaConfig::default()
+    })
+    .await
+    .expect("loadtest ca");
+    println!("{ca}");
+    assert_eq!((ca.issued, ca.errors), (50, 0), "{ca}");
+    assert!(ca.latency_ms.is_some_and(|p| p.count == 50));
 }

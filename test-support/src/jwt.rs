@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::{Value, json};
@@ -92,12 +92,70 @@ impl TestIssuer {
         format!("{}{JWKS_PATH}", self.shared.issuer)
     }
 
+    /// A new P-256 key as a PKCS#8 PEM `PRIVATE KEY`, for [`TestIssuer::from_pkcs8_pem`]
+    /// (a tool that keeps its issuer's key in a file, as the loadtest does).
+    pub fn generate_pkcs8_pem() -> String {
+        let rng = SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+            .expect("generate a P-256 key");
+        let body = STANDARD.encode(pkcs8.as_ref());
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
+            .collect();
+        format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            lines.join("\n")
+        )
+    }
+
+    /// An issuer named `issuer` signing with the P-256 key of `pem` (PKCS#8, as
+    /// [`TestIssuer::generate_pkcs8_pem`] writes), not served. Its `kid` is `test-key-1`
+    /// whatever the process, so tokens minted in one match a JWKS written by another.
+    pub fn from_pkcs8_pem(issuer: impl Into<String>, pem: &str) -> std::io::Result<Self> {
+        let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+        let body: String = pem
+            .lines()
+            .map(str::trim)
+            .skip_while(|l| *l != "-----BEGIN PRIVATE KEY-----")
+            .skip(1)
+            .take_while(|l| !l.starts_with("-----END"))
+            .collect();
+        if body.is_empty() {
+            return Err(invalid("no PEM PRIVATE KEY block (PKCS#8) found".into()));
+        }
+        let der = STANDARD
+            .decode(body)
+            .map_err(|e| invalid(format!("the PRIVATE KEY block is not base64: {e}")))?;
+        let shared = Shared {
+            issuer: issuer.into(),
+            ..Default::default()
+        };
+        let issuer = TestIssuer {
+            shared: Arc::new(shared),
+            address: None,
+            server: None,
+        };
+        issuer
+            .add_key(&der)
+            .map_err(|_| invalid("the PRIVATE KEY is not a PKCS#8 P-256 key".into()))?;
+        Ok(issuer)
+    }
+
     /// Adds a new signing key (the old ones stay published) and returns its `kid`.
     pub fn rotate(&self) -> String {
         let rng = SystemRandom::new();
         let alg = &ECDSA_P256_SHA256_FIXED_SIGNING;
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(alg, &rng).expect("generate a P-256 key");
-        let pair = EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).expect("read it back");
+        self.add_key(pkcs8.as_ref()).expect("read it back")
+    }
+
+    /// Adds the PKCS#8 P-256 key `pkcs8` as the signing key; returns its `kid`.
+    fn add_key(&self, pkcs8: &[u8]) -> Result<String, ring::error::KeyRejected> {
+        let rng = SystemRandom::new();
+        let alg = &ECDSA_P256_SHA256_FIXED_SIGNING;
+        let pair = EcdsaKeyPair::from_pkcs8(alg, pkcs8, &rng)?;
         let mut keys = self.keys();
         let kid = format!("test-key-{}", keys.len() + 1);
         let point = pair.public_key().as_ref();
@@ -108,7 +166,7 @@ impl TestIssuer {
             pair,
             jwk,
         });
-        kid
+        Ok(kid)
     }
 
     /// Stops publishing every key but the current one.
@@ -309,5 +367,21 @@ mod tests {
         let e = v.verify(&old, &issuer.jwk_set(), now);
         assert_eq!(e, Err(JwtError::UnknownKeyId("test-key-1".into())));
         assert_eq!(issuer.jwks_fetches(), 0);
+    }
+
+    #[test]
+    fn an_issuer_from_a_key_file_signs_what_another_from_the_same_file_publishes() {
+        let pem = TestIssuer::generate_pkcs8_pem();
+        let minting = TestIssuer::from_pkcs8_pem("https://iss", &pem).unwrap();
+        let publishing = TestIssuer::from_pkcs8_pem("https://iss", &pem).unwrap();
+        let v = JwtVerifier::new(JwtConfig::new("https://iss", "cluster.local"));
+        let token = minting.istio_token("ns-1", "default");
+        let p = v.verify(&token, &publishing.jwk_set(), unix_now()).unwrap();
+        assert_eq!(p.namespace, "ns-1");
+        let other = TestIssuer::from_pkcs8_pem("https://iss", &TestIssuer::generate_pkcs8_pem());
+        let e = v.verify(&token, &other.unwrap().jwk_set(), unix_now());
+        assert!(e.is_err(), "another key does not verify it");
+        let bad = TestIssuer::from_pkcs8_pem("https://iss", "no key here");
+        assert!(bad.is_err());
     }
 }

@@ -7,6 +7,7 @@
 //! drops an unready endpoint, so proxies do not keep landing on a dead edge.
 
 use super::transport::{self, TransportError};
+use crate::secure::Dial;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
@@ -49,13 +50,14 @@ impl Balancer {
         addrs: &[String],
         conns: usize,
         timeout: Duration,
+        dial: &Dial,
     ) -> Result<Balancer, TransportError> {
         let pools = match lb {
             Lb::Spread => {
                 let mut channels = Vec::with_capacity(conns);
                 for j in 0..conns {
                     let addr = &addrs[j % addrs.len()];
-                    channels.push(transport::connect(addr, timeout).await?);
+                    channels.push(transport::connect(addr, timeout, dial).await?);
                 }
                 vec![channels]
             }
@@ -65,7 +67,7 @@ impl Balancer {
                     .iter()
                     .map(|addr| {
                         (0..per_edge)
-                            .map(|_| transport::connect_lazy(addr, timeout))
+                            .map(|_| transport::connect_lazy(addr, timeout, dial))
                             .collect::<Result<Vec<_>, _>>()
                     })
                     .collect::<Result<Vec<_>, _>>()?
@@ -142,9 +144,10 @@ mod tests {
     #[tokio::test]
     async fn random_picks_leave_out_an_unready_edge_then_try_it_again() {
         let addrs = ["127.0.0.1:1".to_string(), "127.0.0.1:2".to_string()];
-        let balancer = Balancer::connect(Lb::Random, &addrs, 2, Duration::from_secs(1))
-            .await
-            .expect("lazy channels");
+        let balancer =
+            Balancer::connect(Lb::Random, &addrs, 2, Duration::from_secs(1), &Dial::Plain)
+                .await
+                .expect("lazy channels");
         let picks = |b: &Balancer| (0..200).map(|i| b.pick(i, 0).edge).collect::<Vec<_>>();
         assert!(picks(&balancer).contains(&0) && picks(&balancer).contains(&1));
         balancer.unready(0);

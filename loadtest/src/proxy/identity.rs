@@ -1,5 +1,5 @@
 //! Who a simulated proxy is: an Istio sidecar in namespace `ns-<i mod N>` (meshgen's
-//! names) with a unique address in 100.64.0.0/10.
+//! names), running as service account `default`, with a unique address in 100.64.0.0/10.
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
@@ -12,8 +12,12 @@ use shoal_test_support::meshgen::namespace_name;
 pub struct Identity {
     pub index: usize,
     pub namespace: String,
+    pub service_account: String,
     pub ip: String,
 }
+
+/// The node metadata key of the pod's service account (pilot-agent sets it).
+const SERVICE_ACCOUNT: &str = "SERVICE_ACCOUNT";
 
 /// Proxy `i`'s address: unique for the first 4,194,304 proxies, outside meshgen's 10/8.
 pub fn proxy_ip(i: usize) -> String {
@@ -30,6 +34,7 @@ impl Identity {
         Identity {
             index,
             namespace: namespace_name(index % namespaces.max(1)),
+            service_account: crate::secure::SERVICE_ACCOUNT.into(),
             ip: proxy_ip(index),
         }
     }
@@ -40,8 +45,8 @@ impl Identity {
         NodeId::format(ProxyType::Sidecar, &self.ip, &pod, &self.namespace)
     }
 
-    /// The node as Istio's agent sends it: namespace, labels `app: loadtest` and
-    /// interception mode `REDIRECT` in its metadata.
+    /// The node as Istio's agent sends it: namespace, service account, labels `app:
+    /// loadtest` and interception mode `REDIRECT` in its metadata.
     pub fn node(&self) -> Node {
         let string = |s: &str| Value {
             kind: Some(Kind::StringValue(s.to_string())),
@@ -54,6 +59,7 @@ impl Identity {
         let metadata = Struct {
             fields: [
                 (NAMESPACE.to_string(), string(&self.namespace)),
+                (SERVICE_ACCOUNT.to_string(), string(&self.service_account)),
                 (
                     INTERCEPTION_MODE.to_string(),
                     string(InterceptionMode::Redirect.as_str()),
@@ -99,6 +105,7 @@ mod tests {
         assert_eq!(id.namespace(), "ns-2");
         let meta = node.metadata.as_ref().unwrap();
         assert_eq!(meta_str(meta, NAMESPACE), Some("ns-2"));
+        assert_eq!(meta_str(meta, SERVICE_ACCOUNT), Some("default"));
         assert_eq!(
             InterceptionMode::from_metadata(meta_str(meta, INTERCEPTION_MODE)),
             InterceptionMode::Redirect

@@ -15,6 +15,7 @@ pub use identity::{Identity, proxy_ip};
 pub use stats::Stats;
 
 use crate::client::{DeltaClient, Outcome, Shared, SotwClient};
+use crate::secure::Security;
 use crate::wire::{self, DeltaResponse, SotwResponse, framing::Framer};
 use bytes::Bytes;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
@@ -70,6 +71,8 @@ pub struct RunContext {
     pub delta: bool,
     pub namespaces: usize,
     pub limits: Limits,
+    /// TLS and tokens (the default: plaintext, anonymous).
+    pub security: Security,
 }
 
 impl RunContext {
@@ -281,7 +284,10 @@ async fn stream<C: AdsClient>(
         let _ = tx.try_send(wire::grpc_frame(&req));
     }
     let opened_ns = ctx.now_ns();
-    let open = transport::open(channel, C::PATH, rx);
+    let authorization = ctx
+        .security
+        .authorization(&identity.namespace, &identity.service_account);
+    let open = transport::open(channel, C::PATH, rx, authorization);
     let mut body = tokio::select! {
         r = tokio::time::timeout(ctx.limits.open_timeout, open) => {
             r.map_err(|_| StreamError::OpenTimeout(ctx.limits.open_timeout))??

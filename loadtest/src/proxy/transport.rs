@@ -4,6 +4,7 @@
 //! connection), but the request body is fed from a bounded queue of pre-framed messages
 //! and the response body is read frame by frame, so framing and buffers stay ours.
 
+use crate::secure::Dial;
 use bytes::Bytes;
 use http_body::{Body as _, Frame};
 use std::pin::Pin;
@@ -45,23 +46,39 @@ pub enum TransportError {
     Body(#[source] tonic::Status),
 }
 
-/// One HTTP/2 connection to `addr` (`host:port` or a URL).
-pub async fn connect(addr: &str, timeout: Duration) -> Result<Channel, TransportError> {
-    endpoint(addr, timeout)?
-        .connect()
-        .await
-        .map_err(|source| TransportError::Connect {
-            addr: addr.into(),
-            source,
-        })
+/// One HTTP/2 connection to `addr` (`host:port` or a URL), plaintext or TLS per `dial`.
+pub async fn connect(
+    addr: &str,
+    timeout: Duration,
+    dial: &Dial,
+) -> Result<Channel, TransportError> {
+    let endpoint = endpoint(addr, timeout)?;
+    let connected = match dial {
+        Dial::Plain => endpoint.connect().await,
+        Dial::Tls(tls) => {
+            endpoint
+                .connect_with_connector(tls.connector(timeout))
+                .await
+        }
+    };
+    connected.map_err(|source| TransportError::Connect {
+        addr: addr.into(),
+        source,
+    })
 }
 
 /// A channel to `addr` that connects on first use and reconnects by itself.
-pub fn connect_lazy(addr: &str, timeout: Duration) -> Result<Channel, TransportError> {
-    Ok(endpoint(addr, timeout)?.connect_lazy())
+pub fn connect_lazy(addr: &str, timeout: Duration, dial: &Dial) -> Result<Channel, TransportError> {
+    let endpoint = endpoint(addr, timeout)?;
+    Ok(match dial {
+        Dial::Plain => endpoint.connect_lazy(),
+        Dial::Tls(tls) => endpoint.connect_with_connector_lazy(tls.connector(timeout)),
+    })
 }
 
 fn endpoint(addr: &str, timeout: Duration) -> Result<Endpoint, TransportError> {
+    // The connector does TLS: the URI stays http:// (tonic would refuse https:// without
+    // its own TLS features).
     let uri = if addr.contains("://") {
         addr.to_string()
     } else {
@@ -94,12 +111,14 @@ impl http_body::Body for QueueBody {
     }
 }
 
-/// Opens a gRPC stream at `path` whose requests come from `requests`; returns the
-/// response body once the server has answered with headers.
+/// Opens a gRPC stream at `path` whose requests come from `requests`, with
+/// `authorization` (a bearer token) when given; returns the response body once the server
+/// has answered with headers.
 pub async fn open(
     mut channel: Channel,
     path: &'static str,
     requests: mpsc::Receiver<Bytes>,
+    authorization: Option<HeaderValue>,
 ) -> Result<Body, TransportError> {
     let mut req = Request::new(Body::new(QueueBody { rx: requests }));
     *req.method_mut() = Method::POST;
@@ -110,6 +129,9 @@ pub async fn open(
         HeaderValue::from_static("application/grpc"),
     );
     headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    if let Some(token) = authorization {
+        headers.insert(header::AUTHORIZATION, token);
+    }
     std::future::poll_fn(|cx| channel.poll_ready(cx))
         .await
         .map_err(TransportError::Open)?;

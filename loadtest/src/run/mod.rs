@@ -19,8 +19,9 @@ pub use report::{ChangeReport, Percentiles, ProcReport, Report};
 use crate::client::{Shared, Target};
 use crate::mesh::{self, MeshError};
 use crate::proxy::{self, Balancer, Lb, Limits, RunContext, Stats, transport};
+use crate::secure::Security;
 use procfs::ProcSample;
-use shoal_test_support::meshgen::Mesh;
+use shoal_test_support::meshgen::{Mesh, namespace_name};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, Release};
@@ -80,6 +81,8 @@ pub struct RunConfig {
     pub phases: Option<Arc<watch::Sender<&'static str>>>,
     /// Ends `hold` early once it holds `true` (a caller whose faults are done).
     pub hold_released: Option<watch::Receiver<bool>>,
+    /// TLS and per-proxy tokens, as the agent connects to 15012 (default: plaintext).
+    pub security: Security,
 }
 
 impl Default for RunConfig {
@@ -101,6 +104,7 @@ impl Default for RunConfig {
             limits: Limits::default(),
             phases: None,
             hold_released: None,
+            security: Security::default(),
         }
     }
 }
@@ -183,8 +187,10 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         let mut probes = JoinSet::new();
         for addr in config.xds_addrs.clone() {
             let (ns, cluster, timeout) = (last.namespace.clone(), cluster.clone(), config.timeout);
-            probes
-                .spawn(async move { probe::wait_for_cluster(&addr, &ns, &cluster, timeout).await });
+            let security = config.security.clone();
+            probes.spawn(async move {
+                probe::wait_for_cluster(&addr, &ns, &cluster, timeout, &security).await
+            });
         }
         let mut served = 0;
         let mut last_error = None;
@@ -201,6 +207,14 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         if served == 0 || (config.lb == Lb::Spread && last_error.is_some()) {
             return Err(last_error.expect("a probe failed").into());
         }
+    }
+
+    // Tokens are minted before the clock starts: one per namespace (every proxy runs as
+    // the same service account), as pods of a namespace share theirs.
+    for i in 0..namespaces {
+        let _ = config
+            .security
+            .authorization(&namespace_name(i), crate::secure::SERVICE_ACCOUNT);
     }
 
     let pids: Vec<String> = config.edge_pids.iter().map(u32::to_string).collect();
@@ -220,6 +234,7 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         delta: config.delta,
         namespaces,
         limits: config.limits.clone(),
+        security: config.security.clone(),
     });
     let balancer = Arc::new(
         Balancer::connect(
@@ -227,6 +242,7 @@ pub async fn run(config: RunConfig) -> Result<Report> {
             &config.xds_addrs,
             conns,
             config.limits.open_timeout,
+            &config.security.dial,
         )
         .await?,
     );

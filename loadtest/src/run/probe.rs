@@ -7,6 +7,7 @@
 
 use crate::client::{Expect, Shared, SotwClient, Target};
 use crate::proxy::{Identity, transport};
+use crate::secure::{SERVICE_ACCOUNT, Security};
 use crate::wire::{self, SotwResponse, framing::Framer};
 use bytes::Bytes;
 use prost::Message;
@@ -29,12 +30,13 @@ pub async fn wait_for_cluster(
     namespace: &str,
     cluster: &str,
     timeout: Duration,
+    security: &Security,
 ) -> Result<(), ProbeError> {
     let deadline = Instant::now() + timeout;
     let mut last = String::from("none");
     while Instant::now() < deadline {
         let left = deadline - Instant::now();
-        match tokio::time::timeout(left, probe(addr, namespace, cluster)).await {
+        match tokio::time::timeout(left, probe(addr, namespace, cluster, security)).await {
             Ok(Ok(true)) => return Ok(()),
             Ok(Ok(false)) => last = "stream ended".into(),
             Ok(Err(e)) => last = e,
@@ -51,15 +53,22 @@ pub async fn wait_for_cluster(
 }
 
 /// One probe stream: `Ok(true)` once the cluster arrives.
-async fn probe(addr: &str, namespace: &str, cluster: &str) -> Result<bool, String> {
-    let channel = transport::connect(addr, Duration::from_secs(5))
+async fn probe(
+    addr: &str,
+    namespace: &str,
+    cluster: &str,
+    security: &Security,
+) -> Result<bool, String> {
+    let channel = transport::connect(addr, Duration::from_secs(5), &security.dial)
         .await
         .map_err(|e| e.to_string())?;
     let identity = Identity {
         index: usize::MAX >> 16,
         namespace: namespace.into(),
+        service_account: SERVICE_ACCOUNT.into(),
         ip: "100.127.255.254".into(),
     };
+    let authorization = security.authorization(namespace, SERVICE_ACCOUNT);
     let shared = Shared::new(Target {
         expect: Expect::Cluster(cluster.into()),
         ..Target::default()
@@ -71,7 +80,7 @@ async fn probe(addr: &str, namespace: &str, cluster: &str) -> Result<bool, Strin
     for req in out.drain(..) {
         let _ = tx.try_send(wire::grpc_frame(&req));
     }
-    let mut body = transport::open(channel, wire::SOTW_PATH, rx)
+    let mut body = transport::open(channel, wire::SOTW_PATH, rx, authorization)
         .await
         .map_err(|e| e.to_string())?;
     let mut framer = Framer::new(256 * 1024 * 1024);
