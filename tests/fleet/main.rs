@@ -156,9 +156,16 @@ fn write_probe_service(mesh_dir: &Path, n: usize) -> String {
 /// Time from `since` until a new proxy in `ns-0` on each of `addrs` receives `cluster`.
 async fn served_everywhere(addrs: &[String], cluster: &str, since: Instant) -> Duration {
     for addr in addrs {
-        shoal_loadtest::run::wait_for_cluster(addr, "ns-0", cluster, Duration::from_secs(60))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        shoal_loadtest::run::wait_for_cluster(
+            addr,
+            "ns-0",
+            cluster,
+            Duration::from_secs(60),
+            // Plaintext, as the fleet's loadtest.
+            &Default::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     }
     since.elapsed()
 }

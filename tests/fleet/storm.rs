@@ -75,6 +75,8 @@ async fn a_connection_storm_on_fresh_edges_leaves_no_proxy_without_config() {
             &last.namespace,
             &cluster_name(last),
             Duration::from_secs(60),
+            // Plaintext, as the fleet's loadtest.
+            &Default::default(),
         )
         .await
         .unwrap_or_else(|e| panic!("round {round}: edge-1 never served the mesh: {e}"));
