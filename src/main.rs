@@ -102,16 +102,14 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let membership = Arc::new(MemoryMembership::default());
     let mut registry = Registry::default();
     let mut supervisor = Supervisor::new();
-    let watcher = supervisor.watcher();
-    let mut security =
-        EdgeSecurity::start(&args.listen, &args.security, &mut registry, move || {
-            Box::pin(watcher.wait())
-        })
-        .await
-        .context("setting up the CA and TLS")?;
-    for task in std::mem::take(&mut security.tasks) {
-        tokio::spawn(task);
-    }
+    let security = EdgeSecurity::spawn(
+        &args.listen,
+        &args.security,
+        &mut registry,
+        supervisor.watcher(),
+    )
+    .await
+    .context("setting up the CA and TLS")?;
 
     let mut ingest_config = IngestConfig::new(&config_dir, &args.cluster_id);
     ingest_config.debounce_after = args.debounce_after;

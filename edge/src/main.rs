@@ -38,16 +38,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let mut supervisor = Supervisor::new();
     let mut registry = Registry::default();
-    let watcher = supervisor.watcher();
-    let mut security =
-        EdgeSecurity::start(&args.listen, &args.security, &mut registry, move || {
-            Box::pin(watcher.wait())
-        })
-        .await
-        .context("setting up the CA and TLS")?;
-    for task in std::mem::take(&mut security.tasks) {
-        tokio::spawn(task);
-    }
+    let security = EdgeSecurity::spawn(
+        &args.listen,
+        &args.security,
+        &mut registry,
+        supervisor.watcher(),
+    )
+    .await
+    .context("setting up the CA and TLS")?;
     let mut config = EdgeConfig::default();
     config.xds.edge_identity = args.listen.edge_identity();
     if let Some(id) = &args.edge_id {

@@ -22,6 +22,7 @@ use crate::cli::XdsListenArgs;
 use crate::tls::TlsMaterial;
 use futures::future::BoxFuture;
 use prometheus_client::registry::Registry;
+use shoal_infra::runtime::DrainWatch;
 use shoal_proto::security::Authenticator;
 use shoal_proto::security::ca::{CertPolicy, SigningMaterial};
 use std::sync::Arc;
@@ -55,6 +56,22 @@ pub struct EdgeSecurity {
 }
 
 impl EdgeSecurity {
+    /// [`EdgeSecurity::start`], its tasks spawned to run until `drain` starts (the edge
+    /// binary and the all-in-one).
+    pub async fn spawn(
+        listen: &XdsListenArgs,
+        args: &SecurityArgs,
+        registry: &mut Registry,
+        drain: DrainWatch,
+    ) -> Result<EdgeSecurity, SecurityError> {
+        let mut security =
+            EdgeSecurity::start(listen, args, registry, move || Box::pin(drain.wait())).await?;
+        for task in std::mem::take(&mut security.tasks) {
+            tokio::spawn(task);
+        }
+        Ok(security)
+    }
+
     /// Loads the signing material (refusing to start on a broken plug-in CA, as istiod),
     /// issues the serving certificate (unless files are given), builds the authenticators.
     pub async fn start(
