@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig};
+use shoal_edge::ca::root_cert::Ownership;
 use shoal_edge::security::EdgeSecurity;
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
@@ -139,6 +140,11 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     // stream at once.
     edge_config.handoff.drain_window = Duration::ZERO;
     let edge = Edge::new(edge_config, bus, store, membership, &mut registry);
+    // One edge: it writes every namespace's istio-ca-root-cert.
+    if let Some(publish) = security.root_cert_publisher(Ownership::All, supervisor.watcher().wait())
+    {
+        tokio::spawn(publish);
+    }
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
     let edge_ready = edge.ready();

@@ -1,6 +1,7 @@
 use anyhow::Context;
 use clap::Parser;
 use prometheus_client::registry::Registry;
+use shoal_edge::ca::root_cert::Ownership;
 use shoal_edge::cli::Args;
 use shoal_edge::security::EdgeSecurity;
 use shoal_edge::{Edge, EdgeConfig};
@@ -60,6 +61,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
         Arc::new(membership),
         &mut registry,
     );
+    if let Some(publish) = security.root_cert_publisher(
+        Ownership::Ring {
+            me: edge.member_id().to_owned(),
+            ring: edge.ring(),
+        },
+        supervisor.watcher().wait(),
+    ) {
+        tokio::spawn(publish);
+    }
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
     let ready = edge.ready();

@@ -161,6 +161,11 @@ impl Edge {
         }
     }
 
+    /// This edge's ID in the membership ring.
+    pub fn member_id(&self) -> &str {
+        &self.config.member_id
+    }
+
     /// The current membership ring.
     pub fn ring(&self) -> watch::Receiver<Arc<Ring>> {
         self.ring_tx.subscribe()

@@ -16,7 +16,7 @@ pub const SECRET_TYPE: &str =
     "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 
 pub fn channel(mesh: &Mesh) -> Channel {
-    let config = shoal_agent_stand_in::tls::client_config(&mesh.ca.root_pem, ISTIOD_SAN)
+    let config = shoal_agent_stand_in::tls::client_config(&mesh.root_pem, ISTIOD_SAN)
         .expect("client TLS config");
     shoal_agent_stand_in::tls::channel(
         &format!("127.0.0.1:{}", mesh.secure_port),

@@ -17,6 +17,7 @@ mod k8s;
 mod bootstrap;
 mod client;
 mod gateway;
+mod kubernetes;
 mod mesh;
 mod pki;
 mod probe;

@@ -23,6 +23,8 @@ pub const TRUST_DOMAIN: &str = "cluster.local";
 
 pub struct Mesh {
     pub ca: PluginCa,
+    /// The root agents pin: the plug-in root, or what istio-ca-root-cert publishes.
+    pub root_pem: String,
     pub issuer: TestIssuer,
     pub shoal: Proc,
     pub secure_port: u16,
@@ -36,6 +38,41 @@ impl Mesh {
     /// Shoal on `config` (file name, YAML), its CA a fresh plug-in intermediate, tokens
     /// verified against the test issuer's JWKS file. Extra `args` go to `shoal`.
     pub async fn start(config: &[(&str, String)], args: &[&str]) -> Mesh {
+        Self::start_with(config, args, None).await
+    }
+
+    /// As [`Mesh::start`], but with an API server (the kube-test-server, whose
+    /// TokenReview must accept `issuer`'s tokens) instead of the plug-in files and the
+    /// JWKS: the CA's root kept in `istio-ca-secret`, tokens reviewed, and the root
+    /// published as istio-ca-root-cert, which agents then pin as pods mounting it do.
+    pub async fn start_on_kubernetes(
+        config: &[(&str, String)],
+        api: &shoal_kube_test_server::TestApiServer,
+        issuer: TestIssuer,
+    ) -> Mesh {
+        let mut mesh = Self::start_with(config, &[], Some((api, issuer))).await;
+        mesh.eventually(
+            "istio-ca-root-cert published in istio-system",
+            Duration::from_secs(20),
+            async || {
+                api.get("configmaps", "istio-system", "istio-ca-root-cert")
+                    .and_then(|cm| cm["data"]["root-cert.pem"].as_str().map(|_| ()))
+                    .ok_or_else(|| "not yet".to_string())
+            },
+        )
+        .await;
+        let cm = api
+            .get("configmaps", "istio-system", "istio-ca-root-cert")
+            .unwrap();
+        mesh.root_pem = cm["data"]["root-cert.pem"].as_str().unwrap().to_string();
+        mesh
+    }
+
+    async fn start_with(
+        config: &[(&str, String)],
+        args: &[&str],
+        kubernetes: Option<(&shoal_kube_test_server::TestApiServer, TestIssuer)>,
+    ) -> Mesh {
         let dir = tempfile::Builder::new()
             .prefix("sec")
             .tempdir_in("/tmp")
@@ -48,9 +85,6 @@ impl Mesh {
         let ca = PluginCa::new();
         let cacerts = dir.path().join("cacerts");
         ca.write_intermediate(&cacerts, "Shoal test intermediate 1");
-        let issuer = TestIssuer::new("https://issuer.shoal.test");
-        let jwks = dir.path().join("jwks.json");
-        issuer.write_jwks(&jwks).expect("write JWKS");
         let (http_port, secure_port) = (free_port(), free_port());
         let mut argv: Vec<String> = vec![
             "--config-dir".into(),
@@ -59,15 +93,38 @@ impl Mesh {
             format!("127.0.0.1:{secure_port}"),
             "--http-addr".into(),
             format!("127.0.0.1:{http_port}"),
-            "--ca-plugin-dir".into(),
-            cacerts.display().to_string(),
             "--ca-plugin-poll".into(),
             "1s".into(),
-            "--jwt-issuer".into(),
-            issuer.issuer().to_string(),
-            "--jwks-file".into(),
-            jwks.display().to_string(),
         ];
+        let issuer = match kubernetes {
+            None => {
+                let issuer = TestIssuer::new("https://issuer.shoal.test");
+                let jwks = dir.path().join("jwks.json");
+                issuer.write_jwks(&jwks).expect("write JWKS");
+                argv.extend([
+                    "--ca-plugin-dir".into(),
+                    cacerts.display().to_string(),
+                    "--jwt-issuer".into(),
+                    issuer.issuer().to_string(),
+                    "--jwks-file".into(),
+                    jwks.display().to_string(),
+                ]);
+                issuer
+            }
+            Some((api, issuer)) => {
+                let kubeconfig = api.kubeconfig(dir.path()).expect("write kubeconfig");
+                argv.extend([
+                    // No plug-in files: the CA is read from (or created in) the Secrets.
+                    "--ca-plugin-dir".into(),
+                    dir.path().join("no-cacerts").display().to_string(),
+                    "--kubeconfig".into(),
+                    kubeconfig.display().to_string(),
+                    "--ca-from-kubernetes".into(),
+                    "--publish-root-cert".into(),
+                ]);
+                issuer
+            }
+        };
         argv.extend(args.iter().map(|a| a.to_string()));
         let mut shoal = Proc::spawn(
             "shoal",
@@ -86,6 +143,7 @@ impl Mesh {
             panic!("shoal not ready within 30 s:\n{}", shoal.tail(40));
         }
         Mesh {
+            root_pem: ca.root_pem.clone(),
             ca,
             issuer,
             shoal,
@@ -105,10 +163,11 @@ impl Mesh {
         }
     }
 
-    /// The root agents pin, as `XDS_ROOT_CA` (the operator's copy of the plug-in root).
+    /// The root agents pin, as `XDS_ROOT_CA` (the operator's copy of the plug-in root, or
+    /// istio-ca-root-cert's).
     pub fn root_file(&self) -> PathBuf {
         let path = self.dir.path().join("root-cert.pem");
-        std::fs::write(&path, &self.ca.root_pem).expect("write root");
+        std::fs::write(&path, &self.root_pem).expect("write root");
         path
     }
 

@@ -2,6 +2,7 @@
 //! material, the serving certificate's names, and how callers are authenticated.
 
 use shoal_infra::cli::duration;
+use shoal_proto::config::selector::LabelSelector;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,8 +19,39 @@ pub struct SecurityArgs {
     /// Without a plug-in CA: the directory the self-signed root is kept in, as the
     /// istio-ca-secret files (ca-cert.pem, ca-key.pem), created if absent so restarts and
     /// edges sharing it sign under one root. Unset: a root in memory (one edge only).
-    #[arg(long, env = "SHOAL_CA_ROOT_DIR")]
+    #[arg(long, env = "SHOAL_CA_ROOT_DIR", conflicts_with = "ca_from_kubernetes")]
     pub ca_root_dir: Option<PathBuf>,
+    /// Read the signing material through the API server, as istiod does: the plug-in CA
+    /// from the `cacerts` Secret of the system namespace when it holds ca-key.pem, else a
+    /// self-signed root kept in its `istio-ca-secret` Secret (created if absent, so every
+    /// edge signs under one root). Both are watched. Files in --ca-plugin-dir still win.
+    #[arg(long, env = "SHOAL_CA_FROM_KUBERNETES")]
+    pub ca_from_kubernetes: bool,
+    /// Publish the mesh root as the ConfigMap istio-ca-root-cert (key root-cert.pem) in
+    /// every mesh namespace, as istiod does, and keep it so (needs the API server).
+    #[arg(long, env = "SHOAL_PUBLISH_ROOT_CERT")]
+    pub publish_root_cert: bool,
+    /// The namespaces given istio-ca-root-cert, comma-separated; default: all but
+    /// kube-system, kube-public, kube-node-lease and local-path-storage.
+    #[arg(
+        long = "root-cert-namespaces",
+        env = "SHOAL_ROOT_CERT_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub root_cert_namespaces: Vec<String>,
+    /// Istio's discovery selectors for istio-ca-root-cert: only namespaces one of these
+    /// label selectors matches get it (give ingest's --discovery-selector). Repeat the
+    /// flag or separate with `;`.
+    #[arg(
+        long = "root-cert-discovery-selector",
+        env = "SHOAL_ROOT_CERT_DISCOVERY_SELECTORS",
+        value_delimiter = ';'
+    )]
+    pub root_cert_discovery_selectors: Vec<LabelSelector>,
+    /// The most istio-ca-root-cert writes per second from one edge.
+    #[arg(long, env = "SHOAL_ROOT_CERT_WRITES_PER_SECOND", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub root_cert_writes_per_second: u32,
     /// Workload certificates' lifetime when a CSR asks for none (Istio's
     /// DEFAULT_WORKLOAD_CERT_TTL).
     #[arg(long, env = "SHOAL_WORKLOAD_CERT_TTL", default_value = "24h", value_parser = duration)]
@@ -72,11 +104,28 @@ pub struct SecurityArgs {
         default_value = "istio-ca"
     )]
     pub token_audiences: Vec<String>,
-    /// Verify tokens with Kubernetes TokenReview through this kubeconfig's API server.
+    /// The API server the edge uses (TokenReview, the CA's Secrets, istio-ca-root-cert);
+    /// giving it turns TokenReview on. Without it the in-cluster config is used where
+    /// one of those needs an API server.
     #[arg(long, env = "SHOAL_EDGE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// Verify tokens with TokenReview through the in-cluster API server (the pod's
     /// service account needs system:auth-delegator).
     #[arg(long, env = "SHOAL_TOKEN_REVIEW")]
     pub token_review: bool,
+}
+
+impl SecurityArgs {
+    /// Whether any of the edge's work needs the API server.
+    pub fn uses_kubernetes(&self) -> bool {
+        self.kubeconfig.is_some()
+            || self.token_review
+            || self.ca_from_kubernetes
+            || self.publish_root_cert
+    }
+
+    /// Whether tokens are checked with TokenReview.
+    pub fn token_review(&self) -> bool {
+        self.kubeconfig.is_some() || self.token_review
+    }
 }

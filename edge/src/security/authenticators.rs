@@ -15,6 +15,7 @@ use std::sync::Arc;
 pub(super) async fn chain(
     args: &SecurityArgs,
     trust_domain: &str,
+    kube: Option<kube::Client>,
 ) -> Result<Arc<dyn Authenticator>, SecurityError> {
     let mut chain = Chain::new(vec![Arc::new(ClientCertificate::new(
         trust_domain,
@@ -38,23 +39,7 @@ pub(super) async fn chain(
         }
         chain = chain.then(Arc::new(jwks));
     }
-    if args.kubeconfig.is_some() || args.token_review {
-        let config = match &args.kubeconfig {
-            Some(path) => {
-                let file = kube::config::Kubeconfig::read_from(path).map_err(|e| {
-                    SecurityError::Authn(format!("kubeconfig {}: {e}", path.display()))
-                })?;
-                kube::Config::from_custom_kubeconfig(file, &Default::default())
-                    .await
-                    .map_err(|e| {
-                        SecurityError::Authn(format!("kubeconfig {}: {e}", path.display()))
-                    })?
-            }
-            None => kube::Config::incluster()
-                .map_err(|e| SecurityError::Authn(format!("in-cluster Kubernetes config: {e}")))?,
-        };
-        let client = kube::Client::try_from(config)
-            .map_err(|e| SecurityError::Authn(format!("Kubernetes client: {e}")))?;
+    if let Some(client) = kube.filter(|_| args.token_review()) {
         let mut review = TokenReviewConfig::new(trust_domain);
         review.audiences = args.token_audiences.clone();
         chain = chain.then(Arc::new(TokenReviewAuthenticator::new(client, review)));

@@ -4,8 +4,9 @@
 //! chain that streams on the secure listener, CA callers and remote `/debug` callers pass.
 //!
 //! ```text
-//!  ca::source (plug-in dir | self-signed) ─► watch<SigningMaterial> ─┬─► CaService (CreateCertificate)
-//!                                                                   └─► serving: cert + mesh root ─► TlsMaterial
+//!  ca::source (plug-in dir | Secrets | self-signed) ─► watch<SigningMaterial> ─┬─► CaService (CreateCertificate)
+//!                                                                             ├─► serving: cert + mesh root ─► TlsMaterial
+//!                                                                             └─► ca::root_cert (istio-ca-root-cert)
 //!  --tls-cert-file …  ─────────────────────────────────────────────────► TlsMaterial (instead)
 //!  authenticators: client certificate ─► JWT (JWKS) ─► TokenReview  ─► Arc<dyn Authenticator>
 //! ```
@@ -17,7 +18,8 @@ pub mod serving;
 pub use args::SecurityArgs;
 
 use crate::ca::CaService;
-use crate::ca::source::{self, PluginDirConfig, SelfSignedConfig, SourceConfig};
+use crate::ca::root_cert::{self, Ownership, RootCertConfig};
+use crate::ca::source::{self, KubeSecretsConfig, PluginDirConfig, SelfSignedConfig, SourceConfig};
 use crate::cli::XdsListenArgs;
 use crate::tls::TlsMaterial;
 use futures::future::BoxFuture;
@@ -25,6 +27,7 @@ use prometheus_client::registry::Registry;
 use shoal_infra::runtime::DrainWatch;
 use shoal_proto::security::Authenticator;
 use shoal_proto::security::ca::{CertPolicy, SigningMaterial};
+use shoal_proto::security::root_cert::NamespaceFilter;
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -39,6 +42,8 @@ pub enum SecurityError {
     Files(#[from] crate::tls::files::FilesError),
     #[error("authenticators: {0}")]
     Authn(String),
+    #[error("the Kubernetes API: {0}")]
+    Kubernetes(String),
 }
 
 /// What the secure listener and the admin server are built from.
@@ -53,6 +58,10 @@ pub struct EdgeSecurity {
     /// Keep the CA source, the serving renewal and the file reloads running; they end
     /// at `stop`.
     pub tasks: Vec<BoxFuture<'static, ()>>,
+    /// The API server's client, where the edge uses one.
+    kube: Option<kube::Client>,
+    /// How istio-ca-root-cert is published (`--publish-root-cert`).
+    root_cert: Option<RootCertConfig>,
 }
 
 impl EdgeSecurity {
@@ -80,10 +89,25 @@ impl EdgeSecurity {
         registry: &mut Registry,
         stop: impl Fn() -> BoxFuture<'static, ()>,
     ) -> Result<EdgeSecurity, SecurityError> {
+        let kube = if args.uses_kubernetes() {
+            Some(
+                crate::kubernetes::client(args.kubeconfig.as_deref())
+                    .await
+                    .map_err(SecurityError::Kubernetes)?,
+            )
+        } else {
+            None
+        };
         let source_config = if source::plugin::present(&args.ca_plugin_dir) {
             let mut plugin = PluginDirConfig::new(&args.ca_plugin_dir);
             plugin.poll_interval = args.ca_plugin_poll;
             SourceConfig::Plugin(plugin)
+        } else if let Some(client) = kube.clone().filter(|_| args.ca_from_kubernetes) {
+            SourceConfig::Kubernetes(KubeSecretsConfig::new(
+                client,
+                &listen.system_namespace,
+                &listen.trust_domain,
+            ))
         } else {
             SourceConfig::SelfSigned(SelfSignedConfig::new(
                 &listen.trust_domain,
@@ -115,7 +139,7 @@ impl EdgeSecurity {
                 tls
             }
         };
-        let authenticator = authenticators::chain(args, &listen.trust_domain).await?;
+        let authenticator = authenticators::chain(args, &listen.trust_domain, kube.clone()).await?;
         let policy = CertPolicy {
             default_ttl: args.workload_cert_ttl,
             max_ttl: args.max_workload_cert_ttl,
@@ -127,7 +151,33 @@ impl EdgeSecurity {
             ca,
             material,
             tasks,
+            kube,
+            root_cert: args.publish_root_cert.then(|| RootCertConfig {
+                filter: NamespaceFilter {
+                    namespaces: args.root_cert_namespaces.clone(),
+                    discovery_selectors: args.root_cert_discovery_selectors.clone(),
+                },
+                writes_per_second: args.root_cert_writes_per_second,
+                ..RootCertConfig::default()
+            }),
         })
+    }
+
+    /// With `--publish-root-cert`: the task keeping istio-ca-root-cert in every mesh
+    /// namespace until `stop`, writing the namespaces `ownership` gives this edge.
+    pub fn root_cert_publisher(
+        &self,
+        ownership: Ownership,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> Option<impl Future<Output = ()> + Send + 'static> {
+        let (client, config) = (self.kube.clone()?, self.root_cert.clone()?);
+        Some(root_cert::run(
+            client,
+            config,
+            self.material.clone(),
+            ownership,
+            stop,
+        ))
     }
 }
 

@@ -14,6 +14,7 @@
 //! - [`authz`]: the one authorization function the edge asks before sending a resource.
 //! - [`ca`]: the certificate authority: Istio's CA API, signing material, CSR signing.
 //! - [`claim`]: a node's claimed namespace / service account against its identity.
+//! - [`root_cert`]: which namespaces need the mesh root's `istio-ca-root-cert` ConfigMap.
 
 pub mod authn;
 pub mod authz;
@@ -21,6 +22,7 @@ pub mod ca;
 pub mod claim;
 pub mod debug_access;
 pub mod identity;
+pub mod root_cert;
 pub mod spiffe;
 
 pub use authn::{Authenticator, AuthnError, Credentials};

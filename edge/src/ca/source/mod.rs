@@ -2,19 +2,24 @@
 //! (`cacerts` mounted at `/etc/cacerts`), polled so that a new intermediate is used from
 //! the moment it is read; else a self-signed root kept in a directory as
 //! `istio-ca-secret` (created if absent, so restarts and edges sharing the directory use
-//! one root) or, without a directory, in memory (all-in-one dev). Each source sends on a
-//! `watch` the [`super::CaService`] reads; a rotation is a send.
+//! one root) or, without a directory, in memory (all-in-one dev); or both Secrets read
+//! through the API server, as istiod reads them. Each source sends on a `watch` the
+//! [`super::CaService`] reads; a rotation is a send.
 //!
 //! ```text
 //!  plugin::run   (read every poll_interval; changed + valid ─► send; invalid ─► warn, keep)
 //!  self_signed::run (load or create; every check_interval: re-read, renew in last fifth ─► send)
+//!  secrets::start (cacerts with ca-key.pem, else istio-ca-secret created if absent;
+//!                 watched: changed + valid ─► send; self-signed renewed in last fifth)
 //! ```
 
 mod files;
 pub mod plugin;
+pub mod secrets;
 pub mod self_signed;
 
 pub use plugin::PluginDirConfig;
+pub use secrets::KubeSecretsConfig;
 pub use self_signed::SelfSignedConfig;
 
 use shoal_proto::security::ca::{CaError, SigningMaterial};
@@ -28,6 +33,7 @@ use tokio::task::JoinHandle;
 pub enum SourceConfig {
     Plugin(PluginDirConfig),
     SelfSigned(SelfSignedConfig),
+    Kubernetes(KubeSecretsConfig),
 }
 
 /// Why a source could not give its first material.
@@ -47,6 +53,14 @@ pub enum SourceError {
     },
     #[error("{0}")]
     Ca(#[from] CaError),
+    #[error("{secret}: {source}")]
+    Api {
+        secret: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{secret}: {reason}")]
+    Secret { secret: String, reason: String },
 }
 
 /// A running source: the material's watch and the task that keeps it current (it ends
@@ -62,6 +76,7 @@ pub async fn start(config: SourceConfig) -> Result<RunningSource, SourceError> {
     match config {
         SourceConfig::Plugin(c) => plugin::start(c).await,
         SourceConfig::SelfSigned(c) => self_signed::start(c).await,
+        SourceConfig::Kubernetes(c) => secrets::start(c).await,
     }
 }
 

@@ -6,8 +6,11 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-/// A root and an intermediate (what `cacerts` holds), written into `dir`.
-fn write_plugin(dir: &Path, root: &(String, Issuer<'static, KeyPair>), name: &str) -> String {
+/// An intermediate signed by `root`: its certificate and key (PEM).
+pub(super) fn intermediate(
+    root: &(String, Issuer<'static, KeyPair>),
+    name: &str,
+) -> (String, String) {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::default();
     p.distinguished_name.push(DnType::OrganizationName, name);
@@ -17,18 +20,20 @@ fn write_plugin(dir: &Path, root: &(String, Issuer<'static, KeyPair>), name: &st
         KeyUsagePurpose::DigitalSignature,
     ];
     let cert = p.signed_by(&key, &root.1).unwrap();
-    std::fs::write(dir.join("ca-key.pem"), key.serialize_pem()).unwrap();
-    std::fs::write(
-        dir.join("cert-chain.pem"),
-        format!("{}{}", cert.pem(), root.0),
-    )
-    .unwrap();
-    std::fs::write(dir.join("root-cert.pem"), &root.0).unwrap();
-    std::fs::write(dir.join("ca-cert.pem"), cert.pem()).unwrap();
-    cert.pem()
+    (cert.pem(), key.serialize_pem())
 }
 
-fn root() -> (String, Issuer<'static, KeyPair>) {
+/// A root and an intermediate (what `cacerts` holds), written into `dir`.
+fn write_plugin(dir: &Path, root: &(String, Issuer<'static, KeyPair>), name: &str) -> String {
+    let (cert, key) = intermediate(root, name);
+    std::fs::write(dir.join("ca-key.pem"), key).unwrap();
+    std::fs::write(dir.join("cert-chain.pem"), format!("{cert}{}", root.0)).unwrap();
+    std::fs::write(dir.join("root-cert.pem"), &root.0).unwrap();
+    std::fs::write(dir.join("ca-cert.pem"), &cert).unwrap();
+    cert
+}
+
+pub(super) fn root() -> (String, Issuer<'static, KeyPair>) {
     let key = KeyPair::generate().unwrap();
     let mut p = CertificateParams::default();
     p.distinguished_name
