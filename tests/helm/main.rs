@@ -133,14 +133,20 @@ fn container_ports_and_probes_match_the_flags() {
 }
 
 #[test]
-fn the_builder_gets_no_api_credentials_and_the_edge_only_token_review() {
+fn the_builder_gets_no_api_credentials_and_the_edge_only_what_its_security_needs() {
     for r in every_values_file() {
         let spec = pod_spec(r.deployment_of("builder"));
         assert_eq!(spec["automountServiceAccountToken"], false, "builder");
         let edge = r.deployment_of("edge");
         let spec = pod_spec(edge);
         let review = r.value("edge.security.tokenReview").as_bool().unwrap();
-        assert_eq!(spec["automountServiceAccountToken"], review, "edge");
+        let ca = r.value("edge.security.caFromKubernetes").as_bool().unwrap();
+        let publish = r.value("edge.security.publishRootCert").as_bool().unwrap();
+        assert_eq!(
+            spec["automountServiceAccountToken"],
+            review || ca || publish,
+            "edge"
+        );
         let account = spec["serviceAccountName"]
             .as_str()
             .expect("the edge's own account");
@@ -157,11 +163,17 @@ fn the_builder_gets_no_api_credentials_and_the_edge_only_token_review() {
             })
             .map(|b| b["roleRef"]["name"].as_str().unwrap())
             .collect();
-        let expected: Vec<&str> = if review {
-            vec!["system:auth-delegator"]
-        } else {
-            vec![]
-        };
+        let edge_name = name(edge);
+        let mut expected: Vec<String> = Vec::new();
+        if review {
+            expected.push("system:auth-delegator".into());
+        }
+        if publish {
+            expected.push(format!("{edge_name}-{NAMESPACE}-root-cert"));
+        }
+        if ca {
+            expected.push(format!("{edge_name}-ca"));
+        }
         assert_eq!(bound, expected, "{}", r.values_file);
     }
 }

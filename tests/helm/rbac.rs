@@ -1,4 +1,5 @@
-//! Ingest's RBAC: read-only, on exactly what it watches.
+//! Ingest's RBAC: read-only, on exactly what it watches. The edge's: the CA's two
+//! Secrets in the release namespace, and istio-ca-root-cert's writes.
 
 use crate::chart::{
     NAMESPACE, Rendered, containers, env_named, every_values_file, name, pod_spec, strings,
@@ -33,15 +34,27 @@ fn grants(role: &Value) -> Vec<(String, String, BTreeSet<String>)> {
 
 /// The roles (`Role` or `ClusterRole`) bound by `binding_kind` to ingest's ServiceAccount.
 fn roles_bound_to_ingest<'a>(r: &'a Rendered, binding_kind: &str) -> Vec<&'a Value> {
-    let account = pod_spec(r.deployment_of("ingest"))["serviceAccountName"]
+    roles_bound_to(r, "ingest", binding_kind)
+}
+
+/// The roles (`Role` or `ClusterRole`) bound by `binding_kind` to `tier`'s ServiceAccount
+/// (built-in ClusterRoles, which the chart does not render, left out).
+fn roles_bound_to<'a>(r: &'a Rendered, tier: &str, binding_kind: &str) -> Vec<&'a Value> {
+    let account = pod_spec(r.deployment_of(tier))["serviceAccountName"]
         .as_str()
-        .expect("ingest runs as its own ServiceAccount");
+        .expect("the tier runs as its own ServiceAccount");
     r.find("ServiceAccount", account);
     r.of_kind(binding_kind)
         .filter(|b| {
             b["subjects"].as_array().unwrap().iter().any(|s| {
                 s["kind"] == "ServiceAccount" && s["name"] == account && s["namespace"] == NAMESPACE
             })
+        })
+        .filter(|b| {
+            !b["roleRef"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("system:")
         })
         .map(|b| {
             let role_kind = b["roleRef"]["kind"].as_str().unwrap();
@@ -53,7 +66,10 @@ fn roles_bound_to_ingest<'a>(r: &'a Rendered, binding_kind: &str) -> Vec<&'a Val
 #[test]
 fn ingest_may_read_what_it_watches_and_nothing_more() {
     for r in every_values_file() {
-        for role in r.of_kind("ClusterRole").chain(r.of_kind("Role")) {
+        let ingest_roles = roles_bound_to_ingest(r, "ClusterRoleBinding")
+            .into_iter()
+            .chain(roles_bound_to_ingest(r, "RoleBinding"));
+        for role in ingest_roles {
             for (group, resource, verbs) in grants(role) {
                 assert!(
                     verbs.iter().all(|v| READ_VERBS.contains(&v.as_str())),
@@ -149,5 +165,103 @@ fn system_namespace_kinds_are_granted_there_only() {
                 watched.plural
             );
         }
+    }
+}
+
+/// One rule's grant, resource names included (none: every object).
+type Grant = (String, Vec<String>, Vec<String>);
+
+fn edge_grants(role: &Value) -> Vec<Grant> {
+    let mut out: Vec<Grant> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| {
+            assert_eq!(strings(&rule["apiGroups"]), [""], "core resources only");
+            let mut verbs: Vec<String> = strings(&rule["verbs"])
+                .into_iter()
+                .map(Into::into)
+                .collect();
+            verbs.sort();
+            let mut names: Vec<String> = strings(&rule["resourceNames"])
+                .into_iter()
+                .map(Into::into)
+                .collect();
+            names.sort();
+            strings(&rule["resources"])
+                .into_iter()
+                .map(move |res| (res.to_string(), names.clone(), verbs.clone()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn grant(resource: &str, names: &[&str], verbs: &[&str]) -> Grant {
+    let mut verbs: Vec<String> = verbs.iter().map(|v| v.to_string()).collect();
+    verbs.sort();
+    (
+        resource.into(),
+        names.iter().map(|n| n.to_string()).collect(),
+        verbs,
+    )
+}
+
+#[test]
+fn the_edge_may_keep_the_ca_secrets_and_publish_the_root_and_nothing_more() {
+    for r in every_values_file() {
+        let edge = &containers(r.deployment_of("edge"))[0];
+        let args: shoal_edge::cli::Args = crate::cli::parse("edge", &strings(&edge["args"]));
+        let ca = r.value("edge.security.caFromKubernetes").as_bool().unwrap();
+        let publish = r.value("edge.security.publishRootCert").as_bool().unwrap();
+        assert_eq!(args.security.ca_from_kubernetes, ca, "{}", r.values_file);
+        assert_eq!(
+            args.security.publish_root_cert, publish,
+            "{}",
+            r.values_file
+        );
+
+        // The CA's Secrets: in the release namespace, which is the edge's system namespace.
+        let namespaced: Vec<Grant> = roles_bound_to(r, "edge", "RoleBinding")
+            .into_iter()
+            .inspect(|role| {
+                assert_eq!(role["kind"], "Role");
+                assert_eq!(role["metadata"]["namespace"], NAMESPACE);
+            })
+            .flat_map(edge_grants)
+            .collect();
+        let expected = if ca {
+            vec![
+                grant("secrets", &[], &["create"]),
+                grant(
+                    "secrets",
+                    &["cacerts", "istio-ca-secret"],
+                    &["get", "list", "watch"],
+                ),
+                grant("secrets", &["istio-ca-secret"], &["update"]),
+            ]
+        } else {
+            vec![]
+        };
+        assert_eq!(namespaced, expected, "{}", r.values_file);
+        assert_eq!(args.listen.system_namespace, NAMESPACE);
+
+        let cluster_wide: Vec<Grant> = roles_bound_to(r, "edge", "ClusterRoleBinding")
+            .into_iter()
+            .flat_map(edge_grants)
+            .collect();
+        let expected = if publish {
+            vec![
+                grant(
+                    "configmaps",
+                    &[],
+                    &["get", "list", "watch", "create", "update"],
+                ),
+                grant("namespaces", &[], &["get", "list", "watch"]),
+            ]
+        } else {
+            vec![]
+        };
+        assert_eq!(cluster_wide, expected, "{}", r.values_file);
     }
 }
