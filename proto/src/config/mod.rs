@@ -1,4 +1,5 @@
-//! The configuration users write: Kubernetes core objects and `networking.istio.io` kinds.
+//! The configuration users write: Kubernetes core objects, `networking.istio.io` and
+//! `security.istio.io` kinds.
 //!
 //! [`parse::parse_documents`] turns multi-document YAML into typed [`Config`]s, one result
 //! per document so a bad object never hides the good ones; [`validate`] applies the rules
@@ -11,6 +12,7 @@ mod kind;
 pub mod mesh;
 mod meta;
 pub mod parse;
+pub mod security;
 pub mod selector;
 pub mod topology;
 pub mod validate;
