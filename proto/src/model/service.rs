@@ -1,4 +1,4 @@
-use crate::config::{istio, k8s, mesh};
+use crate::config::{istio, k8s, mesh, security};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -251,6 +251,10 @@ pub struct NamespaceConfig {
     /// name: only the system namespace's are ingested. They travel in its chunk, as
     /// Secrets do, so a change to one is one chunk change like any other.
     pub mesh_configs: Vec<NamedConfig<mesh::MeshConfig>>,
+    /// `security.istio.io` policies (in the root namespace's chunk, the mesh-wide ones).
+    pub peer_authentications: Vec<NamedConfig<security::PeerAuthentication>>,
+    pub authorization_policies: Vec<NamedConfig<security::AuthorizationPolicy>>,
+    pub request_authentications: Vec<NamedConfig<security::RequestAuthentication>>,
 }
 
 #[cfg(test)]

@@ -49,6 +49,8 @@ pub struct ConfigIndex {
     pub credentials: HashMap<(String, String), Arc<k8s::SecretSpec>>,
     /// Every network's gateways, sorted.
     pub network_gateways: Arc<NetworkGateways>,
+    /// PeerAuthentications, AuthorizationPolicies and RequestAuthentications.
+    pub security: Arc<super::security::SecurityPolicies>,
     scopes: Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>,
 }
 
@@ -60,6 +62,10 @@ impl ConfigIndex {
         let mesh = mesh_config(namespaces);
         let mut index = ConfigIndex {
             generation,
+            security: Arc::new(super::security::SecurityPolicies::build(
+                mesh.root_namespace(),
+                namespaces,
+            )),
             root_namespace: mesh.root_namespace().to_string(),
             mesh: Arc::new(mesh),
             ..Default::default()

@@ -5,7 +5,9 @@
 //! A PushContext is assembled from snapshot chunks. Namespace chunks feed the
 //! [`ConfigIndex`] (services, VirtualServices, DestinationRules, Sidecars); endpoint chunks
 //! are looked up per service. An endpoint-only update keeps the index (and every scope
-//! computed from it) and swaps only the changed endpoint chunks.
+//! computed from it) and swaps only the changed endpoint chunks. The security policies
+//! ([`security::SecurityPolicies`]) are indexed beside the traffic config, in the
+//! [`ConfigIndex`].
 
 mod aliases;
 pub mod delegate;
@@ -14,6 +16,7 @@ mod index;
 mod instances;
 pub mod policy;
 mod scope;
+pub mod security;
 
 pub use index::{ConfigIndex, NetworkGateways};
 pub use instances::{

@@ -33,8 +33,9 @@ use std::sync::Arc;
 /// direct responses and delegates. 5: Gateway servers carry TLS settings; namespace
 /// chunks carry TLS credentials (Secrets) for gateways; traffic policies carry client
 /// TLS, cookie hashing, ring hash and Maglev settings; Sidecars carry ingress listeners.
-/// 6: routing objects carry their creation time.
-pub const FORMAT_VERSION: u8 = 6;
+/// 6: routing objects carry their creation time. 7: namespace chunks carry
+/// `security.istio.io` policies.
+pub const FORMAT_VERSION: u8 = 7;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -45,7 +46,8 @@ pub enum SnapshotError {
     #[error(
         "snapshot format {0} is not the format this build reads ({FORMAT_VERSION}; 1 was \
          the flat manifest listing every chunk, 2 had no network gateways, 3 no fault \
-         injection or mirrors, 4 no gateway TLS, credentials, client TLS, cookie hashing or Sidecar ingress): builders and edges must share a snapshot format"
+         injection or mirrors, 4 no gateway TLS, credentials, client TLS, cookie hashing or Sidecar ingress, 5 no \
+         creation times, 6 no security policies): builders and edges must share a snapshot format"
     )]
     Format(u8),
     #[error("chunk {0} does not match its hash")]
@@ -82,6 +84,9 @@ pub enum ChunkKey {
     Endpoints(ServiceKey),
 }
 
+// A namespace chunk's header is a few hundred bytes of Vec headers; chunks are few and
+// short-lived between decoding and the PushContext's Arcs, so boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Chunk {
     Namespace(NamespaceConfig),
