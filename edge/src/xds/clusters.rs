@@ -8,11 +8,11 @@
 //! traffic is captured). The inbound clusters are made in [`inbound`].
 
 pub mod inbound;
-mod tls;
 mod traffic_policy;
 
 use super::endpoints::locality::LocalityLb;
 use super::endpoints::{EndpointFilter, by_locality};
+use super::security::outbound;
 use super::util::{
     BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
     ads_config_source, any, cluster_name, duration, socket_address,
@@ -218,9 +218,9 @@ fn outbound(
 
     let policy = policy::effective(rule, subset, port.port);
     let h2 = matches!(port.protocol, Protocol::Http2 | Protocol::Grpc);
-    let tls = tls::upstream_tls(policy.tls, h2);
-    let auto_sni = tls.as_ref().and_then(|t| t.auto.clone());
-    c.transport_socket = tls.map(|t| t.transport_socket);
+    let transport = outbound::cluster_transport(policy.tls, h2);
+    let auto_sni = transport.auto_sni.clone();
+    transport.apply(&mut c);
     apply_connection_pool(&mut c, policy, port.protocol, auto_sni);
     apply_outlier_detection(&mut c, policy);
     if apply_load_balancer(&mut c, policy) {

@@ -22,6 +22,7 @@ pub use outbound::{
 };
 
 use super::routes;
+use super::security::InboundSecurity;
 use super::util::{
     BLACKHOLE_CLUSTER, VIRTUAL_OUTBOUND, VIRTUAL_OUTBOUND_PORT, WILDCARD_IP, address, any,
     sort_by_name,
@@ -49,6 +50,8 @@ pub struct ListenerOptions<'a> {
     pub proxy_ip: &'a str,
     /// The workload's inbound ports (its service targets), sorted by target port.
     pub inbound: &'a [InboundPort],
+    /// How its inbound chains are reached and guarded.
+    pub inbound_security: InboundSecurity<'a>,
 }
 
 /// Every listener of `scope` for a proxy, sorted by name.

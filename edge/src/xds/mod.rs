@@ -60,6 +60,7 @@ pub mod gateway;
 mod generator;
 pub mod listeners;
 pub mod routes;
+pub mod security;
 pub mod util;
 
 #[cfg(test)]

@@ -30,6 +30,8 @@ pub const VIRTUAL_INBOUND_BLACKHOLE_CHAIN: &str = "virtualInbound-blackhole";
 pub const VIRTUAL_INBOUND_CATCH_ALL_HTTP_CHAIN: &str = "virtualInbound-catchall-http";
 /// The transport protocol Envoy reports when no inspector found TLS.
 pub const RAW_BUFFER: &str = "raw_buffer";
+/// A filter chain match on connections the TLS inspector found to be TLS.
+pub const TLS_TRANSPORT: &str = "tls";
 /// What the HTTP inspector reports for plaintext HTTP (Istio matches HTTP/1.0 only with
 /// `PILOT_HTTP10`; left as TCP, such requests still pass).
 pub const PLAINTEXT_HTTP_ALPNS: [&str; 2] = ["http/1.1", "h2c"];

@@ -1,6 +1,7 @@
 //! LDS, inbound side: `virtualInbound` and the listeners a Sidecar `ingress` binds, as
-//! Istio's `listener_inbound.go` makes them (with mTLS disabled: Shoal issues no
-//! certificates, so every chain matches plaintext, `raw_buffer`).
+//! Istio's `listener_inbound.go` makes them. How each port's chains are reached
+//! (plaintext, mTLS) and the filters guarding them come from the proxy's
+//! [`InboundSecurity`]: each chain below is made once per transport it gives.
 //!
 //! ```text
 //!  virtualInbound 0.0.0.0:15006   listener filters: original_dst, http_inspector
@@ -16,8 +17,9 @@
 //! chain whose capture mode is NONE (or every chain, without interception) becomes a
 //! listener of its own that binds `<bind>:<port>`.
 
+use super::super::security::{ChainTransport, InboundSecurity};
 use super::super::util::{
-    BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_CLUSTER, PLAINTEXT_HTTP_ALPNS, RAW_BUFFER,
+    BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_CLUSTER, PLAINTEXT_HTTP_ALPNS, TLS_TRANSPORT,
     VIRTUAL_INBOUND, VIRTUAL_INBOUND_BLACKHOLE_CHAIN, VIRTUAL_INBOUND_CATCH_ALL_HTTP_CHAIN,
     VIRTUAL_INBOUND_PORT, WILDCARD_IP, address, any, duration, inbound_cluster_name, u32_value,
 };
@@ -36,6 +38,7 @@ use envoy_types::pb::envoy::config::route::v3::{
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::listener::http_inspector::v3::HttpInspector;
 use envoy_types::pb::envoy::extensions::filters::listener::original_dst::v3::OriginalDst;
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, http_connection_manager, http_filter,
 };
@@ -161,8 +164,9 @@ pub fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<Listener> {
     let configs = chain_configs(scope, opts);
     let mut out = Vec::new();
     let mut virtual_chains = Vec::new();
+    let security = opts.inbound_security;
     for cc in &configs {
-        let chains = chains_for(cc);
+        let chains = chains_for(cc, &security);
         if cc.bind_to_port {
             out.push(inbound_listener(
                 cc.name(),
@@ -177,7 +181,7 @@ pub fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<Listener> {
         }
     }
     if opts.mode != InterceptionMode::None {
-        let mut chains = passthrough_chains();
+        let mut chains = passthrough_chains(&security);
         chains.extend(virtual_chains);
         out.push(inbound_listener(
             VIRTUAL_INBOUND.into(),
@@ -209,6 +213,7 @@ fn inbound_listener(
             ..Default::default()
         });
     }
+    filters.extend(tls_inspector(&chains));
     filters.extend(http_inspector(&chains));
     Listener {
         name,
@@ -227,6 +232,23 @@ fn inbound_listener(
         traffic_direction: TrafficDirection::Inbound as i32,
         ..Default::default()
     }
+}
+
+/// The TLS inspector, when some chain is reached over TLS (it tells mTLS from plaintext
+/// and reads the ALPN the HTTP inspector would otherwise guess).
+fn tls_inspector(chains: &[FilterChain]) -> Option<ListenerFilter> {
+    let tls = chains.iter().any(|c| {
+        c.filter_chain_match
+            .as_ref()
+            .is_some_and(|m| m.transport_protocol == TLS_TRANSPORT)
+    });
+    tls.then(|| ListenerFilter {
+        name: "envoy.filters.listener.tls_inspector".into(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+            &TlsInspector::default(),
+        ))),
+        ..Default::default()
+    })
 }
 
 /// The HTTP inspector, when a chain matches on what it detects: enabled for every port
@@ -282,102 +304,147 @@ fn port_predicate(ports: &BTreeSet<u32>) -> Option<ListenerFilterChainMatchPredi
     }
 }
 
-fn chain_match(port: Option<u32>, alpns: &[&str]) -> Option<FilterChainMatch> {
+fn chain_match(
+    port: Option<u32>,
+    alpns: &[&str],
+    transport: &ChainTransport,
+) -> Option<FilterChainMatch> {
+    let application_protocols = match &transport.application_protocols {
+        Some(own) => own.clone(),
+        None => alpns.iter().map(|a| a.to_string()).collect(),
+    };
     Some(FilterChainMatch {
         destination_port: port.map(u32_value),
-        transport_protocol: RAW_BUFFER.into(),
-        application_protocols: alpns.iter().map(|a| a.to_string()).collect(),
+        transport_protocol: transport.transport_protocol.into(),
+        application_protocols,
         ..Default::default()
     })
 }
 
-/// The chains of one port: HTTP, TCP, or both behind sniffing.
-fn chains_for(cc: &ChainConfig) -> Vec<FilterChain> {
+/// `chains` once per transport of `port`, each reached by it (its match's transport and
+/// ALPNs, its TLS context).
+fn per_transport(
+    security: &InboundSecurity<'_>,
+    port: Option<u32>,
+    chains: impl Fn(&ChainTransport) -> Vec<FilterChain>,
+) -> Vec<FilterChain> {
+    security
+        .transports(port)
+        .iter()
+        .flat_map(|transport| {
+            chains(transport).into_iter().map(|c| FilterChain {
+                transport_socket: transport.transport_socket.clone(),
+                ..c
+            })
+        })
+        .collect()
+}
+
+/// The chains of one port: HTTP, TCP, or both behind sniffing, once per transport.
+fn chains_for(cc: &ChainConfig, security: &InboundSecurity<'_>) -> Vec<FilterChain> {
     let cluster = cc.cluster();
+    let port = Some(cc.target_port);
     let http = || FilterChain {
         name: cc.name(),
-        filters: vec![hcm_filter(HttpChain {
-            stat_prefix: format!("inbound_{}", cc.name()),
-            cluster: cluster.clone(),
-            service_port: cc.service_port,
-            operation: format!("{}:{}/*", cc.hostname, cc.service_port),
-            http2: matches!(cc.protocol, Protocol::Http2 | Protocol::Grpc),
-        })],
-        ..Default::default()
-    };
-    // TCP stats are named after the cluster, as Istio names them.
-    let tcp = || FilterChain {
-        name: cc.name(),
-        filters: vec![tcp_proxy_filter(
-            &cluster,
-            tcp_proxy::ClusterSpecifier::Cluster(cluster.clone()),
+        filters: vec![hcm_filter(
+            HttpChain {
+                stat_prefix: format!("inbound_{}", cc.name()),
+                cluster: cluster.clone(),
+                service_port: cc.service_port,
+                operation: format!("{}:{}/*", cc.hostname, cc.service_port),
+                http2: matches!(cc.protocol, Protocol::Http2 | Protocol::Grpc),
+            },
+            security.http_filters(port),
         )],
         ..Default::default()
     };
-    let port = Some(cc.target_port);
-    match ChainProtocol::of(cc.protocol) {
-        Some(ChainProtocol::Http) => vec![FilterChain {
-            filter_chain_match: chain_match(port, &[]),
+    // TCP stats are named after the cluster, as Istio names them.
+    let tcp = || {
+        let mut filters = security.network_filters(port);
+        filters.push(tcp_proxy_filter(
+            &cluster,
+            tcp_proxy::ClusterSpecifier::Cluster(cluster.clone()),
+        ));
+        FilterChain {
+            name: cc.name(),
+            filters,
+            ..Default::default()
+        }
+    };
+    let Some(protocol) = ChainProtocol::of(cc.protocol) else {
+        return Vec::new();
+    };
+    per_transport(security, port, |transport| match protocol {
+        ChainProtocol::Http => vec![FilterChain {
+            filter_chain_match: chain_match(port, &[], transport),
             ..http()
         }],
-        Some(ChainProtocol::Tcp) => vec![FilterChain {
-            filter_chain_match: chain_match(port, &[]),
+        ChainProtocol::Tcp => vec![FilterChain {
+            filter_chain_match: chain_match(port, &[], transport),
             ..tcp()
         }],
-        Some(ChainProtocol::Auto) => vec![
+        ChainProtocol::Auto => vec![
             FilterChain {
-                filter_chain_match: chain_match(port, &PLAINTEXT_HTTP_ALPNS),
+                filter_chain_match: chain_match(port, &PLAINTEXT_HTTP_ALPNS, transport),
                 ..http()
             },
             FilterChain {
-                filter_chain_match: chain_match(port, &[]),
+                filter_chain_match: chain_match(port, &[], transport),
                 ..tcp()
             },
         ],
-        None => Vec::new(),
-    }
+    })
 }
 
 /// The chains for traffic no port claims: 15006 itself is dropped (it would loop), the
 /// rest passes through to its original destination, HTTP through an HCM so that it is
-/// seen as requests.
-fn passthrough_chains() -> Vec<FilterChain> {
+/// seen as requests; under the workload-level transports and filters.
+fn passthrough_chains(security: &InboundSecurity<'_>) -> Vec<FilterChain> {
     let cluster = INBOUND_PASSTHROUGH_CLUSTER.to_string();
-    vec![
-        FilterChain {
-            name: VIRTUAL_INBOUND_BLACKHOLE_CHAIN.into(),
-            filter_chain_match: Some(FilterChainMatch {
-                destination_port: Some(u32_value(VIRTUAL_INBOUND_PORT)),
+    let blackhole = FilterChain {
+        name: VIRTUAL_INBOUND_BLACKHOLE_CHAIN.into(),
+        filter_chain_match: Some(FilterChainMatch {
+            destination_port: Some(u32_value(VIRTUAL_INBOUND_PORT)),
+            ..Default::default()
+        }),
+        filters: vec![tcp_proxy_filter(
+            BLACKHOLE_CLUSTER,
+            tcp_proxy::ClusterSpecifier::Cluster(BLACKHOLE_CLUSTER.into()),
+        )],
+        ..Default::default()
+    };
+    let mut chains = vec![blackhole];
+    chains.extend(per_transport(security, None, |transport| {
+        let mut tcp_filters = security.network_filters(None);
+        tcp_filters.push(tcp_proxy_filter(
+            &cluster,
+            tcp_proxy::ClusterSpecifier::Cluster(cluster.clone()),
+        ));
+        vec![
+            FilterChain {
+                name: VIRTUAL_INBOUND_CATCH_ALL_HTTP_CHAIN.into(),
+                filter_chain_match: chain_match(None, &PLAINTEXT_HTTP_ALPNS, transport),
+                filters: vec![hcm_filter(
+                    HttpChain {
+                        stat_prefix: cluster.clone(),
+                        cluster: cluster.clone(),
+                        service_port: 0,
+                        operation: String::new(),
+                        http2: false,
+                    },
+                    security.http_filters(None),
+                )],
                 ..Default::default()
-            }),
-            filters: vec![tcp_proxy_filter(
-                BLACKHOLE_CLUSTER,
-                tcp_proxy::ClusterSpecifier::Cluster(BLACKHOLE_CLUSTER.into()),
-            )],
-            ..Default::default()
-        },
-        FilterChain {
-            name: VIRTUAL_INBOUND_CATCH_ALL_HTTP_CHAIN.into(),
-            filter_chain_match: chain_match(None, &PLAINTEXT_HTTP_ALPNS),
-            filters: vec![hcm_filter(HttpChain {
-                stat_prefix: cluster.clone(),
-                cluster: cluster.clone(),
-                service_port: 0,
-                operation: String::new(),
-                http2: false,
-            })],
-            ..Default::default()
-        },
-        FilterChain {
-            name: VIRTUAL_INBOUND.into(),
-            filter_chain_match: chain_match(None, &[]),
-            filters: vec![tcp_proxy_filter(
-                &cluster,
-                tcp_proxy::ClusterSpecifier::Cluster(cluster.clone()),
-            )],
-            ..Default::default()
-        },
-    ]
+            },
+            FilterChain {
+                name: VIRTUAL_INBOUND.into(),
+                filter_chain_match: chain_match(None, &[], transport),
+                filters: tcp_filters,
+                ..Default::default()
+            },
+        ]
+    }));
+    chains
 }
 
 /// What an inbound HTTP chain's connection manager is made from.
@@ -392,8 +459,9 @@ struct HttpChain {
 
 /// An HCM with its route inline (inbound routes are not served over RDS): one virtual
 /// host `inbound|http|<service port>` for every domain, one route `default` to the
-/// cluster, without timeouts, as Istio's default inbound route.
-fn hcm_filter(chain: HttpChain) -> Filter {
+/// cluster, without timeouts, as Istio's default inbound route. `guards` go before the
+/// router.
+fn hcm_filter(chain: HttpChain, guards: Vec<HttpFilter>) -> Filter {
     let no_timeout = duration(std::time::Duration::ZERO);
     let route = Route {
         name: "default".into(),
@@ -434,13 +502,16 @@ fn hcm_filter(chain: HttpChain) -> Filter {
         stat_prefix: chain.stat_prefix,
         codec_type: http_connection_manager::CodecType::Auto as i32,
         route_specifier: Some(http_connection_manager::RouteSpecifier::RouteConfig(config)),
-        http_filters: vec![HttpFilter {
-            name: "envoy.filters.http.router".into(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(
-                any(&Router::default()),
-            )),
-            ..Default::default()
-        }],
+        http_filters: guards
+            .into_iter()
+            .chain([HttpFilter {
+                name: "envoy.filters.http.router".into(),
+                config_type: Some(http_filter::ConfigType::TypedConfig(
+                    any(&Router::default()),
+                )),
+                ..Default::default()
+            }])
+            .collect(),
         http2_protocol_options: chain.http2.then(Default::default),
         use_remote_address: Some(BoolValue { value: false }),
         normalize_path: Some(BoolValue { value: true }),

@@ -1,10 +1,12 @@
 //! LDS for sidecars: per (scope, interception mode, the proxy's address when its
-//! listeners bind or are named after it, and its inbound ports). Keyed by the inbound
-//! ports rather than the proxy, so that the pods of one deployment share their listeners.
+//! listeners bind or are named after it, its inbound ports, and the security policies
+//! that apply to it). Keyed by those rather than the proxy, so that the pods of one
+//! deployment share their listeners.
 
 use super::super::super::XdsResource;
 use super::super::super::cache::{TypeCache, TypeStats};
 use super::super::super::listeners::{self, ListenerOptions};
+use super::super::super::security::{InboundSecurity, PolicyKey, ProxyPolicies};
 use super::super::super::util::resource;
 use super::super::GeneratorConfig;
 use super::super::table::{Request, ResourceGenerator, select};
@@ -13,7 +15,7 @@ use crate::proxy::InterceptionMode;
 use shoal_proto::push_context::InboundPort;
 use std::sync::Arc;
 
-type ListenerKey = (ScopeKey, u8, Option<String>, Arc<[InboundPort]>);
+type ListenerKey = (ScopeKey, u8, Option<String>, Arc<[InboundPort]>, PolicyKey);
 
 pub(super) struct SidecarListeners {
     cache: TypeCache<ListenerKey, Resources>,
@@ -49,11 +51,14 @@ impl ResourceGenerator for SidecarListeners {
         } else {
             Arc::from([])
         };
+        let policies =
+            ProxyPolicies::of(&req.push.index().security, &proxy.namespace, &proxy.labels);
         let key = (
             scope_key(scope),
             mode_key(proxy.interception),
             bound_ip,
             inbound.clone(),
+            policies.key(),
         );
         let all = self.cache.get_or_build(
             key,
@@ -63,6 +68,7 @@ impl ResourceGenerator for SidecarListeners {
                     mode: proxy.interception,
                     proxy_ip: &proxy.ip,
                     inbound: &inbound,
+                    inbound_security: InboundSecurity::new(&policies),
                 };
                 Arc::new(
                     listeners::build(req.scope, opts)

@@ -28,7 +28,7 @@ const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
 
 /// What originating TLS adds to a cluster.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) struct UpstreamTls {
+pub struct UpstreamTls {
     pub transport_socket: TransportSocket,
     /// SNI and SAN checks from the request's host, for the HTTP protocol options; `None`
     /// when the rule names the SNI.
@@ -37,7 +37,7 @@ pub(super) struct UpstreamTls {
 
 /// The TLS a cluster originates under `tls`; `None` for plaintext. `h2`: the cluster
 /// speaks HTTP/2, which is then advertised with ALPN.
-pub(super) fn upstream_tls(tls: Option<&ClientTlsSettings>, h2: bool) -> Option<UpstreamTls> {
+pub fn upstream_tls(tls: Option<&ClientTlsSettings>, h2: bool) -> Option<UpstreamTls> {
     let tls = tls?;
     let mutual = match tls.mode.as_deref() {
         Some("SIMPLE") => false,
