@@ -69,6 +69,9 @@ pub struct ScopeClusters {
     pub eds: BTreeMap<String, EdsTarget>,
     /// DNS services whose endpoints were inlined: the output changes when their endpoints do.
     pub dns_services: Vec<ServiceKey>,
+    /// Services whose clusters verify their endpoints' identities (mTLS SANs), with the
+    /// SPIFFE IDs used: the output changes when those do.
+    pub identities: BTreeMap<ServiceKey, Vec<String>>,
 }
 
 /// What one cluster of a scope is made from.
@@ -84,8 +87,17 @@ enum ClusterSource<'a> {
     InboundPassthrough,
 }
 
-/// Every cluster of `scope`. `inbound_passthrough` adds the cluster that `virtualInbound`
-/// forwards to (only proxies whose traffic is captured have that listener).
+/// What of the proxy its outbound clusters depend on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ClusterOptions {
+    /// Its traffic is captured: the cluster `virtualInbound` forwards to is added.
+    pub inbound_passthrough: bool,
+    /// It has the mesh's identity (an agent serves it its certificate): auto mTLS
+    /// applies. A proxy without one has no certificate to present, and no `sds-grpc`.
+    pub mesh_identity: bool,
+}
+
+/// Every cluster of `scope` for a proxy with `options`.
 ///
 /// Clusters are kilobytes each, so they are built in name order rather than built and
 /// then sorted: a scope of thousands would otherwise spend its time moving them.
@@ -93,7 +105,7 @@ pub fn build(
     scope: &SidecarScope,
     push: &PushContext,
     defaults: &ClusterDefaults,
-    inbound_passthrough: bool,
+    options: ClusterOptions,
 ) -> ScopeClusters {
     let mut out = ScopeClusters::default();
     let mut sources: Vec<(String, ClusterSource<'_>)> = Vec::new();
@@ -123,7 +135,7 @@ pub fn build(
     }
     sources.push((BLACKHOLE_CLUSTER.into(), ClusterSource::Blackhole));
     sources.push((PASSTHROUGH_CLUSTER.into(), ClusterSource::Passthrough));
-    if inbound_passthrough {
+    if options.inbound_passthrough {
         sources.push((
             INBOUND_PASSTHROUGH_CLUSTER.into(),
             ClusterSource::InboundPassthrough,
@@ -132,6 +144,11 @@ pub fn build(
     // Stable: of clusters with one name, the first made is kept (and, for EDS, the
     // last made is the target), as when they were made in this order.
     sources.sort_by(|a, b| a.0.cmp(&b.0));
+    let ctx = BuildContext {
+        push,
+        defaults,
+        mesh_identity: options.mesh_identity,
+    };
     out.clusters.reserve_exact(sources.len());
     for (name, source) in sources {
         let built = match source {
@@ -140,7 +157,10 @@ pub fn build(
                 port,
                 rule,
                 subset,
-            } => outbound(name, svc, port, rule, subset, push, defaults).map(|(c, eds)| {
+            } => outbound(name, svc, port, rule, subset, &ctx).map(|(c, eds, ids)| {
+                if let Some(ids) = ids {
+                    out.identities.insert(svc.key(), ids);
+                }
                 if let Some((filter, locality_lb)) = eds {
                     out.eds.insert(
                         c.name.clone(),
@@ -171,17 +191,21 @@ pub(super) fn discovery(t: cluster::DiscoveryType) -> Option<cluster::ClusterDis
 }
 
 /// One outbound cluster, and its endpoint filter and locality load balancing when it is
-/// EDS-typed. `None` when the cluster cannot exist (a DNS service with neither endpoints
-/// nor a resolvable name).
+/// EDS-typed, and the destination identities its mTLS verifies. `None` when the cluster
+/// cannot exist (a DNS service with neither endpoints nor a resolvable name).
 fn outbound(
     name: String,
     svc: &Service,
     port: &ServicePort,
     rule: Option<&DestinationRule>,
     subset: Option<&istio::Subset>,
-    push: &PushContext,
-    defaults: &ClusterDefaults,
-) -> Option<(Cluster, Option<(EndpointFilter, LocalityLb)>)> {
+    ctx: &BuildContext<'_>,
+) -> Option<OutboundCluster> {
+    let BuildContext {
+        push,
+        defaults,
+        mesh_identity,
+    } = *ctx;
     let filter = EndpointFilter {
         port: port.port,
         labels: subset.map(|s| s.labels.clone()),
@@ -218,7 +242,25 @@ fn outbound(
 
     let policy = policy::effective(rule, subset, port.port);
     let h2 = matches!(port.protocol, Protocol::Http2 | Protocol::Grpc);
-    let transport = outbound::cluster_transport(policy.tls, h2);
+    let index = push.index();
+    let target = outbound::ClusterTarget {
+        name: &name,
+        service: svc,
+        tls: policy.tls,
+        h2,
+        http: port.protocol.is_http(),
+    };
+    let mesh = outbound::MeshSecurity {
+        mesh: &index.mesh,
+        policies: &index.security,
+        client_identity: mesh_identity,
+    };
+    let mut ids = None;
+    let transport = outbound::cluster_transport(target, mesh, || {
+        let found = identities(svc, push, index.mesh.trust_domain());
+        ids = Some(found.clone());
+        found
+    });
     let auto_sni = transport.auto_sni.clone();
     transport.apply(&mut c);
     apply_connection_pool(&mut c, policy, port.protocol, auto_sni);
@@ -243,7 +285,36 @@ fn outbound(
             ),
         );
     }
-    Some((c, eds.map(|filter| (filter, locality_lb))))
+    Some((c, eds.map(|filter| (filter, locality_lb)), ids))
+}
+
+/// What every outbound cluster of one build shares.
+#[derive(Clone, Copy)]
+struct BuildContext<'a> {
+    push: &'a PushContext,
+    defaults: &'a ClusterDefaults,
+    mesh_identity: bool,
+}
+
+/// A built outbound cluster: the cluster, its EDS filter and locality load balancing,
+/// the destination identities its mTLS verifies.
+type OutboundCluster = (
+    Cluster,
+    Option<(EndpointFilter, LocalityLb)>,
+    Option<Vec<String>>,
+);
+
+/// The SPIFFE IDs of a service's workloads: its endpoints' service accounts.
+pub fn identities(svc: &Service, push: &PushContext, trust_domain: &str) -> Vec<String> {
+    let endpoints = push.endpoints(&svc.key());
+    outbound::spiffe_ids(
+        trust_domain,
+        &svc.namespace,
+        endpoints
+            .iter()
+            .flat_map(|e| e.endpoints.iter())
+            .map(|e| e.service_account.as_str()),
+    )
 }
 
 /// The inline endpoints of a STRICT_DNS cluster. A DNS ServiceEntry without endpoints

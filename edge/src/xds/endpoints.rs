@@ -11,10 +11,13 @@ pub mod locality;
 pub mod network;
 
 use super::util::{is_ip, socket_address, u32_value};
-use envoy_types::pb::envoy::config::core::v3::{Address, HealthStatus, Locality, address};
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, HealthStatus, Locality, Metadata, address,
+};
 use envoy_types::pb::envoy::config::endpoint::v3::{
     ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints, lb_endpoint,
 };
+use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind as ValueKind};
 use locality::LocalityLb;
 use shoal_proto::model::{Endpoint, ServiceEndpoints};
 use shoal_proto::push_context::NetworkGateways;
@@ -147,8 +150,33 @@ fn lb_endpoint(ep: &Endpoint) -> LbEndpoint {
         })),
         health_status: health as i32,
         load_balancing_weight: Some(u32_value(weight(ep))),
-        ..Default::default()
+        metadata: transport_socket_match(ep),
     }
+}
+
+/// `envoy.transport_socket_match: {tlsMode: istio}` for a workload with a sidecar (its
+/// `security.istio.io/tlsMode` label), which auto mTLS reaches over the mesh's mTLS.
+fn transport_socket_match(ep: &Endpoint) -> Option<Metadata> {
+    use super::security::outbound::{
+        TLS_MODE_ISTIO, TLS_MODE_KEY, TLS_MODE_LABEL, TRANSPORT_SOCKET_MATCH,
+    };
+    let mode = ep.labels.get(TLS_MODE_LABEL)?;
+    if mode != TLS_MODE_ISTIO {
+        return None;
+    }
+    let string = |s: &str| Value {
+        kind: Some(ValueKind::StringValue(s.to_string())),
+    };
+    Some(Metadata {
+        filter_metadata: [(
+            TRANSPORT_SOCKET_MATCH.to_string(),
+            Struct {
+                fields: [(TLS_MODE_KEY.to_string(), string(TLS_MODE_ISTIO))].into(),
+            },
+        )]
+        .into(),
+        ..Default::default()
+    })
 }
 
 /// `region/zone/subzone`, any suffix of which may be missing.

@@ -55,6 +55,17 @@ fn generate(g: &Generator, push: &PushContext, type_url: &str, p: &Proxy) -> Vec
 
 /// The static cluster Envoy's ADS stream would use.
 fn xds_cluster() -> Cluster {
+    grpc_cluster(XDS_CLUSTER, 15010)
+}
+
+/// The agent's SDS cluster of an Istio bootstrap (`sds-grpc`), which the mesh's mTLS
+/// reads the workload certificate and root from.
+fn sds_cluster() -> Cluster {
+    grpc_cluster(super::security::mesh_tls::SDS_CLUSTER, 15020)
+}
+
+/// A static HTTP/2 cluster `name` at 127.0.0.1:`port`.
+fn grpc_cluster(name: &str, port: u32) -> Cluster {
     let h2 = HttpProtocolOptions {
         upstream_protocol_options: Some(
             http_protocol_options::UpstreamProtocolOptions::ExplicitHttpConfig(
@@ -70,17 +81,17 @@ fn xds_cluster() -> Cluster {
         ..Default::default()
     };
     let mut c = Cluster {
-        name: XDS_CLUSTER.into(),
+        name: name.into(),
         cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
             cluster::DiscoveryType::Static as i32,
         )),
         load_assignment: Some(ClusterLoadAssignment {
-            cluster_name: XDS_CLUSTER.into(),
+            cluster_name: name.into(),
             endpoints: vec![LocalityLbEndpoints {
                 lb_endpoints: vec![LbEndpoint {
                     host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
                         envoy_types::pb::envoy::config::endpoint::v3::Endpoint {
-                            address: Some(address("127.0.0.1", 15010)),
+                            address: Some(address("127.0.0.1", port)),
                             ..Default::default()
                         },
                     )),
@@ -137,6 +148,7 @@ fn as_served(g: &Generator, push: &PushContext, p: &Proxy) -> Bootstrap {
         .map(|r| decode(r))
         .collect();
     clusters.push(xds_cluster());
+    clusters.push(sds_cluster());
     let listeners = generate(g, push, types::LISTENER, p)
         .iter()
         .map(|r| decode(r))
@@ -174,6 +186,7 @@ fn wired(g: &Generator, push: &PushContext, p: &Proxy) -> Bootstrap {
         "every EDS cluster has an assignment"
     );
     clusters.push(xds_cluster());
+    clusters.push(sds_cluster());
     let mut listeners: Vec<Listener> = generate(g, push, types::LISTENER, p)
         .iter()
         .map(|r| decode(r))
@@ -253,17 +266,24 @@ fn envoy_accepts_generated_config() {
         ("bound", InterceptionMode::Redirect),
         ("bound", InterceptionMode::None),
     ] {
-        let p = proxy(ns, "10.1.0.5", mode);
-        validate(
-            &envoy,
-            &format!("{ns} {mode:?} as served"),
-            &as_served(&g, &push, &p),
-        );
-        validate(
-            &envoy,
-            &format!("{ns} {mode:?} wired"),
-            &wired(&g, &push, &p),
-        );
+        for meshed in [false, true] {
+            let mut p = proxy(ns, "10.1.0.5", mode);
+            if meshed {
+                // An injected workload: auto mTLS and PERMISSIVE inbound chains.
+                p.labels
+                    .insert("security.istio.io/tlsMode".into(), "istio".into());
+            }
+            validate(
+                &envoy,
+                &format!("{ns} {mode:?} meshed={meshed} as served"),
+                &as_served(&g, &push, &p),
+            );
+            validate(
+                &envoy,
+                &format!("{ns} {mode:?} meshed={meshed} wired"),
+                &wired(&g, &push, &p),
+            );
+        }
     }
     // Inbound: a workload with HTTP, TCP, gRPC and unnamed ports, and Sidecar ingress.
     let workloads = workload_mesh();
@@ -273,14 +293,20 @@ fn envoy_accepts_generated_config() {
         ("ing", INGRESS_WORKLOAD, InterceptionMode::Redirect),
         ("ing", INGRESS_WORKLOAD, InterceptionMode::None),
     ] {
-        let p = proxy(ns, ip, mode);
-        let what = format!("{ns} {mode:?}");
-        validate(
-            &envoy,
-            &format!("{what} as served"),
-            &as_served(&g, &workloads, &p),
-        );
-        validate(&envoy, &format!("{what} wired"), &wired(&g, &workloads, &p));
+        for meshed in [false, true] {
+            let mut p = proxy(ns, ip, mode);
+            if meshed {
+                p.labels
+                    .insert("security.istio.io/tlsMode".into(), "istio".into());
+            }
+            let what = format!("{ns} {mode:?} meshed={meshed}");
+            validate(
+                &envoy,
+                &format!("{what} as served"),
+                &as_served(&g, &workloads, &p),
+            );
+            validate(&envoy, &format!("{what} wired"), &wired(&g, &workloads, &p));
+        }
     }
 
     // The check has teeth: a route to a cluster that does not exist is refused.

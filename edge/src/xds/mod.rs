@@ -69,5 +69,5 @@ mod envoy_check;
 mod testing;
 
 pub use cache::{CacheStats, TypeStats};
-pub use clusters::ClusterDefaults;
+pub use clusters::{ClusterDefaults, ClusterOptions};
 pub use generator::{GenerateError, Generator, GeneratorConfig};

@@ -5,6 +5,9 @@
 use crate::model::ROOT_NAMESPACE;
 use serde::{Deserialize, Serialize};
 
+/// Istio's default trust domain.
+pub const DEFAULT_TRUST_DOMAIN: &str = "cluster.local";
+
 /// The name of the ConfigMap holding the mesh config (`istio-<revision>` for a revision).
 pub const MESH_CONFIGMAP: &str = "istio";
 
@@ -31,6 +34,12 @@ pub struct MeshConfig {
     /// `exportTo` of DestinationRules that set none.
     pub default_destination_rule_export_to: Vec<String>,
     pub outbound_traffic_policy: Option<MeshOutboundTrafficPolicy>,
+    /// The mesh's trust domain: workload SPIFFE IDs are `spiffe://<it>/ns/<ns>/sa/<sa>`
+    /// (Istio's default `cluster.local`; the edges' `--trust-domain` must agree).
+    pub trust_domain: String,
+    /// Istio's `enableAutoMtls` (default on): sidecars speak mTLS to workloads that
+    /// have a sidecar, plaintext to the others, without a DestinationRule.
+    pub enable_auto_mtls: Option<bool>,
 }
 
 /// `outboundTrafficPolicy`: what sidecars do with traffic to hosts outside the registry.
@@ -49,6 +58,20 @@ impl MeshConfig {
         } else {
             &self.root_namespace
         }
+    }
+
+    /// The trust domain: the configured one, else Istio's default (`cluster.local`).
+    pub fn trust_domain(&self) -> &str {
+        if self.trust_domain.is_empty() {
+            DEFAULT_TRUST_DOMAIN
+        } else {
+            &self.trust_domain
+        }
+    }
+
+    /// Whether auto mTLS is on (Istio's default).
+    pub fn auto_mtls(&self) -> bool {
+        self.enable_auto_mtls.unwrap_or(true)
     }
 
     /// Whether the mesh-wide outbound policy is `REGISTRY_ONLY` (else `ALLOW_ANY`).

@@ -219,6 +219,11 @@ fn reference(
     inbound: bool,
 ) -> (Vec<Cluster>, Vec<(String, String, EndpointFilter)>) {
     let defaults = ClusterDefaults::default();
+    let ctx = super::BuildContext {
+        push,
+        defaults: &defaults,
+        mesh_identity: false,
+    };
     let mut clusters = Vec::new();
     let mut eds = BTreeMap::new();
     for svc in &scope.services {
@@ -232,8 +237,7 @@ fn reference(
                     subset.map_or("", |s| s.name.as_str()),
                     &svc.hostname,
                 );
-                if let Some((c, filter)) = outbound(name, svc, port, rule, subset, push, &defaults)
-                {
+                if let Some((c, filter, _)) = outbound(name, svc, port, rule, subset, &ctx) {
                     if let Some((filter, _)) = filter {
                         eds.insert(c.name.clone(), (svc.hostname.clone(), filter));
                     }
@@ -267,7 +271,11 @@ fn clusters_made_in_name_order_are_those_sorted_after_making() {
         for ns in ["shop", "other", "locked", "bound"] {
             let scope = push.sidecar_scope(ns, &Default::default());
             for inbound in [true, false] {
-                let built = build(&scope, push, &ClusterDefaults::default(), inbound);
+                let options = super::ClusterOptions {
+                    inbound_passthrough: inbound,
+                    mesh_identity: false,
+                };
+                let built = build(&scope, push, &ClusterDefaults::default(), options);
                 let eds: Vec<_> = built
                     .eds
                     .iter()

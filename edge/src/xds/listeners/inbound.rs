@@ -19,9 +19,9 @@
 
 use super::super::security::{ChainTransport, InboundSecurity};
 use super::super::util::{
-    BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_CLUSTER, PLAINTEXT_HTTP_ALPNS, TLS_TRANSPORT,
-    VIRTUAL_INBOUND, VIRTUAL_INBOUND_BLACKHOLE_CHAIN, VIRTUAL_INBOUND_CATCH_ALL_HTTP_CHAIN,
-    VIRTUAL_INBOUND_PORT, WILDCARD_IP, address, any, duration, inbound_cluster_name, u32_value,
+    BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_CLUSTER, TLS_TRANSPORT, VIRTUAL_INBOUND,
+    VIRTUAL_INBOUND_BLACKHOLE_CHAIN, VIRTUAL_INBOUND_CATCH_ALL_HTTP_CHAIN, VIRTUAL_INBOUND_PORT,
+    WILDCARD_IP, address, any, duration, inbound_cluster_name, u32_value,
 };
 use super::{ListenerOptions, tcp_proxy_filter, transparent};
 use crate::proxy::InterceptionMode;
@@ -304,14 +304,17 @@ fn port_predicate(ports: &BTreeSet<u32>) -> Option<ListenerFilterChainMatchPredi
     }
 }
 
+/// A chain's match: its port, its transport, and for a sniffed port's HTTP chain the
+/// transport's HTTP ALPNs.
 fn chain_match(
     port: Option<u32>,
-    alpns: &[&str],
+    sniffed_http: bool,
     transport: &ChainTransport,
 ) -> Option<FilterChainMatch> {
-    let application_protocols = match &transport.application_protocols {
-        Some(own) => own.clone(),
-        None => alpns.iter().map(|a| a.to_string()).collect(),
+    let application_protocols = if sniffed_http {
+        transport.http_alpns.iter().map(|a| a.to_string()).collect()
+    } else {
+        Vec::new()
     };
     Some(FilterChainMatch {
         destination_port: port.map(u32_value),
@@ -326,10 +329,11 @@ fn chain_match(
 fn per_transport(
     security: &InboundSecurity<'_>,
     port: Option<u32>,
+    protocol: Option<Protocol>,
     chains: impl Fn(&ChainTransport) -> Vec<FilterChain>,
 ) -> Vec<FilterChain> {
     security
-        .transports(port)
+        .transports(port, protocol)
         .iter()
         .flat_map(|transport| {
             chains(transport).into_iter().map(|c| FilterChain {
@@ -374,26 +378,31 @@ fn chains_for(cc: &ChainConfig, security: &InboundSecurity<'_>) -> Vec<FilterCha
     let Some(protocol) = ChainProtocol::of(cc.protocol) else {
         return Vec::new();
     };
-    per_transport(security, port, |transport| match protocol {
-        ChainProtocol::Http => vec![FilterChain {
-            filter_chain_match: chain_match(port, &[], transport),
-            ..http()
-        }],
-        ChainProtocol::Tcp => vec![FilterChain {
-            filter_chain_match: chain_match(port, &[], transport),
-            ..tcp()
-        }],
-        ChainProtocol::Auto => vec![
-            FilterChain {
-                filter_chain_match: chain_match(port, &PLAINTEXT_HTTP_ALPNS, transport),
+    per_transport(
+        security,
+        port,
+        Some(cc.protocol),
+        |transport| match protocol {
+            ChainProtocol::Http => vec![FilterChain {
+                filter_chain_match: chain_match(port, false, transport),
                 ..http()
-            },
-            FilterChain {
-                filter_chain_match: chain_match(port, &[], transport),
+            }],
+            ChainProtocol::Tcp => vec![FilterChain {
+                filter_chain_match: chain_match(port, false, transport),
                 ..tcp()
-            },
-        ],
-    })
+            }],
+            ChainProtocol::Auto => vec![
+                FilterChain {
+                    filter_chain_match: chain_match(port, true, transport),
+                    ..http()
+                },
+                FilterChain {
+                    filter_chain_match: chain_match(port, false, transport),
+                    ..tcp()
+                },
+            ],
+        },
+    )
 }
 
 /// The chains for traffic no port claims: 15006 itself is dropped (it would loop), the
@@ -414,7 +423,7 @@ fn passthrough_chains(security: &InboundSecurity<'_>) -> Vec<FilterChain> {
         ..Default::default()
     };
     let mut chains = vec![blackhole];
-    chains.extend(per_transport(security, None, |transport| {
+    chains.extend(per_transport(security, None, None, |transport| {
         let mut tcp_filters = security.network_filters(None);
         tcp_filters.push(tcp_proxy_filter(
             &cluster,
@@ -423,7 +432,7 @@ fn passthrough_chains(security: &InboundSecurity<'_>) -> Vec<FilterChain> {
         vec![
             FilterChain {
                 name: VIRTUAL_INBOUND_CATCH_ALL_HTTP_CHAIN.into(),
-                filter_chain_match: chain_match(None, &PLAINTEXT_HTTP_ALPNS, transport),
+                filter_chain_match: chain_match(None, true, transport),
                 filters: vec![hcm_filter(
                     HttpChain {
                         stat_prefix: cluster.clone(),
@@ -438,7 +447,7 @@ fn passthrough_chains(security: &InboundSecurity<'_>) -> Vec<FilterChain> {
             },
             FilterChain {
                 name: VIRTUAL_INBOUND.into(),
-                filter_chain_match: chain_match(None, &[], transport),
+                filter_chain_match: chain_match(None, false, transport),
                 filters: tcp_filters,
                 ..Default::default()
             },

@@ -2,24 +2,27 @@
 //! chains are reached by (Istio's PeerAuthentication: plaintext for DISABLE, mTLS for
 //! STRICT, both for PERMISSIVE, told apart by the TLS inspector), and the filters put in
 //! front of the router or TCP proxy (RequestAuthentication's `jwt_authn`,
-//! AuthorizationPolicy's `rbac` / `ext_authz`).
+//! AuthorizationPolicy's `rbac` / `ext_authz`: not enforced yet, none).
 //!
-//! Not enforced yet: every port is reached in plaintext alone and nothing guards it.
+//! A workload without the mesh's identity (no `security.istio.io/tlsMode: istio`: no
+//! agent serves it a certificate) cannot terminate mTLS: PERMISSIVE is plaintext for it,
+//! and STRICT still asks for mTLS alone, so it refuses plaintext rather than accept it.
 
-use super::ProxyPolicies;
-use crate::xds::util::RAW_BUFFER;
+use super::{ProxyPolicies, mesh_tls};
+use crate::xds::util::{RAW_BUFFER, TLS_TRANSPORT};
 use envoy_types::pb::envoy::config::core::v3::TransportSocket;
 use envoy_types::pb::envoy::config::listener::v3::Filter;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter;
+use shoal_proto::model::Protocol;
+use shoal_proto::push_context::security::MtlsMode;
 
 /// How one variant of a port's filter chains is reached.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChainTransport {
     /// The chains' `transport_protocol` match: `raw_buffer` or `tls`.
     pub transport_protocol: &'static str,
-    /// The ALPNs matched instead of the chain's own (an mTLS chain matches Istio's);
-    /// `None`: the chain's.
-    pub application_protocols: Option<Vec<String>>,
+    /// The ALPNs that tell a sniffed port's HTTP chain from its TCP one.
+    pub http_alpns: &'static [&'static str],
     /// The downstream TLS context, for `tls`.
     pub transport_socket: Option<TransportSocket>,
 }
@@ -28,8 +31,22 @@ impl ChainTransport {
     pub fn plaintext() -> Self {
         ChainTransport {
             transport_protocol: RAW_BUFFER,
-            application_protocols: None,
+            http_alpns: &crate::xds::util::PLAINTEXT_HTTP_ALPNS,
             transport_socket: None,
+        }
+    }
+
+    /// The mesh's mTLS, for chains carrying `protocol` (HTTP chains offer h2 and
+    /// http/1.1 inside the tunnel).
+    pub fn mutual_tls(protocol: Option<Protocol>) -> Self {
+        let alpns: &[&str] = match protocol {
+            Some(p) if p.is_http() => &["h2", "http/1.1"],
+            _ => &[],
+        };
+        ChainTransport {
+            transport_protocol: TLS_TRANSPORT,
+            http_alpns: &mesh_tls::ISTIO_HTTP_ALPNS,
+            transport_socket: Some(mesh_tls::downstream(alpns)),
         }
     }
 }
@@ -37,7 +54,6 @@ impl ChainTransport {
 /// The inbound security of one proxy.
 #[derive(Clone, Copy, Debug)]
 pub struct InboundSecurity<'a> {
-    #[allow(dead_code)] // read once PeerAuthentication and the policies are enforced
     policies: &'a ProxyPolicies,
 }
 
@@ -46,10 +62,21 @@ impl<'a> InboundSecurity<'a> {
         InboundSecurity { policies }
     }
 
-    /// The transports of the chains of workload port `port` (`None`: the passthrough
-    /// chains, which take the workload-level mode).
-    pub fn transports(&self, _port: Option<u32>) -> Vec<ChainTransport> {
-        vec![ChainTransport::plaintext()]
+    /// The transports of the chains of workload port `port` carrying `protocol`
+    /// (`None`: the passthrough chains, which take the workload-level mode), mTLS first.
+    pub fn transports(&self, port: Option<u32>, protocol: Option<Protocol>) -> Vec<ChainTransport> {
+        let peer = &self.policies.peer;
+        let mode = port.map_or(peer.mode, |p| peer.mode_for(p));
+        match (mode, self.policies.mesh_identity) {
+            (MtlsMode::Disable, _) | (MtlsMode::Permissive, false) => {
+                vec![ChainTransport::plaintext()]
+            }
+            (MtlsMode::Strict, _) => vec![ChainTransport::mutual_tls(protocol)],
+            (MtlsMode::Permissive, true) => vec![
+                ChainTransport::mutual_tls(protocol),
+                ChainTransport::plaintext(),
+            ],
+        }
     }
 
     /// HTTP filters that go before the router of port `port`'s connection managers.

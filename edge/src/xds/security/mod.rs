@@ -12,10 +12,12 @@
 //!  clusters.rs ◄── outbound::cluster_transport(DestinationRule tls, …)
 //! ```
 //!
-//! Today the policies are indexed but not enforced (their objects are still reported as
-//! such): every chain is plaintext and unguarded, as before.
+//! PeerAuthentication and auto mTLS are enforced; AuthorizationPolicy and
+//! RequestAuthentication are indexed but not yet (their objects are still reported as
+//! not enforced).
 
 pub mod inbound;
+pub mod mesh_tls;
 pub mod outbound;
 
 pub use inbound::{ChainTransport, InboundSecurity};
@@ -29,6 +31,10 @@ use std::sync::Arc;
 /// The security policies that apply to one proxy.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProxyPolicies {
+    /// The workload has an agent serving it the mesh's certificate over SDS: Istio's
+    /// injector labels it `security.istio.io/tlsMode: istio` (what auto mTLS sends mTLS
+    /// to). Without it, PERMISSIVE is plaintext only.
+    pub mesh_identity: bool,
     pub peer: PeerAuthn,
     pub authorization: Authorization,
     pub request_authentication: Vec<Arc<NamedConfig<RequestAuthentication>>>,
@@ -39,6 +45,7 @@ pub struct ProxyPolicies {
 /// still share theirs.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PolicyKey {
+    mesh_identity: bool,
     peer: PeerAuthn,
     /// The applying policies, by (namespace, name), in action order.
     policies: Vec<(String, String)>,
@@ -50,10 +57,16 @@ impl ProxyPolicies {
         namespace: &str,
         labels: &BTreeMap<String, String>,
     ) -> Self {
+        let mesh_identity = labels.get(outbound::TLS_MODE_LABEL).map(String::as_str)
+            == Some(outbound::TLS_MODE_ISTIO);
         if index.is_empty() {
-            return ProxyPolicies::default();
+            return ProxyPolicies {
+                mesh_identity,
+                ..Default::default()
+            };
         }
         ProxyPolicies {
+            mesh_identity,
             peer: index.peer_authentication(namespace, labels),
             authorization: index.authorization(namespace, labels),
             request_authentication: index.request_authentication(namespace, labels),
@@ -76,6 +89,7 @@ impl ProxyPolicies {
             )
             .collect();
         PolicyKey {
+            mesh_identity: self.mesh_identity,
             peer: self.peer.clone(),
             policies: named,
         }
@@ -83,51 +97,4 @@ impl ProxyPolicies {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use shoal_proto::config::security::{AuthorizationPolicy, PolicySelector};
-    use shoal_proto::model::NamespaceConfig;
-
-    #[test]
-    fn proxies_under_the_same_policies_share_a_key_and_a_mesh_without_any_has_none() {
-        let policy = |name: &str, app: Option<&str>| NamedConfig {
-            name: name.into(),
-            namespace: "shop".into(),
-            created: 0,
-            spec: AuthorizationPolicy {
-                selector: app.map(|a| PolicySelector {
-                    match_labels: [("app".to_string(), a.to_string())].into(),
-                }),
-                ..Default::default()
-            },
-        };
-        let namespaces = [(
-            "shop".to_string(),
-            Arc::new(NamespaceConfig {
-                namespace: "shop".into(),
-                authorization_policies: vec![policy("all", None), policy("web", Some("web"))],
-                ..Default::default()
-            }),
-        )]
-        .into();
-        let index = SecurityPolicies::build("istio-system", &namespaces);
-        let labels = |app: &str, pod: &str| -> BTreeMap<String, String> {
-            [("app", app), ("pod", pod)]
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        let key = |app: &str, pod: &str| ProxyPolicies::of(&index, "shop", &labels(app, pod)).key();
-        assert_eq!(
-            key("web", "web-0"),
-            key("web", "web-1"),
-            "pods of one deployment"
-        );
-        assert_ne!(key("web", "web-0"), key("db", "db-0"));
-        let empty = SecurityPolicies::build("istio-system", &BTreeMap::new());
-        assert_eq!(
-            ProxyPolicies::of(&empty, "shop", &labels("web", "web-0")),
-            ProxyPolicies::default()
-        );
-    }
-}
+mod tests;

@@ -1,21 +1,23 @@
 //! CDS for sidecars: one encoded list per (scope, captured?), with what EDS needs to
-//! answer for its clusters; and per (that list, inbound ports, proxy address where the
+//! answer for its clusters (current while the inlined DNS endpoints and the mTLS
+//! destinations' identities are); and per (that list, inbound ports, proxy address where the
 //! Sidecar's ingress needs it) the list with the proxy's inbound clusters merged in.
 //! Inbound clusters are keyed by the workload's ports, not the proxy, so the pods of one
 //! deployment share them.
 
 use super::super::super::XdsResource;
 use super::super::super::cache::{TypeCache, TypeStats};
-use super::super::super::clusters::{self, EdsTarget};
+use super::super::super::clusters::{self, ClusterOptions, EdsTarget};
+use super::super::super::security::outbound;
 use super::super::super::util::resource;
 use super::super::GeneratorConfig;
 use super::super::table::{Request, ResourceGenerator, select};
 use super::{Resources, ScopeKey, same_chunk, scope_key};
-use crate::proxy::InterceptionMode;
+use crate::proxy::{InterceptionMode, Proxy};
 use shoal_proto::model::{ServiceEndpoints, ServiceKey};
 use shoal_proto::push_context::{InboundPort, PushContext, SidecarScope};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A scope's encoded clusters and what EDS needs to answer for them.
 #[derive(Clone)]
@@ -24,6 +26,39 @@ pub(super) struct ClusterEntry {
     pub eds: Arc<BTreeMap<String, EdsCluster>>,
     /// The endpoint chunks of DNS services, inlined into their clusters.
     dns: Arc<Vec<(ServiceKey, Option<Arc<ServiceEndpoints>>)>>,
+    /// The services whose mTLS verifies their workloads' identities.
+    identities: Arc<Vec<IdentityWatch>>,
+}
+
+/// A service whose clusters name its workloads' SPIFFE IDs: they stay current while its
+/// endpoints give the same IDs, which is checked once per new endpoint chunk (so an
+/// endpoint that moves without a new service account costs no CDS rebuild).
+struct IdentityWatch {
+    service: ServiceKey,
+    ids: Vec<String>,
+    checked: Mutex<Option<Arc<ServiceEndpoints>>>,
+}
+
+impl IdentityWatch {
+    fn current(&self, push: &PushContext) -> bool {
+        let now = push.endpoints(&self.service);
+        let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+        if same_chunk(checked.as_ref(), now) {
+            return true;
+        }
+        let ids = outbound::spiffe_ids(
+            push.index().mesh.trust_domain(),
+            &self.service.namespace,
+            now.iter()
+                .flat_map(|e| e.endpoints.iter())
+                .map(|e| e.service_account.as_str()),
+        );
+        if ids != self.ids {
+            return false;
+        }
+        *checked = now.cloned();
+        true
+    }
 }
 
 /// One EDS cluster of a scope, with the keys its lookups use, made once per scope rather
@@ -54,8 +89,8 @@ type InboundKey = (ScopeKey, u8, Arc<[InboundPort]>, Option<String>);
 
 pub(super) struct SidecarClusters {
     config: clusters::ClusterDefaults,
-    /// Keyed by scope and whether the inbound passthrough cluster is included.
-    cache: TypeCache<(ScopeKey, bool), ClusterEntry>,
+    /// Keyed by scope and what of the proxy the clusters depend on.
+    cache: TypeCache<(ScopeKey, ClusterOptions), ClusterEntry>,
     with_inbound: TypeCache<InboundKey, WithInbound>,
 }
 
@@ -68,16 +103,22 @@ impl SidecarClusters {
         }
     }
 
-    /// The clusters of `scope` for proxies that are (`inbound`) or are not captured.
-    pub fn entry(&self, scope: &SidecarScope, push: &PushContext, inbound: bool) -> ClusterEntry {
+    /// The clusters of `scope` for proxies with `options`.
+    pub fn entry(
+        &self,
+        scope: &SidecarScope,
+        push: &PushContext,
+        options: ClusterOptions,
+    ) -> ClusterEntry {
         let fresh = |e: &ClusterEntry| {
             e.dns
                 .iter()
                 .all(|(key, chunk)| same_chunk(chunk.as_ref(), push.endpoints(key)))
+                && e.identities.iter().all(|w| w.current(push))
         };
         self.cache
-            .get_or_build((scope_key(scope), inbound), fresh, || {
-                let built = clusters::build(scope, push, &self.config, inbound);
+            .get_or_build((scope_key(scope), options), fresh, || {
+                let built = clusters::build(scope, push, &self.config, options);
                 let dns = built
                     .dns_services
                     .iter()
@@ -109,6 +150,17 @@ impl SidecarClusters {
                             .collect(),
                     ),
                     dns: Arc::new(dns),
+                    identities: Arc::new(
+                        built
+                            .identities
+                            .into_iter()
+                            .map(|(service, ids)| IdentityWatch {
+                                checked: Mutex::new(push.endpoints(&service).cloned()),
+                                service,
+                                ids,
+                            })
+                            .collect(),
+                    ),
                 }
             })
     }
@@ -119,10 +171,18 @@ pub(super) fn captured(mode: InterceptionMode) -> bool {
     mode != InterceptionMode::None
 }
 
+/// What of `proxy` its outbound clusters depend on.
+pub(super) fn options(proxy: &Proxy) -> ClusterOptions {
+    ClusterOptions {
+        inbound_passthrough: captured(proxy.interception),
+        mesh_identity: outbound::has_mesh_identity(&proxy.labels),
+    }
+}
+
 impl ResourceGenerator for SidecarClusters {
     fn generate(&self, req: &Request<'_>, names: &[String]) -> Vec<Arc<XdsResource>> {
         let (proxy, scope) = (req.proxy, req.scope);
-        let entry = self.entry(scope, req.push, captured(proxy.interception));
+        let entry = self.entry(scope, req.push, options(proxy));
         // Ingress listeners replace the service targets: they alone shape the clusters.
         let ports = if scope.ingress.is_empty() && captured(proxy.interception) {
             req.push.service_instances().inbound_ports(&proxy.ip)

@@ -8,7 +8,7 @@ use super::super::super::endpoints::{self, AssignmentInput, EndpointFilter, Prox
 use super::super::super::util::resource;
 use super::super::GeneratorConfig;
 use super::super::table::{Request, ResourceGenerator, select};
-use super::clusters::{EdsCluster, EndpointKey, SidecarClusters, captured};
+use super::clusters::{EdsCluster, EndpointKey, SidecarClusters, captured, options};
 use super::{Resources, ScopeKey, same_chunk, scope_key};
 use shoal_proto::model::ServiceEndpoints;
 use shoal_proto::push_context::{NetworkGateways, PushContext};
@@ -107,7 +107,7 @@ impl ResourceGenerator for SidecarEndpoints {
             key.clone(),
             |_| true,
             || {
-                let eds = self.clusters.entry(req.scope, push, inbound).eds;
+                let eds = self.clusters.entry(req.scope, push, options(proxy)).eds;
                 Arc::new(
                     eds.iter()
                         .map(|(name, cluster)| self.assignment(push, name, cluster, &key.3))
