@@ -1,8 +1,9 @@
 //! Istio security against a real Envoy: workloads get their certificates from Shoal's
 //! CA and their xDS over the authenticated port (15012) through an **agent stand-in**
 //! (`agent-stand-in`, standing in for Istio's pilot-agent), refusals carry the right
-//! gRPC status, a gateway's credential goes to its own router only, and a CA rotation
-//! reaches the workloads without a failed request.
+//! gRPC status, a gateway's credential goes to its own router only, a CA rotation
+//! reaches the workloads without a failed request, and sidecars talk the mesh's mTLS
+//! as PeerAuthentication says.
 //!
 //! Run `cargo build --workspace --bins` first (for `shoal` and `agent-stand-in`); Envoy
 //! comes from `.venv/bin/envoy` or `SHOAL_ENVOY`.
@@ -19,6 +20,7 @@ mod client;
 mod gateway;
 mod kubernetes;
 mod mesh;
+mod mtls;
 mod pki;
 mod probe;
 mod refusals;

@@ -22,18 +22,27 @@ pub mod outbound;
 
 pub use inbound::{ChainTransport, InboundSecurity};
 
+use crate::proxy::Proxy;
 use shoal_proto::config::security::RequestAuthentication;
 use shoal_proto::model::NamedConfig;
 use shoal_proto::push_context::security::{Authorization, PeerAuthn, SecurityPolicies};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// Whether a proxy holds the mesh's identity, so that it can speak the mesh's mTLS: its
+/// agent authenticated its stream (an agent that proves a workload identity also serves
+/// its certificate to Envoy over SDS), or its workload is labelled as injected
+/// (`security.istio.io/tlsMode: istio`, which is also what auto mTLS looks for at the
+/// other end). An anonymous, unlabelled proxy has no certificate and no `sds-grpc`.
+pub fn mesh_identity(proxy: &Proxy) -> bool {
+    proxy.identity.principal().is_some() || outbound::has_mesh_identity(&proxy.labels)
+}
+
 /// The security policies that apply to one proxy.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProxyPolicies {
-    /// The workload has an agent serving it the mesh's certificate over SDS: Istio's
-    /// injector labels it `security.istio.io/tlsMode: istio` (what auto mTLS sends mTLS
-    /// to). Without it, PERMISSIVE is plaintext only.
+    /// The workload has an agent serving it the mesh's certificate over SDS (see
+    /// [`mesh_identity`]). Without it, PERMISSIVE is plaintext only.
     pub mesh_identity: bool,
     pub peer: PeerAuthn,
     pub authorization: Authorization,
@@ -56,9 +65,8 @@ impl ProxyPolicies {
         index: &SecurityPolicies,
         namespace: &str,
         labels: &BTreeMap<String, String>,
+        mesh_identity: bool,
     ) -> Self {
-        let mesh_identity = labels.get(outbound::TLS_MODE_LABEL).map(String::as_str)
-            == Some(outbound::TLS_MODE_ISTIO);
         if index.is_empty() {
             return ProxyPolicies {
                 mesh_identity,

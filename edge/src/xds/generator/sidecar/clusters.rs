@@ -8,7 +8,7 @@
 use super::super::super::XdsResource;
 use super::super::super::cache::{TypeCache, TypeStats};
 use super::super::super::clusters::{self, ClusterOptions, EdsTarget};
-use super::super::super::security::outbound;
+use super::super::super::security::{self, outbound};
 use super::super::super::util::resource;
 use super::super::GeneratorConfig;
 use super::super::table::{Request, ResourceGenerator, select};
@@ -175,7 +175,7 @@ pub(super) fn captured(mode: InterceptionMode) -> bool {
 pub(super) fn options(proxy: &Proxy) -> ClusterOptions {
     ClusterOptions {
         inbound_passthrough: captured(proxy.interception),
-        mesh_identity: outbound::has_mesh_identity(&proxy.labels),
+        mesh_identity: security::mesh_identity(proxy),
     }
 }
 

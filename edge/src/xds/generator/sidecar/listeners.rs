@@ -6,7 +6,7 @@
 use super::super::super::XdsResource;
 use super::super::super::cache::{TypeCache, TypeStats};
 use super::super::super::listeners::{self, ListenerOptions};
-use super::super::super::security::{InboundSecurity, PolicyKey, ProxyPolicies};
+use super::super::super::security::{InboundSecurity, PolicyKey, ProxyPolicies, mesh_identity};
 use super::super::super::util::resource;
 use super::super::GeneratorConfig;
 use super::super::table::{Request, ResourceGenerator, select};
@@ -51,8 +51,12 @@ impl ResourceGenerator for SidecarListeners {
         } else {
             Arc::from([])
         };
-        let policies =
-            ProxyPolicies::of(&req.push.index().security, &proxy.namespace, &proxy.labels);
+        let policies = ProxyPolicies::of(
+            &req.push.index().security,
+            &proxy.namespace,
+            &proxy.labels,
+            mesh_identity(proxy),
+        );
         let key = (
             scope_key(scope),
             mode_key(proxy.interception),

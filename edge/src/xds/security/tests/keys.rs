@@ -31,7 +31,8 @@ fn proxies_under_the_same_policies_share_a_key_and_a_mesh_without_any_has_none()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
-    let key = |app: &str, pod: &str| ProxyPolicies::of(&index, "shop", &labels(app, pod)).key();
+    let key =
+        |app: &str, pod: &str| ProxyPolicies::of(&index, "shop", &labels(app, pod), false).key();
     assert_eq!(
         key("web", "web-0"),
         key("web", "web-1"),
@@ -40,7 +41,7 @@ fn proxies_under_the_same_policies_share_a_key_and_a_mesh_without_any_has_none()
     assert_ne!(key("web", "web-0"), key("db", "db-0"));
     let empty = SecurityPolicies::build("istio-system", &BTreeMap::new());
     assert_eq!(
-        ProxyPolicies::of(&empty, "shop", &labels("web", "web-0")),
+        ProxyPolicies::of(&empty, "shop", &labels("web", "web-0"), false),
         ProxyPolicies::default()
     );
 }
