@@ -309,6 +309,18 @@ fn envoy_accepts_generated_config() {
         }
     }
 
+    // Policy: STRICT mTLS and AuthorizationPolicies of every shape on a meshed workload.
+    let policed = policed(&workloads);
+    let mut p = proxy("app", WORKLOAD, InterceptionMode::Redirect);
+    p.labels
+        .insert("security.istio.io/tlsMode".into(), "istio".into());
+    validate(
+        &envoy,
+        "app policed as served",
+        &as_served(&g, &policed, &p),
+    );
+    validate(&envoy, "app policed wired", &wired(&g, &policed, &p));
+
     // The check has teeth: a route to a cluster that does not exist is refused.
     let p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
     let mut broken = wired(&g, &push, &p);
@@ -319,4 +331,88 @@ fn envoy_accepts_generated_config() {
     let (ok, log) = run_validate(&envoy, &broken);
     assert!(!ok, "Envoy accepted a route to a missing cluster:\n{log}");
     assert!(log.contains("web.other"), "{log}");
+}
+
+/// `base` with, in `app`, STRICT mTLS and AuthorizationPolicies using every field.
+fn policed(base: &PushContext) -> PushContext {
+    use shoal_proto::config::security::{
+        AuthorizationPolicy, AuthorizationRule, Condition, Operation, PeerAuthentication,
+        PeerMutualTls, RuleFrom, RuleTo, Source,
+    };
+    use shoal_proto::model::NamedConfig;
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    fn named<T>(name: &str, spec: T) -> NamedConfig<T> {
+        NamedConfig {
+            name: name.into(),
+            namespace: "app".into(),
+            created: 0,
+            spec,
+        }
+    }
+    let rule = AuthorizationRule {
+        from: vec![RuleFrom {
+            source: Some(Source {
+                principals: strings(&["cluster.local/ns/a/sa/*", "*"]),
+                not_namespaces: strings(&["blocked"]),
+                service_accounts: strings(&["a/web"]),
+                ip_blocks: strings(&["10.0.0.0/8", "192.168.1.1"]),
+                not_remote_ip_blocks: strings(&["1.2.3.4"]),
+                request_principals: strings(&["issuer/sub"]),
+                ..Default::default()
+            }),
+        }],
+        to: vec![RuleTo {
+            operation: Some(Operation {
+                hosts: strings(&["web.app.svc.cluster.local", "*.example.com"]),
+                ports: strings(&["8080"]),
+                methods: strings(&["GET", "POST"]),
+                paths: strings(&["/api/*", "*.js", "/exact"]),
+                not_paths: strings(&["/api/private"]),
+                ..Default::default()
+            }),
+        }],
+        when: vec![
+            Condition {
+                key: "request.headers[x-user]".into(),
+                values: strings(&["alice"]),
+                not_values: strings(&["mallory"]),
+            },
+            Condition {
+                key: "destination.port".into(),
+                values: strings(&["8080"]),
+                ..Default::default()
+            },
+            Condition {
+                key: "connection.sni".into(),
+                values: strings(&["web.example.com"]),
+                ..Default::default()
+            },
+        ],
+    };
+    let policy = |action: &str| AuthorizationPolicy {
+        action: Some(action.into()),
+        rules: vec![rule.clone(), AuthorizationRule::default()],
+        ..Default::default()
+    };
+    let mut app = (**base.namespace("app").unwrap()).clone();
+    app.peer_authentications.push(named(
+        "strict",
+        PeerAuthentication {
+            mtls: Some(PeerMutualTls {
+                mode: Some("STRICT".into()),
+            }),
+            ..Default::default()
+        },
+    ));
+    app.authorization_policies = vec![
+        named("allow", policy("ALLOW")),
+        named("deny", policy("DENY")),
+        named("audit", policy("AUDIT")),
+        named("custom", policy("CUSTOM")),
+    ];
+    base.with_changes(
+        base.version() + 1,
+        [shoal_proto::snapshot::Chunk::Namespace(app)],
+        [],
+    )
 }

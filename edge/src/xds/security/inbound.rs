@@ -79,13 +79,14 @@ impl<'a> InboundSecurity<'a> {
         }
     }
 
-    /// HTTP filters that go before the router of port `port`'s connection managers.
+    /// HTTP filters that go before the router of port `port`'s connection managers:
+    /// the AuthorizationPolicies' RBAC (the same on every port).
     pub fn http_filters(&self, _port: Option<u32>) -> Vec<HttpFilter> {
-        Vec::new()
+        super::authz::http_filters(&self.policies.authorization)
     }
 
     /// Network filters that go before the TCP proxy of port `port`'s chains.
     pub fn network_filters(&self, _port: Option<u32>) -> Vec<Filter> {
-        Vec::new()
+        super::authz::network_filters(&self.policies.authorization)
     }
 }

@@ -16,6 +16,7 @@
 //! RequestAuthentication are indexed but not yet (their objects are still reported as
 //! not enforced).
 
+pub mod authz;
 pub mod inbound;
 pub mod mesh_tls;
 pub mod outbound;

@@ -1,0 +1,254 @@
+use super::ordered::{HttpRbac, NetworkRbac};
+use super::*;
+use envoy_types::pb::envoy::config::rbac::v3::{Policy, permission, principal};
+use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
+use prost::Message;
+use shoal_proto::config::security::{
+    AuthorizationRule, Condition, Operation, RuleFrom, RuleTo, Source,
+};
+
+fn policy(
+    name: &str,
+    action: &str,
+    rules: Vec<AuthorizationRule>,
+) -> Arc<NamedConfig<AuthorizationPolicy>> {
+    Arc::new(NamedConfig {
+        name: name.into(),
+        namespace: "beta".into(),
+        created: 0,
+        spec: AuthorizationPolicy {
+            action: Some(action.into()),
+            rules,
+            ..Default::default()
+        },
+    })
+}
+
+fn to_paths(paths: &[&str]) -> AuthorizationRule {
+    AuthorizationRule {
+        to: vec![RuleTo {
+            operation: Some(Operation {
+                paths: paths.iter().map(|p| p.to_string()).collect(),
+                ..Default::default()
+            }),
+        }],
+        ..Default::default()
+    }
+}
+
+fn from_principals(principals: &[&str]) -> AuthorizationRule {
+    AuthorizationRule {
+        from: vec![RuleFrom {
+            source: Some(Source {
+                principals: principals.iter().map(|p| p.to_string()).collect(),
+                ..Default::default()
+            }),
+        }],
+        ..Default::default()
+    }
+}
+
+fn http(authz: &Authorization) -> Vec<OrderedRbac> {
+    http_filters(authz)
+        .iter()
+        .map(|f| {
+            assert_eq!(f.name, "envoy.filters.http.rbac");
+            let Some(http_filter::ConfigType::TypedConfig(any)) = &f.config_type else {
+                panic!("untyped")
+            };
+            assert_eq!(
+                any.type_url,
+                "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC"
+            );
+            HttpRbac::decode(any.value.as_slice())
+                .unwrap()
+                .rules
+                .unwrap()
+        })
+        .collect()
+}
+
+fn tcp(authz: &Authorization) -> Vec<OrderedRbac> {
+    network_filters(authz)
+        .iter()
+        .map(|f| {
+            let Some(filter::ConfigType::TypedConfig(any)) = &f.config_type else {
+                panic!("untyped")
+            };
+            NetworkRbac::decode(any.value.as_slice())
+                .unwrap()
+                .rules
+                .unwrap()
+        })
+        .collect()
+}
+
+fn only(r: &OrderedRbac) -> &Policy {
+    assert_eq!(r.policies.len(), 1, "{r:?}");
+    r.policies[0].value.as_ref().unwrap()
+}
+
+#[test]
+fn no_policy_no_filter_and_an_allow_policy_without_rules_admits_nothing() {
+    assert!(http_filters(&Authorization::default()).is_empty());
+    let deny_all = Authorization {
+        allow: vec![policy("nothing", "ALLOW", vec![])],
+        ..Default::default()
+    };
+    let got = http(&deny_all);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].action, ALLOW);
+    assert!(
+        got[0].policies.is_empty(),
+        "an ALLOW with no policy denies all"
+    );
+    // A rule `{}` admits everything.
+    let all = Authorization {
+        allow: vec![policy("all", "ALLOW", vec![AuthorizationRule::default()])],
+        ..Default::default()
+    };
+    let p = only(&http(&all)[0]).clone();
+    assert_eq!(p.permissions, vec![rules::any_permission()]);
+    assert_eq!(p.principals, vec![rules::any_principal()]);
+}
+
+#[test]
+fn deny_comes_before_allow_and_names_paths_and_principals() {
+    let authz = Authorization {
+        deny: vec![policy("no-admin", "DENY", vec![to_paths(&["/admin*"])])],
+        allow: vec![policy(
+            "only-a",
+            "ALLOW",
+            vec![from_principals(&["cluster.local/ns/alpha/sa/a"])],
+        )],
+        ..Default::default()
+    };
+    let got = http(&authz);
+    assert_eq!(
+        got.iter().map(|r| r.action).collect::<Vec<_>>(),
+        [DENY, ALLOW]
+    );
+    assert_eq!(got[0].policies[0].key, "ns[beta]-policy[no-admin]-rule[0]");
+    let deny = only(&got[0]);
+    let Some(permission::Rule::UrlPath(path)) = &deny.permissions[0].rule else {
+        panic!("{:?}", deny.permissions)
+    };
+    let Some(envoy_types::pb::envoy::r#type::matcher::v3::path_matcher::Rule::Path(m)) = &path.rule
+    else {
+        panic!()
+    };
+    assert_eq!(m.match_pattern, Some(MatchPattern::Prefix("/admin".into())));
+    let allow = only(&got[1]);
+    let Some(principal::Identifier::Authenticated(a)) = &allow.principals[0].identifier else {
+        panic!("{:?}", allow.principals)
+    };
+    assert_eq!(
+        a.principal_name.as_ref().unwrap().match_pattern,
+        Some(MatchPattern::Exact(
+            "spiffe://cluster.local/ns/alpha/sa/a".into()
+        ))
+    );
+}
+
+#[test]
+fn tcp_chains_fail_closed_on_what_they_cannot_see() {
+    let authz = Authorization {
+        deny: vec![policy("no-admin", "DENY", vec![to_paths(&["/admin"])])],
+        allow: vec![policy(
+            "paths",
+            "ALLOW",
+            vec![
+                to_paths(&["/public"]),
+                from_principals(&["cluster.local/ns/alpha/sa/a"]),
+            ],
+        )],
+        ..Default::default()
+    };
+    let got = tcp(&authz);
+    // DENY: the path is dropped, so the rule denies every connection.
+    assert_eq!(only(&got[0]).permissions, vec![rules::any_permission()]);
+    // ALLOW: the path rule can never match (a NOT any), the principal rule stays.
+    let allow = &got[1];
+    assert_eq!(allow.policies.len(), 2);
+    let path_rule = allow.policies[0].value.as_ref().unwrap();
+    assert!(matches!(
+        path_rule.permissions[0].rule,
+        Some(permission::Rule::NotRule(_))
+    ));
+}
+
+#[test]
+fn a_when_on_request_headers_or_jwt_claims_drops_an_allow_rule_on_tcp_and_custom_denies() {
+    let rule = AuthorizationRule {
+        when: vec![Condition {
+            key: "request.headers[x-token]".into(),
+            values: vec!["yes".into()],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let allow = Authorization {
+        allow: vec![policy("header", "ALLOW", vec![rule.clone()])],
+        ..Default::default()
+    };
+    assert_eq!(http(&allow)[0].policies.len(), 1);
+    assert!(tcp(&allow)[0].policies.is_empty(), "never matches on TCP");
+    let claims = AuthorizationRule {
+        when: vec![Condition {
+            key: "request.auth.claims[iss]".into(),
+            values: vec!["x".into()],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let jwt = Authorization {
+        allow: vec![policy("jwt", "ALLOW", vec![claims])],
+        ..Default::default()
+    };
+    assert!(
+        http(&jwt)[0].policies.is_empty(),
+        "JWT claims are not checked yet: no match"
+    );
+    let custom = Authorization {
+        custom: vec![policy("ext", "CUSTOM", vec![to_paths(&["/x"])])],
+        ..Default::default()
+    };
+    assert_eq!(http(&custom)[0].action, DENY);
+}
+
+#[test]
+fn the_encoding_is_the_same_every_time() {
+    let authz = Authorization {
+        allow: (0..20)
+            .map(|i| {
+                policy(
+                    &format!("p{i}"),
+                    "ALLOW",
+                    vec![to_paths(&["/a"]), to_paths(&["/b"])],
+                )
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let a: Vec<Vec<u8>> = http_filters(&authz)
+        .iter()
+        .map(|f| f.encode_to_vec())
+        .collect();
+    for _ in 0..5 {
+        let b: Vec<Vec<u8>> = http_filters(&authz)
+            .iter()
+            .map(|f| f.encode_to_vec())
+            .collect();
+        assert_eq!(a, b);
+    }
+    // And it decodes as Envoy's own message, with every rule.
+    let Some(http_filter::ConfigType::TypedConfig(any)) = &http_filters(&authz)[0].config_type
+    else {
+        panic!()
+    };
+    let envoy = envoy_types::pb::envoy::extensions::filters::http::rbac::v3::Rbac::decode(
+        any.value.as_slice(),
+    )
+    .unwrap();
+    assert_eq!(envoy.rules.unwrap().policies.len(), 40);
+}
