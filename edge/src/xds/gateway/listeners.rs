@@ -1,9 +1,11 @@
 //! LDS for routers: one listener per gateway port, bound on `0.0.0.0:<port>`, with the
-//! filter chains of its servers.
+//! filter chains of its servers, guarded by the AuthorizationPolicies that select the
+//! router.
 
 use super::secrets::has_certificate;
 use super::tls::downstream;
 use crate::xds::listeners::{rds_http_chain, route_destinations, tcp_proxy_filter};
+use crate::xds::security::authz;
 use crate::xds::util::{WILDCARD_IP, address, any, sort_by_name};
 use envoy_types::pb::envoy::config::core::v3::TrafficDirection;
 use envoy_types::pb::envoy::config::listener::v3::{
@@ -17,6 +19,7 @@ use shoal_proto::model::hosts_intersect;
 use shoal_proto::push_context::gateway::{
     BoundServer, GatewayPort, MergedGateway, PortKind, names_gateway, virtual_services_for,
 };
+use shoal_proto::push_context::security::Authorization;
 use shoal_proto::push_context::{ConfigIndex, SidecarScope};
 use std::collections::BTreeSet;
 
@@ -26,6 +29,8 @@ pub struct RouterContext<'a> {
     pub scope: &'a SidecarScope,
     /// The router's namespace: where its credentials are, what VirtualServices it sees.
     pub namespace: &'a str,
+    /// The AuthorizationPolicies that select the router.
+    pub authorization: Authorization,
 }
 
 /// The router's listeners, sorted by name, and what was left out and why.
@@ -42,6 +47,8 @@ pub fn build(ctx: &RouterContext<'_>, merged: &MergedGateway) -> (Vec<Listener>,
                 PortKind::TlsPassthrough => passthrough_chains(ctx, port),
                 PortKind::Tcp => tcp_chain(ctx, port).into_iter().collect(),
             };
+            let mut chains = chains;
+            authz::guard_chains(&mut chains, &ctx.authorization);
             if chains.is_empty() {
                 warnings.push(format!(
                     "gateway port {}: no server has a usable configuration: no listener",

@@ -11,10 +11,14 @@ pub(super) fn build(
     req: &Request<'_>,
     merged: &MergedGateway,
 ) -> (Vec<Arc<XdsResource>>, Vec<String>) {
+    let index = req.push.index();
     let ctx = RouterContext {
-        index: req.push.index(),
+        index,
         scope: req.scope,
         namespace: &req.proxy.namespace,
+        authorization: index
+            .security
+            .authorization(&req.proxy.namespace, &req.proxy.labels),
     };
     let (built, warnings) = listeners::build(&ctx, merged);
     (

@@ -15,11 +15,12 @@ mod ordered;
 pub mod rules;
 
 use crate::xds::util::any;
-use envoy_types::pb::envoy::config::listener::v3::{Filter, filter};
+use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, filter};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpFilter, http_filter,
+    HttpConnectionManager, HttpFilter, http_filter,
 };
 use ordered::{HttpRbac, NetworkRbac, OrderedRbac, PolicyEntry};
+use prost::Message;
 use rules::Translation;
 use shoal_proto::config::security::AuthorizationPolicy;
 use shoal_proto::model::NamedConfig;
@@ -27,6 +28,8 @@ use shoal_proto::push_context::security::Authorization;
 use std::sync::Arc;
 
 const HTTP_RBAC: &str = "envoy.filters.http.rbac";
+const HCM: &str = "envoy.filters.network.http_connection_manager";
+const TCP_PROXY: &str = "envoy.filters.network.tcp_proxy";
 const NETWORK_RBAC: &str = "envoy.filters.network.rbac";
 const ALLOW: i32 = 0;
 const DENY: i32 = 1;
@@ -107,6 +110,34 @@ pub fn network_filters(authz: &Authorization) -> Vec<Filter> {
             }))),
         })
         .collect()
+}
+
+/// Puts `authz`'s filters in front of chains built without them (a gateway's): before
+/// the HTTP filters of each connection manager, before each TCP proxy.
+pub fn guard_chains(chains: &mut [FilterChain], authz: &Authorization) {
+    if authz.is_empty() {
+        return;
+    }
+    let (http, network) = (http_filters(authz), network_filters(authz));
+    for chain in chains {
+        let mut guarded = Vec::with_capacity(chain.filters.len() + network.len());
+        for mut f in std::mem::take(&mut chain.filters) {
+            match f.name.as_str() {
+                HCM => {
+                    if let Some(filter::ConfigType::TypedConfig(cfg)) = &mut f.config_type
+                        && let Ok(mut hcm) = HttpConnectionManager::decode(cfg.value.as_slice())
+                    {
+                        hcm.http_filters.splice(0..0, http.iter().cloned());
+                        *cfg = any(&hcm);
+                    }
+                }
+                TCP_PROXY => guarded.extend(network.iter().cloned()),
+                _ => {}
+            }
+            guarded.push(f);
+        }
+        chain.filters = guarded;
+    }
 }
 
 #[cfg(test)]

@@ -252,3 +252,42 @@ fn the_encoding_is_the_same_every_time() {
     .unwrap();
     assert_eq!(envoy.rules.unwrap().policies.len(), 40);
 }
+
+#[test]
+fn a_gateways_chains_are_guarded_before_routing_and_proxying() {
+    use crate::xds::listeners::{rds_http_chain, tcp_proxy_filter};
+    use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
+    let authz = Authorization {
+        deny: vec![policy("no-admin", "DENY", vec![to_paths(&["/admin"])])],
+        ..Default::default()
+    };
+    let tcp = FilterChain {
+        filters: vec![tcp_proxy_filter(
+            "db",
+            tcp_proxy::ClusterSpecifier::Cluster("db".into()),
+        )],
+        ..Default::default()
+    };
+    let mut chains = vec![rds_http_chain(80, "http.80".into(), true), tcp];
+    let untouched = chains.clone();
+    guard_chains(&mut chains, &Authorization::default());
+    assert_eq!(chains, untouched, "no policy, no change");
+    guard_chains(&mut chains, &authz);
+    let Some(filter::ConfigType::TypedConfig(cfg)) = &chains[0].filters[0].config_type else {
+        panic!()
+    };
+    let hcm = HttpConnectionManager::decode(cfg.value.as_slice()).unwrap();
+    assert_eq!(hcm.http_filters[0].name, "envoy.filters.http.rbac");
+    assert_eq!(
+        hcm.http_filters.last().unwrap().name,
+        "envoy.filters.http.router"
+    );
+    let names: Vec<&str> = chains[1].filters.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "envoy.filters.network.rbac",
+            "envoy.filters.network.tcp_proxy"
+        ]
+    );
+}
