@@ -15,6 +15,7 @@ mod support;
 #[path = "../traffic/harness/workloads.rs"]
 mod k8s;
 
+mod authorization;
 mod bootstrap;
 mod client;
 mod gateway;

@@ -14,7 +14,7 @@ use crate::support::envoy::Envoy;
 use crate::support::{backend, free_port};
 use std::time::Duration;
 
-const LONG: Duration = Duration::from_secs(60);
+pub const LONG: Duration = Duration::from_secs(60);
 const MESHED: &str = "security.istio.io/tlsMode: istio";
 
 /// A Service `name` in `ns` on `port`, one ready Pod at `ip` (service account `name`,
@@ -77,13 +77,31 @@ async fn get(http: &reqwest::Client, url: &str, host: &str) -> Result<String, St
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sidecars_talk_mesh_mtls_and_peer_authentication_decides_what_b_accepts() {
-    let _serial = crate::SERIAL.lock().await;
-    let b_app = backend::start("b", "127.0.0.1").await;
-    let (svc_port, b_in) = (free_port(), free_port());
-    let sidecar = format!(
-        r#"apiVersion: networking.istio.io/v1
+/// Two meshed workloads: `a` in alpha (its Envoy's outbound listeners on 127.0.0.2) and
+/// `b` in beta (its Envoy's inbound listener on 127.0.0.3), fed by agent stand-ins.
+pub struct Pair {
+    pub mesh: Mesh,
+    pub env_a: Envoy,
+    pub env_b: Envoy,
+    pub agent_b: crate::mesh::Agent,
+    pub http: reqwest::Client,
+    /// b's service through a's sidecar (the mesh's mTLS).
+    pub via_a: String,
+    /// b's inbound listener, straight (a client outside the mesh: plaintext).
+    pub direct: String,
+    pub host: &'static str,
+    /// b's inbound listener's stats prefix.
+    pub b_listener: String,
+    _b_app: backend::Backend,
+    _agent_a: crate::mesh::Agent,
+}
+
+impl Pair {
+    pub async fn start() -> Pair {
+        let b_app = backend::start("b", "127.0.0.1").await;
+        let (svc_port, b_in) = (free_port(), free_port());
+        let sidecar = format!(
+            r#"apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {{name: b, namespace: beta}}
 spec:
@@ -94,102 +112,141 @@ spec:
     captureMode: NONE
     defaultEndpoint: 127.0.0.1:{app}
 "#,
-        app = b_app.addr.port()
-    );
-    let config = vec![
-        (
-            "ns.yaml",
-            format!("{}---\n{}", namespace("alpha"), namespace("beta")),
-        ),
-        (
-            "b.yaml",
-            meshed_service("beta", "b", "127.0.0.3", svc_port, b_in),
-        ),
-        ("sidecar.yaml", sidecar),
-    ];
-    let mesh = Mesh::start(&config, &[]).await;
-    let agent_a = mesh.agent("a", "alpha", "a", "1h");
-    let agent_b = mesh.agent("b", "beta", "b", "1h");
-    let [admin_a, admin_b] = [0; 2].map(|_| free_port());
-    let labels = |app: &str| format!("{{app: {app}, {MESHED}}}");
-    let (labels_a, labels_b) = (labels("a"), labels("b"));
-    let env_a = Envoy::start(
-        "a-envoy",
-        &bootstrap(
-            &Node {
-                kind: "sidecar",
-                ip: "127.0.0.2",
-                namespace: "alpha",
-                pod: "a-0",
-                service_account: "a",
-                labels: &labels_a,
-                api_type: "GRPC",
-            },
-            &agent_a,
+            app = b_app.addr.port()
+        );
+        let config = vec![
+            (
+                "ns.yaml",
+                format!("{}---\n{}", namespace("alpha"), namespace("beta")),
+            ),
+            (
+                "b.yaml",
+                meshed_service("beta", "b", "127.0.0.3", svc_port, b_in),
+            ),
+            ("sidecar.yaml", sidecar),
+        ];
+        let mesh = Mesh::start(&config, &[]).await;
+        let agent_a = mesh.agent("a", "alpha", "a", "1h");
+        let agent_b = mesh.agent("b", "beta", "b", "1h");
+        let [admin_a, admin_b] = [0; 2].map(|_| free_port());
+        let labels = |app: &str| format!("{{app: {app}, {MESHED}}}");
+        let (labels_a, labels_b) = (labels("a"), labels("b"));
+        let env_a = Envoy::start(
+            "a-envoy",
+            &bootstrap(
+                &Node {
+                    kind: "sidecar",
+                    ip: "127.0.0.2",
+                    namespace: "alpha",
+                    pod: "a-0",
+                    service_account: "a",
+                    labels: &labels_a,
+                    api_type: "GRPC",
+                },
+                &agent_a,
+                admin_a,
+                None,
+            ),
             admin_a,
-            None,
-        ),
-        admin_a,
-        mesh.dir.path(),
-    );
-    let env_b = Envoy::start(
-        "b-envoy",
-        &bootstrap(
-            &Node {
-                kind: "sidecar",
-                ip: "127.0.0.3",
-                namespace: "beta",
-                pod: "b-0",
-                service_account: "b",
-                labels: &labels_b,
-                api_type: "DELTA_GRPC",
-            },
-            &agent_b,
+            mesh.dir.path(),
+        );
+        let env_b = Envoy::start(
+            "b-envoy",
+            &bootstrap(
+                &Node {
+                    kind: "sidecar",
+                    ip: "127.0.0.3",
+                    namespace: "beta",
+                    pod: "b-0",
+                    service_account: "b",
+                    labels: &labels_b,
+                    api_type: "DELTA_GRPC",
+                },
+                &agent_b,
+                admin_b,
+                None,
+            ),
             admin_b,
-            None,
-        ),
-        admin_b,
-        mesh.dir.path(),
-    );
-    let logs = || {
+            mesh.dir.path(),
+        );
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        Pair {
+            mesh,
+            env_a,
+            env_b,
+            agent_b,
+            http,
+            via_a: format!("http://127.0.0.2:{svc_port}"),
+            direct: format!("http://127.0.0.3:{b_in}"),
+            host: "b.beta.svc.cluster.local",
+            b_listener: format!("listener.127.0.0.3_{b_in}"),
+            _b_app: b_app,
+            _agent_a: agent_a,
+        }
+    }
+
+    pub fn logs(&self) -> String {
         format!(
             "--- a envoy ---\n{}\n--- b envoy ---\n{}\n--- b agent ---\n{}",
-            env_a.proc.tail(15),
-            env_b.proc.tail(15),
-            agent_b.proc.tail(10)
+            self.env_a.proc.tail(15),
+            self.env_b.proc.tail(15),
+            self.agent_b.proc.tail(10)
         )
-    };
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
-    let host = "b.beta.svc.cluster.local";
-    let via_a = format!("http://127.0.0.2:{svc_port}/");
-    let direct = format!("http://127.0.0.3:{b_in}/");
-    let b_listener = format!("listener.127.0.0.3_{b_in}");
-    let handshakes = async || env_b.stat(&format!("{b_listener}.ssl.handshake")).await;
+    }
+
+    /// GET `base` + `path` with b's host; the body of a 2xx, else the error.
+    pub async fn get(&self, base: &str, path: &str) -> Result<String, String> {
+        get(&self.http, &format!("{base}{path}"), self.host).await
+    }
+
+    /// Writes `yaml` as `file` in the mesh's config directory (watched).
+    pub fn apply(&self, file: &str, yaml: &str) {
+        std::fs::write(self.mesh.dir.path().join("config").join(file), yaml).unwrap();
+    }
+
+    /// Waits until a→b is served over the mesh's mTLS.
+    pub async fn wait_mtls(&self) {
+        self.mesh
+            .eventually(
+                &format!("a → b over mTLS; {}", self.logs()),
+                LONG,
+                async || {
+                    let body = self.get(&self.via_a, "/").await?;
+                    let n = self.handshakes().await;
+                    if body == "b" && n > 0 {
+                        Ok(())
+                    } else {
+                        Err(format!("answered {body:?}, {n} TLS handshakes at b"))
+                    }
+                },
+            )
+            .await;
+    }
+
+    pub async fn handshakes(&self) -> u64 {
+        self.env_b
+            .stat(&format!("{}.ssl.handshake", self.b_listener))
+            .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecars_talk_mesh_mtls_and_peer_authentication_decides_what_b_accepts() {
+    let _serial = crate::SERIAL.lock().await;
+    let pair = Pair::start().await;
+    let mesh = &pair.mesh;
 
     // PERMISSIVE (no policy): a reaches b over the mesh's mTLS (b's listener counts TLS
     // handshakes), and a plaintext client is accepted too.
-    mesh.eventually(
-        &format!("a → b over mTLS; {}", logs()),
-        LONG,
-        async || {
-            let body = get(&http, &via_a, host).await?;
-            let n = handshakes().await;
-            if body == "b" && n > 0 {
-                Ok(())
-            } else {
-                Err(format!("answered {body:?}, {n} TLS handshakes at b"))
-            }
-        },
-    )
-    .await;
-    let before = handshakes().await;
-    assert_eq!(get(&http, &direct, host).await.as_deref(), Ok("b"));
+    pair.wait_mtls().await;
+    let before = pair.handshakes().await;
+    assert_eq!(pair.get(&pair.direct, "/").await.as_deref(), Ok("b"));
     assert_eq!(
-        handshakes().await,
+        pair.handshakes().await,
         before,
         "the direct request was plaintext"
     );
@@ -197,12 +254,11 @@ spec:
     assert!(syncz.contains(&spiffe("beta", "b")), "{syncz}");
 
     // STRICT in beta: plaintext refused, a's mTLS still served.
-    let pa = mesh.dir.path().join("config/pa.yaml");
-    std::fs::write(&pa, peer_authentication("beta", "STRICT")).unwrap();
+    pair.apply("pa.yaml", &peer_authentication("beta", "STRICT"));
     mesh.eventually(
-        &format!("plaintext refused; {}", logs()),
+        &format!("plaintext refused; {}", pair.logs()),
         LONG,
-        async || match get(&http, &direct, host).await {
+        async || match pair.get(&pair.direct, "/").await {
             Err(_) => Ok(()),
             Ok(body) => Err(format!("a plaintext client was answered {body:?}")),
         },
@@ -210,24 +266,30 @@ spec:
     .await;
     for _ in 0..5 {
         assert_eq!(
-            get(&http, &via_a, host).await.as_deref(),
+            pair.get(&pair.via_a, "/").await.as_deref(),
             Ok("b"),
             "{}",
-            logs()
+            pair.logs()
         );
     }
 
     // DISABLE: a sends plaintext (auto mTLS follows b's namespace), b accepts it.
-    std::fs::write(&pa, peer_authentication("beta", "DISABLE")).unwrap();
-    mesh.eventually(&format!("plaintext again; {}", logs()), LONG, async || {
-        get(&http, &direct, host).await.map(|_| ())
+    pair.apply("pa.yaml", &peer_authentication("beta", "DISABLE"));
+    mesh.eventually(
+        &format!("plaintext again; {}", pair.logs()),
+        LONG,
+        async || pair.get(&pair.direct, "/").await.map(|_| ()),
+    )
+    .await;
+    mesh.eventually("a's cluster back to plaintext", LONG, async || {
+        let before = pair.handshakes().await;
+        let body = pair.get(&pair.via_a, "/").await?;
+        let after = pair.handshakes().await;
+        if body == "b" && after == before {
+            Ok(())
+        } else {
+            Err(format!("answered {body:?}; handshakes {before} → {after}"))
+        }
     })
     .await;
-    let before = handshakes().await;
-    assert_eq!(get(&http, &via_a, host).await.as_deref(), Ok("b"));
-    assert_eq!(
-        handshakes().await,
-        before,
-        "a spoke plaintext to a DISABLEd namespace"
-    );
 }
