@@ -147,4 +147,31 @@ endpoints: []
             ]
         );
     }
+
+    #[test]
+    fn security_kinds_are_validated_then_reported_as_not_enforced() {
+        let yaml = "apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: broken, namespace: shop}
+spec: {action: DENY}
+---
+apiVersion: security.istio.io/v1beta1
+kind: PeerAuthentication
+metadata: {name: default, namespace: shop}
+spec: {mtls: {mode: STRICT}}
+---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {name: jwt, namespace: shop}
+spec: {jwtRules: [{issuer: https://example.com}]}
+";
+        assert_eq!(
+            findings(yaml),
+            [
+                "IST0106 Error AuthorizationPolicy shop/broken: Schema validation error: spec.rules: DENY action without rules is meaningless as it will never be triggered; add an empty rule {} if you want it triggered for every request",
+                "SHL0001 Warning PeerAuthentication shop/default: unsupported by Shoal, ignored: security.istio.io/v1 PeerAuthentication (mTLS modes are not enforced)",
+                "SHL0001 Error RequestAuthentication shop/jwt: unsupported by Shoal, ignored: security.istio.io/v1 RequestAuthentication (JWTs are not validated)",
+            ]
+        );
+    }
 }
