@@ -1,6 +1,7 @@
 //! What the parser itself found: documents rejected by schema or validation (IST0106),
-//! accepted objects' validation warnings (IST0133), kinds Shoal does not implement
-//! (SHL0001) and spec fields it ignores (SHL0002).
+//! accepted objects' validation warnings (IST0133), kinds Shoal does not implement and
+//! valid security policies it does not enforce yet (SHL0001), and spec fields it ignores
+//! (SHL0002).
 
 use super::codes::{SCHEMA_VALIDATION_ERROR, SCHEMA_WARNING, UNSUPPORTED_FIELD, UNSUPPORTED_KIND};
 use super::{Level, Message, origin_of_error};
