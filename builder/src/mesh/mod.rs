@@ -50,7 +50,8 @@ pub enum Feeds {
     Services,
     /// Endpoints only.
     Endpoints,
-    /// The namespace's routing config only.
+    /// The namespace's routing config only (security policies too, which it ignores
+    /// for now: Shoal does not enforce them yet).
     Routing,
 }
 
@@ -68,7 +69,10 @@ impl Feeds {
             | Kind::Sidecar
             | Kind::Gateway
             | Kind::Secret
-            | Kind::MeshConfig => Feeds::Routing,
+            | Kind::MeshConfig
+            | Kind::PeerAuthentication
+            | Kind::AuthorizationPolicy
+            | Kind::RequestAuthentication => Feeds::Routing,
         }
     }
 }

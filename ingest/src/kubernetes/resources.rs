@@ -1,6 +1,6 @@
 //! What the Kubernetes source watches: every kind Shoal reads, as the API server serves
-//! it (group, version, plural). Istio's kinds are watched at `networking.istio.io/v1`,
-//! which the API server serves for every stored version (v1alpha3, v1beta1, v1).
+//! it (group, version, plural). Istio's kinds are watched at `v1` (`networking.istio.io`,
+//! `security.istio.io`), which the API server serves for every stored version.
 
 use kube::api::{ApiResource, GroupVersionKind};
 
@@ -112,19 +112,8 @@ pub const WATCHED: &[Watched] = &[
         "gateways",
         Scope::Namespaced,
     ),
-    // Gateways' TLS credentials (`credentialName`), as istiod reads them: every
-    // Secret is listed, only those with TLS material are kept.
-    kind("", "v1", "Secret", "secrets", Scope::Namespaced),
-    // The mesh config, as istiod reads it: ConfigMaps of the system namespace only
-    // (the parser keeps `istio` and `istio-<revision>` with a `mesh` key).
-    kind("", "v1", "ConfigMap", "configmaps", Scope::System),
-];
-
-/// Kinds Shoal does not implement, watched only so that their objects are reported as
-/// unsupported (the log, `shoal_ingest_config_rejected{kind="other"}`,
-/// `/debug/rejections`), above all AuthorizationPolicies, whose DENY rules are not
-/// enforced. A kind whose CRD is not installed is simply not watched.
-pub const REPORTED: &[Watched] = &[
+    // Security policies, read and validated; not enforced yet, so every object is
+    // reported as such (`shoal_proto::config::validate::security::not_enforced`).
     kind(
         "security.istio.io",
         "v1",
@@ -146,6 +135,19 @@ pub const REPORTED: &[Watched] = &[
         "requestauthentications",
         Scope::Namespaced,
     ),
+    // Gateways' TLS credentials (`credentialName`), as istiod reads them: every
+    // Secret is listed, only those with TLS material are kept.
+    kind("", "v1", "Secret", "secrets", Scope::Namespaced),
+    // The mesh config, as istiod reads it: ConfigMaps of the system namespace only
+    // (the parser keeps `istio` and `istio-<revision>` with a `mesh` key).
+    kind("", "v1", "ConfigMap", "configmaps", Scope::System),
+];
+
+/// Kinds Shoal does not implement, watched only so that their objects are reported as
+/// unsupported (the log, `shoal_ingest_config_rejected{kind="other"}`,
+/// `/debug/rejections`), above all EnvoyFilters, whose patches are not applied. A kind
+/// whose CRD is not installed is simply not watched.
+pub const REPORTED: &[Watched] = &[
     kind(
         "telemetry.istio.io",
         "v1",
@@ -224,6 +226,33 @@ mod tests {
                 matches!(parsed.as_slice(), [Err(e)] if e.reason.starts_with("unsupported by Shoal")),
                 "{api_version} {}: {parsed:?}",
                 w.kind
+            );
+        }
+    }
+
+    #[test]
+    fn security_kinds_are_watched_as_config_and_reported_as_not_enforced() {
+        for kind in [
+            "AuthorizationPolicy",
+            "PeerAuthentication",
+            "RequestAuthentication",
+        ] {
+            let w = WATCHED
+                .iter()
+                .find(|w| w.kind == kind)
+                .unwrap_or_else(|| panic!("{kind} is not watched"));
+            assert_eq!((w.group, w.version), ("security.istio.io", "v1"));
+            assert!(REPORTED.iter().all(|r| r.kind != kind), "{kind}");
+            let doc = format!(
+                "apiVersion: security.istio.io/v1\nkind: {kind}\nmetadata: {{name: x, namespace: shop}}\nspec: {{}}\n"
+            );
+            let parsed = shoal_proto::config::parse::parse_documents("k", &doc);
+            assert!(
+                matches!(parsed.as_slice(), [Err(e)]
+                    if e.reason.starts_with("unsupported by Shoal")
+                        && e.object == format!("{kind} shop/x")
+                        && e.rejected.is_some()),
+                "{kind}: {parsed:?}"
             );
         }
     }

@@ -288,8 +288,10 @@ async fn accepted_objects_warnings_follow_the_api() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unsupported_kinds_on_the_api_server_are_reported_while_they_exist() {
+async fn security_policies_on_the_api_server_are_reported_as_not_enforced_while_they_exist() {
     const AP: &str = "authorizationpolicies.security.istio.io";
+    const PA: &str = "peerauthentications.security.istio.io";
+    const RA: &str = "requestauthentications.security.istio.io";
     let server = TestApiServer::start().await.unwrap();
     let policy = json!({
         "apiVersion": "security.istio.io/v1",
@@ -298,6 +300,99 @@ async fn unsupported_kinds_on_the_api_server_are_reported_while_they_exist() {
         "spec": {"action": "DENY", "rules": [{"to": [{"operation": {"paths": ["/admin"]}}]}]}
     });
     server.create(AP, policy).unwrap();
+    // The API server writes port keys as strings.
+    let peer = json!({
+        "apiVersion": "security.istio.io/v1",
+        "kind": "PeerAuthentication",
+        "metadata": {"name": "db", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {"app": "db"}}, "mtls": {"mode": "STRICT"},
+                 "portLevelMtls": {"9102": {"mode": "PERMISSIVE"}}}
+    });
+    server.create(PA, peer).unwrap();
+    // Invalid (neither issuer nor jwksUri): reported for what is wrong with it.
+    let jwt = json!({
+        "apiVersion": "security.istio.io/v1",
+        "kind": "RequestAuthentication",
+        "metadata": {"name": "jwt", "namespace": "shop"},
+        "spec": {"jwtRules": [{"audiences": ["a"]}]}
+    });
+    server.create(RA, jwt).unwrap();
+    server.create(VS, virtual_service("reviews", "5s")).unwrap();
+    let env = Env::start(server).await;
+    env.wait_for("the VirtualService", |o| {
+        o.contains_key("VirtualService shop/reviews")
+    })
+    .await;
+    let reported = |env: &Env| env.handle.rejections().list();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reported(&env).len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the security policies were never all reported: {:?}",
+            reported(&env)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let by_object: BTreeMap<String, _> = reported(&env)
+        .into_iter()
+        .map(|r| (r.object.clone(), r))
+        .collect();
+    // Read as the kinds they are (no longer `other`), reported with the words used
+    // before they were read.
+    let rejection = &by_object["AuthorizationPolicy shop/deny-admin"];
+    assert_eq!(rejection.kind, "AuthorizationPolicy");
+    assert_eq!(
+        rejection.reason,
+        "unsupported by Shoal, ignored: security.istio.io/v1 AuthorizationPolicy (its DENY rules are NOT enforced: traffic they would deny is let through)"
+    );
+    assert_eq!(
+        by_object["PeerAuthentication shop/db"].reason,
+        "unsupported by Shoal, ignored: security.istio.io/v1 PeerAuthentication (mTLS modes are not enforced)"
+    );
+    let invalid = &by_object["RequestAuthentication shop/jwt"];
+    assert!(
+        invalid
+            .reason
+            .starts_with("spec.jwtRules[0].issuer: issuer or jwksUri must be set"),
+        "{invalid:?}"
+    );
+    // Nothing of them reaches the KV; deleted, they are no longer reported.
+    assert!(env.objects().await.keys().all(|k| !k.contains("security")
+        && !k.contains("Authentication")
+        && !k.contains("AuthorizationPolicy")));
+    env.server.delete(AP, "shop", "deny-admin").unwrap();
+    env.server.delete(PA, "shop", "db").unwrap();
+    env.server.delete(RA, "shop", "jwt").unwrap();
+    while !reported(&env).is_empty() {
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(10),
+            "still reported: {:?}",
+            reported(&env)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsupported_kinds_on_the_api_server_are_reported_while_they_exist() {
+    const EF: &str = "envoyfilters.networking.istio.io";
+    let server = TestApiServer::start().await.unwrap();
+    // Istio's CRD, which the stand-in does not serve by default.
+    server.register(shoal_kube_test_server::ResourceType::grouped(
+        "networking.istio.io",
+        &["v1alpha3"],
+        "envoyfilters",
+        "EnvoyFilter",
+        true,
+    ));
+    let filter = json!({
+        "apiVersion": "networking.istio.io/v1alpha3",
+        "kind": "EnvoyFilter",
+        "metadata": {"name": "ef", "namespace": "shop"},
+        "spec": {"configPatches": []}
+    });
+    server.create(EF, filter).unwrap();
     server.create(VS, virtual_service("reviews", "5s")).unwrap();
     let env = Env::start(server).await;
     env.wait_for("the VirtualService", |o| {
@@ -309,27 +404,20 @@ async fn unsupported_kinds_on_the_api_server_are_reported_while_they_exist() {
     while reported(&env).is_empty() {
         assert!(
             Instant::now() < deadline,
-            "the AuthorizationPolicy was never reported"
+            "the EnvoyFilter was never reported"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let rejection = &reported(&env)[0];
     assert_eq!(
         (rejection.kind, rejection.object.as_str()),
-        ("other", "AuthorizationPolicy shop/deny-admin")
+        ("other", "EnvoyFilter shop/ef")
     );
-    assert!(
-        rejection.reason.contains("DENY rules are NOT enforced"),
-        "{rejection:?}"
+    assert_eq!(
+        rejection.reason,
+        "unsupported by Shoal, ignored: networking.istio.io/v1alpha3 EnvoyFilter (it has no effect)"
     );
-    // Nothing of it reaches the KV; deleted, it is no longer reported.
-    assert!(
-        env.objects()
-            .await
-            .keys()
-            .all(|k| !k.contains("deny-admin"))
-    );
-    env.server.delete(AP, "shop", "deny-admin").unwrap();
+    env.server.delete(EF, "shop", "ef").unwrap();
     while !reported(&env).is_empty() {
         assert!(
             Instant::now() < deadline + Duration::from_secs(10),

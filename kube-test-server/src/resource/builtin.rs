@@ -4,10 +4,12 @@ use super::{Registry, ResourceType};
 
 /// Istio serves its networking CRDs under all three versions (one storage version).
 const ISTIO_NETWORKING_VERSIONS: &[&str] = &["v1", "v1beta1", "v1alpha3"];
+/// ... and its security CRDs under two.
+const ISTIO_SECURITY_VERSIONS: &[&str] = &["v1", "v1beta1"];
 
 /// Core Namespace, Service, Pod, Node, Secret, ConfigMap; discovery.k8s.io/v1
 /// EndpointSlice; Istio's networking.istio.io kinds in v1, v1beta1 and v1alpha3; and
-/// security.istio.io's AuthorizationPolicy and PeerAuthentication in v1.
+/// its security.istio.io kinds in v1 and v1beta1.
 pub fn shoal_resources() -> Registry {
     let mut registry = Registry::default();
     registry.register(ResourceType::core("namespaces", "Namespace", false));
@@ -40,14 +42,14 @@ pub fn shoal_resources() -> Registry {
             true,
         ));
     }
-    // Kinds Shoal does not implement, which it watches to report (security.istio.io).
     for (plural, kind) in [
         ("authorizationpolicies", "AuthorizationPolicy"),
         ("peerauthentications", "PeerAuthentication"),
+        ("requestauthentications", "RequestAuthentication"),
     ] {
         registry.register(ResourceType::grouped(
             "security.istio.io",
-            &["v1"],
+            ISTIO_SECURITY_VERSIONS,
             plural,
             kind,
             true,

@@ -37,3 +37,30 @@ fn istio_kinds_are_served_under_three_versions_and_core_under_v1() {
         .unwrap();
     assert_eq!(slices.api_version("v1"), "discovery.k8s.io/v1");
 }
+
+#[test]
+fn istio_security_kinds_are_served_under_v1_and_v1beta1() {
+    let registry = shoal_resources();
+    for (plural, kind) in [
+        ("authorizationpolicies", "AuthorizationPolicy"),
+        ("peerauthentications", "PeerAuthentication"),
+        ("requestauthentications", "RequestAuthentication"),
+    ] {
+        for version in ["v1", "v1beta1"] {
+            let served = registry
+                .served("security.istio.io", version, plural)
+                .unwrap();
+            assert_eq!(served.kind, kind);
+            assert!(served.namespaced);
+            assert_eq!(
+                served.api_version(version),
+                format!("security.istio.io/{version}")
+            );
+        }
+        assert!(
+            registry
+                .served("security.istio.io", "v1alpha1", plural)
+                .is_none()
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! What the parser itself found: documents rejected by schema or validation (IST0106),
-//! accepted objects' validation warnings (IST0133), kinds Shoal does not implement
-//! (SHL0001) and spec fields it ignores (SHL0002).
+//! accepted objects' validation warnings (IST0133), kinds Shoal does not implement and
+//! valid security policies it does not enforce yet (SHL0001), and spec fields it ignores
+//! (SHL0002).
 
 use super::codes::{SCHEMA_VALIDATION_ERROR, SCHEMA_WARNING, UNSUPPORTED_FIELD, UNSUPPORTED_KIND};
 use super::{Level, Message, origin_of_error};
@@ -144,6 +145,33 @@ endpoints: []
             [
                 "SHL0002 Warning ServiceEntry shop/ext: fields not supported by Shoal, ignored: spec.subjectAltNames",
                 "IST0133 Warning EndpointSlice shop/orphan: Schema validation warning: no kubernetes.io/service-name label: not bound to a Service",
+            ]
+        );
+    }
+
+    #[test]
+    fn security_kinds_are_validated_then_reported_as_not_enforced() {
+        let yaml = "apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: broken, namespace: shop}
+spec: {action: DENY}
+---
+apiVersion: security.istio.io/v1beta1
+kind: PeerAuthentication
+metadata: {name: default, namespace: shop}
+spec: {mtls: {mode: STRICT}}
+---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {name: jwt, namespace: shop}
+spec: {jwtRules: [{issuer: https://example.com}]}
+";
+        assert_eq!(
+            findings(yaml),
+            [
+                "IST0106 Error AuthorizationPolicy shop/broken: Schema validation error: spec.rules: DENY action without rules is meaningless as it will never be triggered; add an empty rule {} if you want it triggered for every request",
+                "SHL0001 Warning PeerAuthentication shop/default: unsupported by Shoal, ignored: security.istio.io/v1 PeerAuthentication (mTLS modes are not enforced)",
+                "SHL0001 Error RequestAuthentication shop/jwt: unsupported by Shoal, ignored: security.istio.io/v1 RequestAuthentication (JWTs are not validated)",
             ]
         );
     }

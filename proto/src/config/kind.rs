@@ -21,10 +21,14 @@ pub enum Kind {
     Secret,
     /// Istio's mesh config: the ConfigMap `istio` (or `istio-<revision>`), key `mesh`.
     MeshConfig,
+    // security.istio.io, last so that encoded kinds keep their numbers.
+    PeerAuthentication,
+    AuthorizationPolicy,
+    RequestAuthentication,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 17] = [
         Kind::Namespace,
         Kind::Service,
         Kind::Pod,
@@ -39,10 +43,14 @@ impl Kind {
         Kind::Gateway,
         Kind::Secret,
         Kind::MeshConfig,
+        Kind::PeerAuthentication,
+        Kind::AuthorizationPolicy,
+        Kind::RequestAuthentication,
     ];
 
-    /// Resolves a YAML document's `apiVersion` and `kind`. Istio kinds are accepted in
-    /// `v1`, `v1beta1` and `v1alpha3`, as Istio itself serves all three.
+    /// Resolves a YAML document's `apiVersion` and `kind`. Istio's networking kinds are
+    /// accepted in `v1`, `v1beta1` and `v1alpha3`, its security kinds in `v1` and
+    /// `v1beta1`, as Istio itself serves them.
     pub fn from_api(api_version: &str, kind: &str) -> Option<Kind> {
         let (group, version) = match api_version.split_once('/') {
             Some((g, v)) => (g, v),
@@ -63,11 +71,15 @@ impl Kind {
             ("networking.istio.io", "DestinationRule") => Kind::DestinationRule,
             ("networking.istio.io", "Sidecar") => Kind::Sidecar,
             ("networking.istio.io", "Gateway") => Kind::Gateway,
+            ("security.istio.io", "PeerAuthentication") => Kind::PeerAuthentication,
+            ("security.istio.io", "AuthorizationPolicy") => Kind::AuthorizationPolicy,
+            ("security.istio.io", "RequestAuthentication") => Kind::RequestAuthentication,
             _ => return None,
         };
         let version_ok = match group {
             "" => version == "v1",
             "discovery.k8s.io" => version == "v1",
+            "security.istio.io" => matches!(version, "v1" | "v1beta1"),
             _ => matches!(version, "v1" | "v1beta1" | "v1alpha3"),
         };
         version_ok.then_some(k)
@@ -89,6 +101,9 @@ impl Kind {
             Kind::Gateway => "Gateway",
             Kind::Secret => "Secret",
             Kind::MeshConfig => "MeshConfig",
+            Kind::PeerAuthentication => "PeerAuthentication",
+            Kind::AuthorizationPolicy => "AuthorizationPolicy",
+            Kind::RequestAuthentication => "RequestAuthentication",
         }
     }
 

@@ -1,4 +1,4 @@
-use super::{Kind, istio, k8s, mesh};
+use super::{Kind, istio, k8s, mesh, security};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -120,6 +120,10 @@ pub enum Spec {
     Gateway(istio::Gateway),
     Secret(k8s::SecretSpec),
     MeshConfig(mesh::MeshConfig),
+    // Last, as in `Kind`, so that encoded specs keep their numbers.
+    PeerAuthentication(security::PeerAuthentication),
+    AuthorizationPolicy(security::AuthorizationPolicy),
+    RequestAuthentication(security::RequestAuthentication),
 }
 
 impl Spec {
@@ -139,6 +143,9 @@ impl Spec {
             Spec::Gateway(_) => Kind::Gateway,
             Spec::Secret(_) => Kind::Secret,
             Spec::MeshConfig(_) => Kind::MeshConfig,
+            Spec::PeerAuthentication(_) => Kind::PeerAuthentication,
+            Spec::AuthorizationPolicy(_) => Kind::AuthorizationPolicy,
+            Spec::RequestAuthentication(_) => Kind::RequestAuthentication,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! Each document is parsed on its own so a malformed one is reported with its file and
 //! line and the others still load. Errors name the object when its header could be read.
 
-use super::{Config, ConfigMeta, Kind, Spec, istio, k8s, mesh, validate};
+use super::{Config, ConfigMeta, Kind, Spec, istio, k8s, mesh, security, validate};
 pub use ignored::{Ignored, parse_ignored};
 pub use nodes::{NodeLabels, parse_nodes};
 use serde::Deserialize;
@@ -294,6 +294,15 @@ fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_n
         Kind::Gateway => Spec::Gateway(spec_of::<istio::Gateway>(doc)?),
         Kind::Secret => Spec::Secret(secret::tls_material(doc)?),
         Kind::MeshConfig => Spec::MeshConfig(mesh_config::mesh_config(doc)?.unwrap_or_default()),
+        Kind::PeerAuthentication => {
+            Spec::PeerAuthentication(spec_of::<security::PeerAuthentication>(doc)?)
+        }
+        Kind::AuthorizationPolicy => {
+            Spec::AuthorizationPolicy(spec_of::<security::AuthorizationPolicy>(doc)?)
+        }
+        Kind::RequestAuthentication => {
+            Spec::RequestAuthentication(spec_of::<security::RequestAuthentication>(doc)?)
+        }
     })
 }
 
@@ -415,5 +424,7 @@ mod nodes;
 mod secret;
 mod unsupported;
 
+#[cfg(test)]
+mod security_tests;
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ pub struct PolicyTargetReference {
     pub group: String,
     pub kind: String,
     pub name: String,
-    /// Must be the policy's own namespace when set.
+    /// Must not be set: Istio does not support referencing another namespace.
     pub namespace: String,
 }
 
@@ -103,6 +103,9 @@ pub struct Source {
     pub not_ip_blocks: Vec<String>,
     pub remote_ip_blocks: Vec<String>,
     pub not_remote_ip_blocks: Vec<String>,
+    /// The trust domain of the peer's identity (`cluster.local`; `*` wildcards at an end).
+    pub trust_domains: Vec<String>,
+    pub not_trust_domains: Vec<String>,
 }
 
 /// The request: each set field must match (one of its values), each `not*` must not.
@@ -156,6 +159,8 @@ pub struct JwtRule {
     pub output_claim_to_headers: Vec<ClaimToHeader>,
     /// How long fetching `jwks_uri` may take (an Istio duration).
     pub timeout: Option<String>,
+    /// Claims split on whitespace for matching, beside `scope` and `permission`.
+    pub space_delimited_claims: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

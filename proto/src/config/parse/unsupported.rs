@@ -4,6 +4,7 @@
 //! metric and `/debug/rejections` show them).
 
 use super::super::Spec;
+use super::super::validate::security;
 use serde_json::Value;
 
 /// API groups whose kinds change traffic or policy: an object of one Shoal does not read
@@ -24,18 +25,9 @@ pub fn unsupported_kind(api_version: &str, kind: &str, doc: &str) -> Option<Stri
         return None;
     }
     let consequence = match (group, kind) {
-        ("security.istio.io", "AuthorizationPolicy") => {
-            let action = authorization_action(doc);
-            match action.as_str() {
-                "DENY" => "its DENY rules are NOT enforced: traffic they would deny is let through",
-                "ALLOW" => {
-                    "its ALLOW rules are NOT enforced: traffic they would deny (everything they do not allow) is let through"
-                }
-                _ => "it is NOT enforced",
-            }
+        ("security.istio.io", kind) => {
+            security::consequence(kind, &authorization_action(doc)).unwrap_or("it has no effect")
         }
-        ("security.istio.io", "PeerAuthentication") => "mTLS modes are not enforced",
-        ("security.istio.io", "RequestAuthentication") => "JWTs are not validated",
         ("telemetry.istio.io", _) => "telemetry is not configured by it",
         ("gateway.networking.k8s.io", _) => {
             "the Gateway API is not implemented: use networking.istio.io Gateways and VirtualServices"
@@ -84,6 +76,9 @@ pub fn unknown_fields(spec: &Spec, doc: &str) -> Vec<String> {
         Spec::DestinationRule(s) => serde_json::to_value(s),
         Spec::Sidecar(s) => serde_json::to_value(s),
         Spec::Gateway(s) => serde_json::to_value(s),
+        Spec::PeerAuthentication(s) => serde_json::to_value(s),
+        Spec::AuthorizationPolicy(s) => serde_json::to_value(s),
+        Spec::RequestAuthentication(s) => serde_json::to_value(s),
         _ => return Vec::new(),
     };
     #[derive(serde::Deserialize, Default)]
@@ -169,5 +164,84 @@ mod tests {
         assert!(allow.unwrap().contains("ALLOW rules"));
         assert!(unsupported_kind("gateway.networking.k8s.io/v1", "HTTPRoute", "").is_some());
         assert_eq!(unsupported_kind("v1", "ConfigMap", ""), None);
+    }
+
+    #[test]
+    fn valid_security_objects_are_reported_in_the_words_of_an_unsupported_kind() {
+        let docs = [
+            (
+                "AuthorizationPolicy",
+                "spec:\n  action: DENY\n  rules: [{}]\n",
+            ),
+            (
+                "AuthorizationPolicy",
+                "spec:\n  rules: [{from: [{source: {namespaces: [a]}}]}]\n",
+            ),
+            (
+                "AuthorizationPolicy",
+                "spec:\n  action: AUDIT\n  rules: [{}]\n",
+            ),
+            ("PeerAuthentication", "spec: {mtls: {mode: STRICT}}\n"),
+            ("RequestAuthentication", "spec: {jwtRules: [{issuer: x}]}\n"),
+        ];
+        for (kind, spec) in docs {
+            let doc = format!(
+                "apiVersion: security.istio.io/v1\nkind: {kind}\nmetadata: {{name: x, namespace: shop}}\n{spec}"
+            );
+            let parsed = crate::config::parse::parse_documents("p.yaml", &doc);
+            let [Err(error)] = parsed.as_slice() else {
+                panic!("{parsed:?}");
+            };
+            assert_eq!(
+                Some(error.reason.clone()),
+                unsupported_kind("security.istio.io/v1", kind, &doc),
+                "{doc}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_fields_of_security_kinds() {
+        // Keys written as numbers (YAML) or as strings (the API server's JSON) alike.
+        let doc = "spec:
+  selector: {matchLabels: {app: a}}
+  portLevelMtls:
+    8080: {mode: STRICT, tls: x}
+  mtls: {mode: STRICT}
+  extra: 1
+";
+        let pa = serde_norway::from_str::<serde_json::Value>(doc)
+            .ok()
+            .and_then(|v| serde_json::from_value(v["spec"].clone()).ok())
+            .unwrap();
+        assert_eq!(
+            unknown_fields(&Spec::PeerAuthentication(pa), doc),
+            ["spec.extra", "spec.portLevelMtls.8080.tls"]
+        );
+        let doc = "spec:
+  rules:
+  - from: [{source: {principals: [a], trustDomain: [b]}}]
+    to: [{operation: {paths: [/], verbs: [GET]}}]
+";
+        let ap = serde_norway::from_str::<serde_json::Value>(doc)
+            .ok()
+            .and_then(|v| serde_json::from_value(v["spec"].clone()).ok())
+            .unwrap();
+        assert_eq!(
+            unknown_fields(&Spec::AuthorizationPolicy(ap), doc),
+            [
+                "spec.rules[0].from[0].source.trustDomain",
+                "spec.rules[0].to[0].operation.verbs"
+            ]
+        );
+        let doc = "spec:\n  jwtRules: [{issuer: x, jwks_uri: y, presence: MANDATORY}]\n";
+        let ra = serde_norway::from_str::<serde_json::Value>(doc)
+            .ok()
+            .and_then(|v| serde_json::from_value(v["spec"].clone()).ok())
+            .unwrap();
+        assert_eq!(
+            unknown_fields(&Spec::RequestAuthentication(ra), doc),
+            ["spec.jwtRules[0].jwks_uri", "spec.jwtRules[0].presence"]
+        );
     }
 }

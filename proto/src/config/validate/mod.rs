@@ -5,6 +5,7 @@
 
 mod destination_rule;
 mod gateway;
+pub mod security;
 mod service_entry;
 mod virtual_service;
 mod workload_group;
@@ -62,11 +63,18 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
                 warnings.push("no kubernetes.io/service-name label: not bound to a Service".into());
             }
         }
+        Spec::PeerAuthentication(pa) => security::peer_authentication(pa, &mut warnings)?,
+        Spec::AuthorizationPolicy(ap) => security::authorization_policy(ap, &mut warnings)?,
+        Spec::RequestAuthentication(ra) => security::request_authentication(ra, &mut warnings)?,
         Spec::Namespace(_)
         | Spec::Pod(_)
         | Spec::Endpoints(_)
         | Spec::Secret(_)
         | Spec::MeshConfig(_) => {}
+    }
+    // Valid, and still not applied: said as for a kind Shoal does not read.
+    if let Some(not_enforced) = security::not_enforced(config) {
+        return Err(not_enforced);
     }
     Ok(warnings)
 }
