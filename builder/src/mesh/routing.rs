@@ -87,6 +87,21 @@ pub fn build(namespace: &str, objects: &NamespaceObjects<'_>) -> NamespaceConfig
         };
         config.credentials.push(named(c, secret.clone()));
     }
+    for c in dedup(objects.of(Kind::PeerAuthentication)) {
+        if let Spec::PeerAuthentication(pa) = &c.spec {
+            config.peer_authentications.push(named(c, pa.clone()));
+        }
+    }
+    for c in dedup(objects.of(Kind::AuthorizationPolicy)) {
+        if let Spec::AuthorizationPolicy(ap) = &c.spec {
+            config.authorization_policies.push(named(c, ap.clone()));
+        }
+    }
+    for c in dedup(objects.of(Kind::RequestAuthentication)) {
+        if let Spec::RequestAuthentication(ra) = &c.spec {
+            config.request_authentications.push(named(c, ra.clone()));
+        }
+    }
     for c in dedup(objects.of(Kind::MeshConfig)) {
         let Spec::MeshConfig(mesh) = &c.spec else {
             continue;

@@ -97,11 +97,11 @@ spec:
     }
 
     #[test]
-    fn unsupported_kinds_warn_and_an_ignored_authorization_policy_is_an_error() {
+    fn unsupported_kinds_warn_and_an_ignored_request_authentication_is_an_error() {
         let yaml = "apiVersion: security.istio.io/v1
-kind: AuthorizationPolicy
-metadata: {name: deny-all, namespace: shop}
-spec: {action: DENY, rules: [{}]}
+kind: RequestAuthentication
+metadata: {name: jwt, namespace: shop}
+spec: {jwtRules: [{issuer: https://example.com}]}
 ---
 apiVersion: networking.istio.io/v1alpha3
 kind: EnvoyFilter
@@ -111,13 +111,10 @@ spec: {}
         let got = findings(yaml);
         assert_eq!(got.len(), 2, "{got:#?}");
         assert!(
-            got[0].starts_with("SHL0001 Error AuthorizationPolicy shop/deny-all: "),
+            got[0].starts_with("SHL0001 Error RequestAuthentication shop/jwt: "),
             "{got:#?}"
         );
-        assert!(
-            got[0].contains("traffic they would deny is let through"),
-            "{got:#?}"
-        );
+        assert!(got[0].contains("JWTs are not validated"), "{got:#?}");
         assert!(
             got[1].starts_with("SHL0001 Warning EnvoyFilter shop/ef: "),
             "{got:#?}"
@@ -150,7 +147,7 @@ endpoints: []
     }
 
     #[test]
-    fn security_kinds_are_validated_then_reported_as_not_enforced() {
+    fn security_kinds_are_validated_and_request_authentication_reported_as_not_enforced() {
         let yaml = "apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata: {name: broken, namespace: shop}
@@ -170,7 +167,6 @@ spec: {jwtRules: [{issuer: https://example.com}]}
             findings(yaml),
             [
                 "IST0106 Error AuthorizationPolicy shop/broken: Schema validation error: spec.rules: DENY action without rules is meaningless as it will never be triggered; add an empty rule {} if you want it triggered for every request",
-                "SHL0001 Warning PeerAuthentication shop/default: unsupported by Shoal, ignored: security.istio.io/v1 PeerAuthentication (mTLS modes are not enforced)",
                 "SHL0001 Error RequestAuthentication shop/jwt: unsupported by Shoal, ignored: security.istio.io/v1 RequestAuthentication (JWTs are not validated)",
             ]
         );

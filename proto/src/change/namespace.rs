@@ -38,13 +38,20 @@ pub fn service_changes(old: &[Service], new: &[Service]) -> BTreeSet<ChangeKey> 
 
 /// The routing changes (VirtualServices and DestinationRules by the hostnames they
 /// name, Sidecars, Gateways and credentials by key); services are left out. `None` when a wildcard
-/// host keeps the change from being narrowed, or the mesh config changed.
+/// host keeps the change from being narrowed, or the mesh config or a security policy
+/// changed.
 pub fn routing_changes(
     old: &NamespaceConfig,
     new: &NamespaceConfig,
 ) -> Option<BTreeSet<ChangeKey>> {
     // The mesh config shapes every proxy's config: Istio pushes a change to all, in full.
-    if old.mesh_configs != new.mesh_configs {
+    // So do security policies: a namespace's PeerAuthentication decides how every client
+    // of its services connects, the root namespace's policies apply mesh-wide.
+    if old.mesh_configs != new.mesh_configs
+        || old.peer_authentications != new.peer_authentications
+        || old.authorization_policies != new.authorization_policies
+        || old.request_authentications != new.request_authentications
+    {
         return None;
     }
     let namespace = if new.namespace.is_empty() {

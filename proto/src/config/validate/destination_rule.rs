@@ -1,7 +1,7 @@
 //! DestinationRule validation, by Istio's rules (`ValidateDestinationRule` and the
 //! agent's `ValidateTLS`): what Istio rejects is rejected with the field named; what
-//! Shoal accepts but cannot act on (ISTIO_MUTUAL, `credentialName` on sidecars,
-//! `failoverPriority`) is accepted with a warning.
+//! Shoal accepts but cannot act on (`credentialName` on sidecars, `failoverPriority`) is
+//! accepted with a warning.
 
 use super::workload_group::labels;
 use super::{
@@ -260,8 +260,8 @@ fn is_prime(x: u64) -> bool {
         .all(|d| !x.is_multiple_of(d))
 }
 
-/// Istio's client TLS rules. ISTIO_MUTUAL and `credentialName` are valid but cannot be
-/// acted on yet by Shoal's sidecars: accepted, with a warning saying what is sent.
+/// Istio's client TLS rules. `credentialName` is valid but has no effect on sidecars:
+/// accepted, with a warning saying what is sent.
 fn tls(t: Option<&istio::ClientTlsSettings>, field: &str, warnings: &mut Vec<String>) -> Check {
     let Some(t) = t else {
         return Ok(());
@@ -317,11 +317,6 @@ fn tls(t: Option<&istio::ClientTlsSettings>, field: &str, warnings: &mut Vec<Str
                 "{f}.privateKey: private key required for mutual tls"
             )));
         }
-    }
-    if mode == "ISTIO_MUTUAL" {
-        warnings.push(format!(
-            "{f}.mode ISTIO_MUTUAL is not supported by Shoal yet (it comes with mesh security): traffic is sent in plaintext"
-        ));
     }
     Ok(())
 }

@@ -64,7 +64,10 @@ pub fn validate(config: &Config) -> Result<Vec<String>, Invalid> {
             }
         }
         Spec::PeerAuthentication(pa) => security::peer_authentication(pa, &mut warnings)?,
-        Spec::AuthorizationPolicy(ap) => security::authorization_policy(ap, &mut warnings)?,
+        Spec::AuthorizationPolicy(ap) => {
+            security::authorization_policy(ap, &mut warnings)?;
+            security::fails_closed(ap, &mut warnings);
+        }
         Spec::RequestAuthentication(ra) => security::request_authentication(ra, &mut warnings)?,
         Spec::Namespace(_)
         | Spec::Pod(_)

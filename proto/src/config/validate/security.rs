@@ -3,9 +3,10 @@
 //! `pkg/config/security` and the CRDs' schema rules): what Istio rejects is rejected with
 //! the field named; what it warns about is a warning.
 //!
-//! A valid object of these kinds is then still rejected by [`not_enforced`], as long as
-//! Shoal does not enforce its kind: a policy that is read but not applied must be said,
-//! never silently served as if it held.
+//! A valid object of a kind Shoal does not enforce yet (RequestAuthentication) is then
+//! still rejected by [`not_enforced`]: a policy that is read but not applied must be
+//! said, never silently served as if it held. Of the kinds it enforces, what Shoal cannot
+//! express fails closed and is warned about ([`fails_closed`]).
 
 mod attributes;
 mod authorization;
@@ -27,8 +28,6 @@ const MAX_TARGET_REFS: usize = 16;
 /// does not read at all.
 pub fn not_enforced(config: &Config) -> Option<Invalid> {
     let (kind, action) = match &config.spec {
-        Spec::PeerAuthentication(_) => ("PeerAuthentication", ""),
-        Spec::AuthorizationPolicy(ap) => ("AuthorizationPolicy", action(ap)),
         Spec::RequestAuthentication(_) => ("RequestAuthentication", ""),
         _ => return None,
     };
@@ -54,6 +53,46 @@ pub(crate) fn consequence(kind: &str, action: &str) -> Option<&'static str> {
         "RequestAuthentication" => "JWTs are not validated",
         _ => return None,
     })
+}
+
+/// What of an enforced AuthorizationPolicy Shoal cannot express, and how it fails
+/// closed instead (an ALLOW that cannot be checked admits nothing more, a DENY that
+/// cannot be checked denies more), as warnings on the object.
+pub fn fails_closed(ap: &security::AuthorizationPolicy, warnings: &mut Vec<String>) {
+    let action = action(ap);
+    let widen = if action == "ALLOW" {
+        "the rules using them never match (fail closed)"
+    } else {
+        "they are ignored, so the rules deny more (fail closed)"
+    };
+    if action == "CUSTOM" {
+        warnings.push(format!(
+            "spec.provider: CUSTOM ext_authz providers are not supported by Shoal: the policy's rules deny (fail closed, as Istio for a provider it cannot use); provider {:?}",
+            ap.provider.as_ref().map(|p| p.name.as_str()).unwrap_or("")
+        ));
+    }
+    if ap.target_ref.is_some() || !ap.target_refs.is_empty() {
+        warnings.push(
+            "spec.targetRef(s): Shoal does not serve Gateway API gateways or waypoints: the policy applies to no proxy".into(),
+        );
+    }
+    let mut jwt = false;
+    let mut trust = false;
+    for rule in &ap.rules {
+        for from in rule.from.iter().filter_map(|f| f.source.as_ref()) {
+            jwt |= !from.request_principals.is_empty() || !from.not_request_principals.is_empty();
+            trust |= !from.trust_domains.is_empty() || !from.not_trust_domains.is_empty();
+        }
+        jwt |= rule.when.iter().any(|c| c.key.starts_with("request.auth."));
+    }
+    if jwt {
+        warnings.push(format!(
+            "requestPrincipals and request.auth.* conditions need RequestAuthentication, which Shoal does not enforce yet: {widen}"
+        ));
+    }
+    if trust {
+        warnings.push(format!("trustDomains are not supported by Shoal: {widen}"));
+    }
 }
 
 /// An AuthorizationPolicy's action; Istio's default is ALLOW.

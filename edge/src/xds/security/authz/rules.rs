@@ -141,10 +141,11 @@ fn source_ids(s: &Source, t: Translation) -> Vec<Principal> {
     field(&s.not_remote_ip_blocks, true, &|v| Principal {
         identifier: Some(principal::Identifier::RemoteIp(cidr(v))),
     });
-    // Request principals need RequestAuthentication (not enforced yet): an ALLOW source
-    // naming them never matches; a DENY source ignores them.
+    // Request principals need RequestAuthentication (not enforced yet), trust domains are
+    // not modelled: an ALLOW source naming them never matches; a DENY source ignores them.
     let jwt = !s.request_principals.is_empty() || !s.not_request_principals.is_empty();
-    if jwt && !t.deny {
+    let trust = !s.trust_domains.is_empty() || !s.not_trust_domains.is_empty();
+    if (jwt || trust) && !t.deny {
         out.push(not_principal(any_principal()));
     }
     out

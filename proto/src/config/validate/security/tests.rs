@@ -677,7 +677,7 @@ fn reason_of(yaml: &str) -> String {
 }
 
 #[test]
-fn valid_security_objects_are_still_reported_as_not_enforced() {
+fn peer_and_authorization_policies_are_enforced_request_authentication_not_yet() {
     let header = |kind: &str| {
         format!(
             "apiVersion: security.istio.io/v1\nkind: {kind}\nmetadata: {{name: x, namespace: shop}}\n"
@@ -687,26 +687,14 @@ fn valid_security_objects_are_still_reported_as_not_enforced() {
         "{}spec:\n  action: DENY\n  rules:\n  - to: [{{operation: {{paths: [/admin], ports: ['80']}}}}]\n",
         header(AP)
     );
-    let allow = format!(
-        "{}spec:\n  selector: {{matchLabels: {{app: web}}}}\n  rules:\n  - from: [{{source: {{namespaces: [shop]}}}}]\n",
-        header(AP)
-    );
     let peer = format!("{}spec: {{mtls: {{mode: STRICT}}}}\n", header(PA));
+    for enforced in [deny, peer] {
+        let parsed = parse_documents("p.yaml", &enforced);
+        assert!(matches!(parsed.as_slice(), [Ok(_)]), "{parsed:?}");
+    }
     let request = format!(
         "{}spec: {{jwtRules: [{{issuer: https://example.com}}]}}\n",
         header(RA)
-    );
-    assert_eq!(
-        reason_of(&deny),
-        "unsupported by Shoal, ignored: security.istio.io/v1 AuthorizationPolicy (its DENY rules are NOT enforced: traffic they would deny is let through)"
-    );
-    assert_eq!(
-        reason_of(&allow),
-        "unsupported by Shoal, ignored: security.istio.io/v1 AuthorizationPolicy (its ALLOW rules are NOT enforced: traffic they would deny (everything they do not allow) is let through)"
-    );
-    assert_eq!(
-        reason_of(&peer),
-        "unsupported by Shoal, ignored: security.istio.io/v1 PeerAuthentication (mTLS modes are not enforced)"
     );
     assert_eq!(
         reason_of(&request),
@@ -718,21 +706,47 @@ fn valid_security_objects_are_still_reported_as_not_enforced() {
 }
 
 #[test]
-fn not_enforced_concerns_the_security_kinds_only() {
+fn what_an_authorization_policy_cannot_express_is_warned_as_failing_closed() {
+    let mut warnings = Vec::new();
+    let ap: security::AuthorizationPolicy = serde_norway::from_str(
+        "action: CUSTOM\nprovider: {name: ext}\nrules:\n- to: [{operation: {paths: [/x]}}]\n",
+    )
+    .unwrap();
+    fails_closed(&ap, &mut warnings);
+    assert!(
+        warnings[0].contains("CUSTOM ext_authz providers are not supported"),
+        "{warnings:?}"
+    );
+    let mut warnings = Vec::new();
+    let ap: security::AuthorizationPolicy =
+        serde_norway::from_str("rules:\n- from: [{source: {requestPrincipals: ['*']}}]\n").unwrap();
+    fails_closed(&ap, &mut warnings);
+    assert!(
+        warnings[0].contains("never match (fail closed)"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn not_enforced_concerns_request_authentication_only() {
     let config = |spec| Config {
         meta: Default::default(),
         spec,
     };
-    let sidecar = config(Spec::Sidecar(Default::default()));
-    assert_eq!(not_enforced(&sidecar), None);
+    assert_eq!(
+        not_enforced(&config(Spec::Sidecar(Default::default()))),
+        None
+    );
     let audit = config(Spec::AuthorizationPolicy(security::AuthorizationPolicy {
         action: Some("AUDIT".into()),
         ..Default::default()
     }));
+    assert_eq!(not_enforced(&audit), None);
+    let ra = config(Spec::RequestAuthentication(Default::default()));
     assert!(
-        not_enforced(&audit)
+        not_enforced(&ra)
             .unwrap()
             .0
-            .ends_with("(it is NOT enforced)")
+            .ends_with("(JWTs are not validated)")
     );
 }
