@@ -58,10 +58,15 @@ fn json_output_is_an_array_of_findings() {
     );
     let policy = findings
         .iter()
-        .find(|f| f["origin"] == "AuthorizationPolicy shop/deny-admin")
-        .expect("the ignored AuthorizationPolicy is reported");
+        .find(|f| f["origin"] == "RequestAuthentication shop/jwt")
+        .expect("the not enforced RequestAuthentication is reported");
     assert_eq!(policy["code"], "SHL0001");
     assert_eq!(policy["level"], "Error");
+    let enforced = findings
+        .iter()
+        .find(|f| f["origin"] == "AuthorizationPolicy shop/deny-admin")
+        .expect("the enforced AuthorizationPolicy's warning");
+    assert_eq!(enforced["level"], "Warning");
 }
 
 #[test]
