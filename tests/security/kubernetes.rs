@@ -6,11 +6,10 @@
 //! server is the kube-test-server, a stand-in: it enforces no RBAC (the chart's rules
 //! are checked in tests/helm).
 
-use crate::bootstrap::{Node, bootstrap};
+use crate::bootstrap::Node;
 use crate::client::create_certificate;
 use crate::k8s::{Workload, namespace, service};
 use crate::mesh::{Mesh, spiffe};
-use crate::support::envoy::Envoy;
 use crate::support::{backend, free_port};
 use serde_json::json;
 use shoal_kube_test_server::{ServiceAccountIssuer, Settings, TestApiServer};
@@ -80,25 +79,18 @@ async fn on_kubernetes_the_root_is_published_and_a_workload_pinning_it_is_served
     // A workload whose agent pins the published root gets its config over 15012 and a
     // real Envoy routes by it.
     let agent = mesh.agent("web", "shop", "web", "1h");
-    let admin = free_port();
-    let envoy = Envoy::start(
+    let envoy = mesh.envoy(
         "web-envoy",
-        &bootstrap(
-            &Node {
-                kind: "sidecar",
-                ip: "127.0.0.2",
-                namespace: "shop",
-                pod: "web-0",
-                service_account: "web",
-                labels: "{app: web}",
-                api_type: "GRPC",
-            },
-            &agent,
-            admin,
-            None,
-        ),
-        admin,
-        mesh.dir.path(),
+        &Node {
+            kind: "sidecar",
+            ip: "127.0.0.2",
+            namespace: "shop",
+            pod: "web-0",
+            service_account: "web",
+            labels: "{app: web}",
+            api_type: "GRPC",
+        },
+        &agent,
     );
     let http = reqwest::Client::builder()
         .no_proxy()

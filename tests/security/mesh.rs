@@ -10,6 +10,7 @@
 //! ```
 
 use crate::pki::PluginCa;
+use crate::support::envoy::Envoy;
 use crate::support::free_port;
 use crate::support::process::{Proc, wait_http_ok};
 use shoal_test_support::jwt::TestIssuer;
@@ -208,6 +209,18 @@ impl Mesh {
             self.dir.path(),
         );
         Agent { proc, work }
+    }
+
+    /// A real Envoy for `node`, fed by `agent` (ADS and SDS through its sockets), its
+    /// admin on a free port; no static listeners.
+    pub fn envoy(&self, name: &str, node: &crate::bootstrap::Node<'_>, agent: &Agent) -> Envoy {
+        let admin = free_port();
+        Envoy::start(
+            name,
+            &crate::bootstrap::bootstrap(node, agent, admin, None),
+            admin,
+            self.dir.path(),
+        )
     }
 
     /// Polls `check` until it passes or `timeout`; panics with its last error and logs.

@@ -7,7 +7,7 @@
 //! listeners bind its pod address, and b's inbound listener is its Sidecar's `ingress`
 //! (captureMode NONE) on its pod address.
 
-use crate::bootstrap::{Node, bootstrap};
+use crate::bootstrap::Node;
 use crate::k8s::namespace;
 use crate::mesh::{Mesh, spiffe};
 use crate::support::envoy::Envoy;
@@ -128,46 +128,33 @@ spec:
         let mesh = Mesh::start(&config, &[]).await;
         let agent_a = mesh.agent("a", "alpha", "a", "1h");
         let agent_b = mesh.agent("b", "beta", "b", "1h");
-        let [admin_a, admin_b] = [0; 2].map(|_| free_port());
         let labels = |app: &str| format!("{{app: {app}, {MESHED}}}");
         let (labels_a, labels_b) = (labels("a"), labels("b"));
-        let env_a = Envoy::start(
+        let env_a = mesh.envoy(
             "a-envoy",
-            &bootstrap(
-                &Node {
-                    kind: "sidecar",
-                    ip: "127.0.0.2",
-                    namespace: "alpha",
-                    pod: "a-0",
-                    service_account: "a",
-                    labels: &labels_a,
-                    api_type: "GRPC",
-                },
-                &agent_a,
-                admin_a,
-                None,
-            ),
-            admin_a,
-            mesh.dir.path(),
+            &Node {
+                kind: "sidecar",
+                ip: "127.0.0.2",
+                namespace: "alpha",
+                pod: "a-0",
+                service_account: "a",
+                labels: &labels_a,
+                api_type: "GRPC",
+            },
+            &agent_a,
         );
-        let env_b = Envoy::start(
+        let env_b = mesh.envoy(
             "b-envoy",
-            &bootstrap(
-                &Node {
-                    kind: "sidecar",
-                    ip: "127.0.0.3",
-                    namespace: "beta",
-                    pod: "b-0",
-                    service_account: "b",
-                    labels: &labels_b,
-                    api_type: "DELTA_GRPC",
-                },
-                &agent_b,
-                admin_b,
-                None,
-            ),
-            admin_b,
-            mesh.dir.path(),
+            &Node {
+                kind: "sidecar",
+                ip: "127.0.0.3",
+                namespace: "beta",
+                pod: "b-0",
+                service_account: "b",
+                labels: &labels_b,
+                api_type: "DELTA_GRPC",
+            },
+            &agent_b,
         );
         let http = reqwest::Client::builder()
             .no_proxy()
