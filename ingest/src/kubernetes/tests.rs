@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use shoal_infra::memory::{MemoryBus, MemoryConfigKv};
 use shoal_infra::runtime::Drain;
 use shoal_kube_test_server::{Settings, TestApiServer};
-use shoal_proto::config::{Config, Kind, Origin};
+use shoal_proto::config::{Config, Kind, Origin, Spec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -288,7 +288,7 @@ async fn accepted_objects_warnings_follow_the_api() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn security_policies_on_the_api_server_are_reported_as_not_enforced_while_they_exist() {
+async fn security_policies_on_the_api_server_are_config_and_request_authentication_is_reported() {
     const AP: &str = "authorizationpolicies.security.istio.io";
     const PA: &str = "peerauthentications.security.istio.io";
     const RA: &str = "requestauthentications.security.istio.io";
@@ -297,7 +297,7 @@ async fn security_policies_on_the_api_server_are_reported_as_not_enforced_while_
         "apiVersion": "security.istio.io/v1",
         "kind": "AuthorizationPolicy",
         "metadata": {"name": "deny-admin", "namespace": "shop"},
-        "spec": {"action": "DENY", "rules": [{"to": [{"operation": {"paths": ["/admin"]}}]}]}
+        "spec": {"action": "DENY", "rules": [{"to": [{"operation": {"paths": ["/admin"], "ports": ["8080"]}}]}]}
     });
     server.create(AP, policy).unwrap();
     // The API server writes port keys as strings.
@@ -309,26 +309,42 @@ async fn security_policies_on_the_api_server_are_reported_as_not_enforced_while_
                  "portLevelMtls": {"9102": {"mode": "PERMISSIVE"}}}
     });
     server.create(PA, peer).unwrap();
-    // Invalid (neither issuer nor jwksUri): reported for what is wrong with it.
+    // Valid, not enforced yet: reported in the words of an unsupported kind.
     let jwt = json!({
         "apiVersion": "security.istio.io/v1",
         "kind": "RequestAuthentication",
         "metadata": {"name": "jwt", "namespace": "shop"},
-        "spec": {"jwtRules": [{"audiences": ["a"]}]}
+        "spec": {"jwtRules": [{"issuer": "https://accounts.example.com"}]}
     });
     server.create(RA, jwt).unwrap();
-    server.create(VS, virtual_service("reviews", "5s")).unwrap();
+    // Invalid (neither issuer nor jwksUri): reported for what is wrong with it.
+    let broken = json!({
+        "apiVersion": "security.istio.io/v1",
+        "kind": "RequestAuthentication",
+        "metadata": {"name": "broken", "namespace": "shop"},
+        "spec": {"jwtRules": [{"audiences": ["a"]}]}
+    });
+    server.create(RA, broken).unwrap();
     let env = Env::start(server).await;
-    env.wait_for("the VirtualService", |o| {
-        o.contains_key("VirtualService shop/reviews")
+    env.wait_for("the enforced policies", |o| {
+        o.contains_key("AuthorizationPolicy shop/deny-admin")
+            && o.contains_key("PeerAuthentication shop/db")
     })
     .await;
+    let Spec::PeerAuthentication(pa) = &env.objects().await["PeerAuthentication shop/db"].spec
+    else {
+        panic!("not a PeerAuthentication")
+    };
+    assert_eq!(
+        pa.port_level_mtls["9102"].mode.as_deref(),
+        Some("PERMISSIVE")
+    );
     let reported = |env: &Env| env.handle.rejections().list();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while reported(&env).len() < 3 {
+    while reported(&env).len() < 2 {
         assert!(
             Instant::now() < deadline,
-            "the security policies were never all reported: {:?}",
+            "the RequestAuthentications were never both reported: {:?}",
             reported(&env)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -337,32 +353,35 @@ async fn security_policies_on_the_api_server_are_reported_as_not_enforced_while_
         .into_iter()
         .map(|r| (r.object.clone(), r))
         .collect();
-    // Read as the kinds they are (no longer `other`), reported with the words used
-    // before they were read.
-    let rejection = &by_object["AuthorizationPolicy shop/deny-admin"];
-    assert_eq!(rejection.kind, "AuthorizationPolicy");
+    let rejection = &by_object["RequestAuthentication shop/jwt"];
+    assert_eq!(rejection.kind, "RequestAuthentication");
     assert_eq!(
         rejection.reason,
-        "unsupported by Shoal, ignored: security.istio.io/v1 AuthorizationPolicy (its DENY rules are NOT enforced: traffic they would deny is let through)"
+        "unsupported by Shoal, ignored: security.istio.io/v1 RequestAuthentication (JWTs are not validated)"
     );
-    assert_eq!(
-        by_object["PeerAuthentication shop/db"].reason,
-        "unsupported by Shoal, ignored: security.istio.io/v1 PeerAuthentication (mTLS modes are not enforced)"
-    );
-    let invalid = &by_object["RequestAuthentication shop/jwt"];
+    let invalid = &by_object["RequestAuthentication shop/broken"];
     assert!(
         invalid
             .reason
             .starts_with("spec.jwtRules[0].issuer: issuer or jwksUri must be set"),
         "{invalid:?}"
     );
-    // Nothing of them reaches the KV; deleted, they are no longer reported.
-    assert!(env.objects().await.keys().all(|k| !k.contains("security")
-        && !k.contains("Authentication")
-        && !k.contains("AuthorizationPolicy")));
+    assert!(
+        env.objects()
+            .await
+            .keys()
+            .all(|k| !k.contains("RequestAuthentication"))
+    );
+    // Deleted: gone from the KV, no longer reported.
     env.server.delete(AP, "shop", "deny-admin").unwrap();
     env.server.delete(PA, "shop", "db").unwrap();
     env.server.delete(RA, "shop", "jwt").unwrap();
+    env.server.delete(RA, "shop", "broken").unwrap();
+    env.wait_for("the deletes", |o| {
+        !o.contains_key("AuthorizationPolicy shop/deny-admin")
+            && !o.contains_key("PeerAuthentication shop/db")
+    })
+    .await;
     while !reported(&env).is_empty() {
         assert!(
             Instant::now() < deadline + Duration::from_secs(10),
