@@ -46,9 +46,6 @@ pub struct ClusterTransport {
     pub transport_socket_matches: Vec<cluster::TransportSocketMatch>,
     /// SNI and SAN checks from the request's host, for the HTTP protocol options.
     pub auto_sni: Option<UpstreamHttpProtocolOptions>,
-    /// It verifies the destination's service accounts, read from its endpoints: the
-    /// cluster is stale when they change.
-    pub uses_identities: bool,
 }
 
 impl ClusterTransport {
@@ -83,8 +80,9 @@ pub struct MeshSecurity<'a> {
     pub client_identity: bool,
 }
 
-/// The transport of `target`. `identities` gives the destination's SPIFFE IDs, asked
-/// only when the mesh's mTLS is used.
+/// The transport of `target`. `identities` gives the destination's SPIFFE IDs (read from
+/// its endpoints: the caller watches them when it is called), asked only when the mesh's
+/// mTLS names them.
 pub fn cluster_transport(
     target: ClusterTarget<'_>,
     mesh: MeshSecurity<'_>,
@@ -115,7 +113,6 @@ pub fn cluster_transport(
                     transport_socket: Some(raw_buffer()),
                 },
             ],
-            uses_identities: true,
             ..Default::default()
         };
     };
@@ -123,15 +120,13 @@ pub fn cluster_transport(
     match tls.mode.as_deref().unwrap_or("DISABLE") {
         "ISTIO_MUTUAL" => {
             // The rule's SANs, when it names any, else the service's accounts.
-            let uses_identities = tls.subject_alt_names.is_empty();
-            let ids = if uses_identities {
+            let ids = if tls.subject_alt_names.is_empty() {
                 identities()
             } else {
                 tls.subject_alt_names.clone()
             };
             ClusterTransport {
                 transport_socket: Some(istio_mutual(target, &ids)),
-                uses_identities,
                 ..Default::default()
             }
         }
