@@ -1,11 +1,11 @@
 //! The inbound side of a sidecar: for each workload port, the transports its filter
 //! chains are reached by (Istio's PeerAuthentication: plaintext for DISABLE, mTLS for
 //! STRICT, both for PERMISSIVE, told apart by the TLS inspector), and the filters put in
-//! front of the router or TCP proxy (RequestAuthentication's `jwt_authn`,
-//! AuthorizationPolicy's `rbac` / `ext_authz`: not enforced yet, none).
+//! front of the router or TCP proxy (AuthorizationPolicy's RBAC, [`super::authz`];
+//! RequestAuthentication's `jwt_authn` is not built yet).
 //!
-//! A workload without the mesh's identity (no `security.istio.io/tlsMode: istio`: no
-//! agent serves it a certificate) cannot terminate mTLS: PERMISSIVE is plaintext for it,
+//! A workload without the mesh's identity ([`super::mesh_identity`]: no agent serves it
+//! a certificate) cannot terminate mTLS: PERMISSIVE is plaintext for it,
 //! and STRICT still asks for mTLS alone, so it refuses plaintext rather than accept it.
 
 use super::{ProxyPolicies, mesh_tls};

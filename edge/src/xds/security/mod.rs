@@ -5,16 +5,15 @@
 //! builders ask these hooks and never branch on policy themselves.
 //!
 //! ```text
-//!  ConfigIndex.security ─► ProxyPolicies::of(namespace, labels) ─► InboundSecurity
+//!  ConfigIndex.security ─► ProxyPolicies::of(ns, labels, identity) ─► InboundSecurity
 //!       (PeerAuthn, AuthorizationPolicies, RequestAuthentications)      │ transports(port)
 //!                                                                       │ http_filters(port)
 //!  listeners/inbound.rs ◄───────────────────────────────────────────────┘ network_filters(port)
 //!  clusters.rs ◄── outbound::cluster_transport(DestinationRule tls, …)
 //! ```
 //!
-//! PeerAuthentication and auto mTLS are enforced; AuthorizationPolicy and
-//! RequestAuthentication are indexed but not yet (their objects are still reported as
-//! not enforced).
+//! PeerAuthentication, auto mTLS and AuthorizationPolicy are enforced;
+//! RequestAuthentication is indexed, not yet enforced (its objects are reported so).
 
 pub mod authz;
 pub mod inbound;

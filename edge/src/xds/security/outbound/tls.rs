@@ -8,9 +8,9 @@
 //! The certificate paths are files on the proxy. Istio's agent serves them to Envoy
 //! over SDS; Shoal has no agent, so Envoy reads (and watches) the files itself.
 //!
-//! DISABLE, ISTIO_MUTUAL (mesh security, not yet in Shoal) and `credentialName` (gateways
-//! only; Istio's sidecars originate no TLS for it) leave the cluster in plaintext;
-//! validation reports the last two on the object.
+//! DISABLE and `credentialName` (gateways only; Istio's sidecars originate no TLS for
+//! it) originate nothing here; validation reports the latter on the object. ISTIO_MUTUAL
+//! is the mesh's mTLS ([`super::super::mesh_tls`]).
 
 use crate::xds::util::any;
 use envoy_types::pb::envoy::config::core::v3::{
