@@ -1,6 +1,7 @@
 //! A gateway's credential (`kubernetes://<credentialName>`) reaches its own router, and
 //! nobody else: the router Envoy, behind an agent stand-in with the gateway's identity,
 //! serves HTTPS with it; another namespace's identity and an anonymous client get none.
+//! Then an AuthorizationPolicy selecting the gateway refuses a path there.
 
 use crate::bootstrap::{Node, bootstrap};
 use crate::client::{SECRET_TYPE, ads_first_response, expect_code};
@@ -107,11 +108,15 @@ data:
 }
 
 fn curl_https(port: u16, ca: &std::path::Path) -> Result<String, String> {
+    curl_https_path(port, ca, "/")
+}
+
+fn curl_https_path(port: u16, ca: &std::path::Path, path: &str) -> Result<String, String> {
     let out = Command::new("curl")
         .args(["-s", "--max-time", "5", "--cacert"])
         .arg(ca)
         .args(["--resolve", &format!("secure.example.com:{port}:{GW_IP}")])
-        .arg(format!("https://secure.example.com:{port}/"))
+        .arg(format!("https://secure.example.com:{port}{path}"))
         .output()
         .map_err(|e| format!("curl: {e}"))?;
     if out.status.success() {
@@ -236,6 +241,29 @@ async fn a_gateway_credential_goes_to_its_own_router_only() {
                 Ok(())
             } else {
                 Err(format!("answered {body:?}"))
+            }
+        },
+    )
+    .await;
+
+    // An AuthorizationPolicy selecting the gateway: /admin refused there, / still served.
+    std::fs::write(
+        mesh.dir.path().join("config/gateway-policy.yaml"),
+        format!(
+            "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {{name: no-admin, namespace: {GW_NS}}}\nspec:\n  selector: {{matchLabels: {{istio: ingress}}}}\n  action: DENY\n  rules: [{{to: [{{operation: {{paths: [\"/admin*\"]}}}}]}}]\n"
+        ),
+    )
+    .unwrap();
+    mesh.eventually(
+        "the gateway enforces its AuthorizationPolicy",
+        Duration::from_secs(60),
+        async || {
+            let admin = curl_https_path(https_port, &site_ca, "/admin")?;
+            let root = curl_https_path(https_port, &site_ca, "/")?;
+            if admin.contains("RBAC: access denied") && root == "web" {
+                Ok(())
+            } else {
+                Err(format!("/admin answered {admin:?}, / answered {root:?}"))
             }
         },
     )
