@@ -54,6 +54,8 @@ pub const VIRTUAL_SERVICE_HOST_NOT_FOUND_IN_GATEWAY: Code = code(
     "VirtualServiceHostNotFoundInGateway",
     Level::Warning,
 );
+pub const NO_MATCHING_WORKLOADS_FOUND: Code =
+    code("IST0127", "NoMatchingWorkloadsFound", Level::Warning);
 pub const SCHEMA_WARNING: Code = code("IST0133", "SchemaWarning", Level::Warning);
 pub const CONFLICTING_GATEWAYS: Code = code("IST0145", "ConflictingGateways", Level::Error);
 pub const DESTINATION_RULE_SUBSET_NOT_SELECT_PODS: Code = code(
@@ -69,13 +71,14 @@ pub const UNSUPPORTED_KIND: Code = code("SHL0001", "UnsupportedKind", Level::War
 pub const UNSUPPORTED_FIELD: Code = code("SHL0002", "UnsupportedField", Level::Warning);
 
 /// Every code, for documentation and `--help`.
-pub const ALL: [Code; 12] = [
+pub const ALL: [Code; 13] = [
     REFERENCED_RESOURCE_NOT_FOUND,
     SCHEMA_VALIDATION_ERROR,
     CONFLICTING_MESH_GATEWAY_VIRTUAL_SERVICE_HOSTS,
     CONFLICTING_SIDECAR_WORKLOAD_SELECTORS,
     MULTIPLE_SIDECARS_WITHOUT_WORKLOAD_SELECTORS,
     VIRTUAL_SERVICE_HOST_NOT_FOUND_IN_GATEWAY,
+    NO_MATCHING_WORKLOADS_FOUND,
     SCHEMA_WARNING,
     CONFLICTING_GATEWAYS,
     DESTINATION_RULE_SUBSET_NOT_SELECT_PODS,

@@ -39,6 +39,37 @@ impl<'a> Inventory<'a> {
     of_kind!(pods, Pod, k8s::PodSpec);
     of_kind!(secrets, Secret, k8s::SecretSpec);
 
+    /// PeerAuthentications, AuthorizationPolicies and RequestAuthentications.
+    pub fn security_policies(&self) -> impl Iterator<Item = &'a Parsed> + '_ {
+        self.objects.iter().copied().filter(|p| {
+            matches!(
+                p.config.spec,
+                Spec::PeerAuthentication(_)
+                    | Spec::AuthorizationPolicy(_)
+                    | Spec::RequestAuthentication(_)
+            )
+        })
+    }
+
+    /// The mesh's root namespace: a given mesh config's, else Istio's default.
+    pub fn root_namespace(&self) -> &'a str {
+        self.objects
+            .iter()
+            .find_map(|p| match &p.config.spec {
+                Spec::MeshConfig(mesh) => Some(mesh.root_namespace()),
+                _ => None,
+            })
+            .unwrap_or(crate::model::ROOT_NAMESPACE)
+    }
+
+    /// The names of the Namespace objects given.
+    pub fn namespace_names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.objects
+            .iter()
+            .filter(|p| matches!(p.config.spec, Spec::Namespace(_)))
+            .map(|p| p.config.meta.name.as_str())
+    }
+
     /// Whether any Pod was given: checks that a selector matches no Pod run only then,
     /// since a directory of config alone says nothing about the workloads running.
     pub fn has_pods(&self) -> bool {

@@ -9,7 +9,7 @@
 //! ```text
 //!  parse_documents (per file) ──► [Result<Parsed, ParseError>] ──► analyze ──► [Message]
 //!                                      schema · destinations · gateways ·
-//!                                      mesh_hosts · subsets · sidecars
+//!                                      mesh_hosts · subsets · sidecars · policies
 //! ```
 //!
 //! I/O-free: the caller reads the files (the directory registry's reader) and prints.
@@ -20,6 +20,7 @@ mod gateways;
 mod hosts;
 mod inventory;
 mod mesh_hosts;
+mod policies;
 mod schema;
 mod sidecars;
 mod subsets;
@@ -171,6 +172,7 @@ pub fn analyze(documents: &[Result<Parsed, ParseError>]) -> Vec<Message> {
     mesh_hosts::analyze(&inventory, &mut out);
     subsets::analyze(&inventory, &mut out);
     sidecars::analyze(&inventory, &mut out);
+    policies::analyze(&inventory, inventory.root_namespace(), &mut out);
     out.sort_by(|a, b| {
         let place = |m: &Message| {
             m.origin
