@@ -352,13 +352,13 @@ mod tests {
         let args = Shared::try_parse_from([
             "x",
             "--nats-url",
-            "tls://u:pw@n:1",
+            "tls://u:url-secret-1@n:1",
             "--nats-tls-ca",
             "/ca.pem",
             "--nats-token-file",
             token.to_str().unwrap(),
             "--redis-url",
-            "rediss://:pw@r:2",
+            "rediss://:url-secret-2@r:2",
             "--redis-tls-ca",
             "/rca.pem",
             "--redis-username",
@@ -374,7 +374,8 @@ mod tests {
         assert_eq!(redis.username.as_deref(), Some("shoal"));
         assert_eq!(redis.password.as_ref().unwrap().expose(), "hunter2");
         let printed = format!("{args:?} {redis:?}");
-        for secret in ["pw", "hunter2", "t0ken"] {
+        // Secrets no temporary path can contain by chance (a tempdir once held "pw").
+        for secret in ["url-secret-1", "url-secret-2", "hunter2", "t0ken"] {
             assert!(!printed.contains(secret), "{secret} in {printed}");
         }
         assert!(printed.contains("tls://u:***@n:1"), "{printed}");
