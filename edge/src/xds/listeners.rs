@@ -51,7 +51,7 @@ pub struct ListenerOptions<'a> {
     /// The workload's inbound ports (its service targets), sorted by target port.
     pub inbound: &'a [InboundPort],
     /// How its inbound chains are reached and guarded.
-    pub inbound_security: InboundSecurity<'a>,
+    pub inbound_security: &'a InboundSecurity<'a>,
 }
 
 /// Every listener of `scope` for a proxy, sorted by name.

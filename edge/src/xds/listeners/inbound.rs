@@ -166,7 +166,7 @@ pub fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<Listener> {
     let mut virtual_chains = Vec::new();
     let security = opts.inbound_security;
     for cc in &configs {
-        let chains = chains_for(cc, &security);
+        let chains = chains_for(cc, security);
         if cc.bind_to_port {
             out.push(inbound_listener(
                 cc.name(),
@@ -181,7 +181,7 @@ pub fn build(scope: &SidecarScope, opts: ListenerOptions<'_>) -> Vec<Listener> {
         }
     }
     if opts.mode != InterceptionMode::None {
-        let mut chains = passthrough_chains(&security);
+        let mut chains = passthrough_chains(security);
         chains.extend(virtual_chains);
         out.push(inbound_listener(
             VIRTUAL_INBOUND.into(),

@@ -51,15 +51,22 @@ impl ChainTransport {
     }
 }
 
-/// The inbound security of one proxy.
-#[derive(Clone, Copy, Debug)]
+/// The inbound security of one proxy. Its guards are the same on every port and built
+/// once, here, rather than per chain.
+#[derive(Clone, Debug)]
 pub struct InboundSecurity<'a> {
     policies: &'a ProxyPolicies,
+    http: Vec<HttpFilter>,
+    network: Vec<Filter>,
 }
 
 impl<'a> InboundSecurity<'a> {
     pub fn new(policies: &'a ProxyPolicies) -> Self {
-        InboundSecurity { policies }
+        InboundSecurity {
+            policies,
+            http: super::authz::http_filters(&policies.authorization),
+            network: super::authz::network_filters(&policies.authorization),
+        }
     }
 
     /// The transports of the chains of workload port `port` carrying `protocol`
@@ -82,11 +89,11 @@ impl<'a> InboundSecurity<'a> {
     /// HTTP filters that go before the router of port `port`'s connection managers:
     /// the AuthorizationPolicies' RBAC (the same on every port).
     pub fn http_filters(&self, _port: Option<u32>) -> Vec<HttpFilter> {
-        super::authz::http_filters(&self.policies.authorization)
+        self.http.clone()
     }
 
     /// Network filters that go before the TCP proxy of port `port`'s chains.
     pub fn network_filters(&self, _port: Option<u32>) -> Vec<Filter> {
-        super::authz::network_filters(&self.policies.authorization)
+        self.network.clone()
     }
 }

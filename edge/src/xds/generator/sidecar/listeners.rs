@@ -68,11 +68,12 @@ impl ResourceGenerator for SidecarListeners {
             key,
             |_| true,
             || {
+                let inbound_security = InboundSecurity::new(&policies);
                 let opts = ListenerOptions {
                     mode: proxy.interception,
                     proxy_ip: &proxy.ip,
                     inbound: &inbound,
-                    inbound_security: InboundSecurity::new(&policies),
+                    inbound_security: &inbound_security,
                 };
                 Arc::new(
                     listeners::build(req.scope, opts)
