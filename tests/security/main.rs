@@ -18,6 +18,7 @@ mod k8s;
 mod authorization;
 mod bootstrap;
 mod client;
+mod ext_authz;
 mod gateway;
 mod kubernetes;
 mod mesh;
