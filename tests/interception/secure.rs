@@ -34,7 +34,7 @@ pub const SERVER_HOST: &str = "server.srv.svc.cluster.local";
 const SERVER_VIP: &str = "10.96.77.10";
 const SERVER_HTTP_TARGET: u16 = 8080;
 /// The server's line echo: Service port 5000 (`tcp-echo`) targets it.
-const SERVER_TCP_TARGET: u16 = 8081;
+pub const SERVER_TCP_TARGET: u16 = 8081;
 /// The server's virtualInbound listener counts the TLS handshakes it accepted.
 pub const INBOUND_HANDSHAKES: &str = "listener.0.0.0.0_15006.ssl.handshake";
 const MESHED: &str = "security.istio.io/tlsMode: istio";

@@ -5,7 +5,9 @@
 //! carries. Each family runs twice: client on SotW and server on Delta, then the other
 //! way round.
 
-use crate::secure::{CLIENT, INBOUND_HANDSHAKES, OTHER, OUTSIDE, SERVER, SERVER_HOST, SecureMesh};
+use crate::secure::{
+    CLIENT, INBOUND_HANDSHAKES, OTHER, OUTSIDE, SERVER, SERVER_HOST, SERVER_TCP_TARGET, SecureMesh,
+};
 use crate::sidecar::expect_stat;
 use crate::support::envoy::XdsApi;
 
@@ -103,6 +105,39 @@ async fn mtls_and_peer_authentication(client_api: XdsApi, server_api: XdsApi) {
             m.logs()
         );
     }
+
+    // The server's own policy, STRICT but PERMISSIVE on the echo's target port: the
+    // plaintext client's TCP is accepted again, its HTTP still refused.
+    m.apply(
+        "pa-server.yaml",
+        &format!(
+            "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {{name: server, namespace: srv}}\nspec:\n  selector: {{matchLabels: {{app: server}}}}\n  mtls: {{mode: STRICT}}\n  portLevelMtls: {{{SERVER_TCP_TARGET}: {{mode: PERMISSIVE}}}}\n"
+        ),
+    );
+    m.eventually("plaintext TCP accepted on its port", || async {
+        m.tcp(OUTSIDE, "port")
+    })
+    .await;
+    let reply = m.request(OUTSIDE, "/plain");
+    assert!(reply.starts_with("no response"), "{reply}");
+
+    // DISABLE in srv (the server's own policy gone): the client's auto mTLS turns to
+    // plaintext, which the server accepts, as it does the outside pod's.
+    m.apply("pa-server.yaml", "");
+    m.apply("pa.yaml", &peer_authentication("DISABLE"));
+    m.expect("plaintext accepted again", &[(OUTSIDE, "/plain", "200")])
+        .await;
+    m.eventually("the client's requests plaintext", || async {
+        let before = m.sidecar(SERVER).stat(INBOUND_HANDSHAKES)?;
+        let reply = m.request(CLIENT, "/disabled");
+        let after = m.sidecar(SERVER).stat(INBOUND_HANDSHAKES)?;
+        if reply.starts_with("200") && before == after {
+            Ok(())
+        } else {
+            Err(format!("{reply}; handshakes {before} → {after}"))
+        }
+    })
+    .await;
     m.finish();
 }
 
