@@ -35,6 +35,10 @@ const SERVER_VIP: &str = "10.96.77.10";
 const SERVER_HTTP_TARGET: u16 = 8080;
 /// The server's line echo: Service port 5000 (`tcp-echo`) targets it.
 pub const SERVER_TCP_TARGET: u16 = 8081;
+/// A second HTTP server on a port no Service declares (virtualInbound's passthrough).
+const UNDECLARED_HTTP: u16 = 7070;
+/// Marks a path of [`SecureMesh::expect`] as one to the undeclared port.
+pub const UNDECLARED: &str = "undeclared:";
 /// The server's virtualInbound listener counts the TLS handshakes it accepted.
 pub const INBOUND_HANDSHAKES: &str = "listener.0.0.0.0_15006.ssl.handshake";
 const MESHED: &str = "security.istio.io/tlsMode: istio";
@@ -42,7 +46,7 @@ const MESHED: &str = "security.istio.io/tlsMode: istio";
 pub struct SecureMesh {
     envoys: Vec<(&'static str, Proc)>,
     _agents: Vec<Agent>,
-    backend: Proc,
+    backends: Vec<Proc>,
     // After the processes: Shoal, then the namespaces once nothing runs in them.
     pub mesh: Mesh,
     net: Network,
@@ -84,21 +88,27 @@ impl SecureMesh {
         set_mode(mesh.dir.path(), 0o755);
         let python = tool("python3", "SHOAL_PYTHON");
         let script = workspace_root().join("tests/interception/backend.py");
-        let backend = Proc::spawn(
-            "backend",
-            Path::new("ip"),
-            &[
-                "netns".into(),
-                "exec".into(),
-                net.pod(SERVER).netns.clone(),
-                python.display().to_string(),
-                script.display().to_string(),
-                SERVER_HTTP_TARGET.to_string(),
-                SERVER_TCP_TARGET.to_string(),
-            ],
-            &[],
-            mesh.dir.path(),
-        );
+        let backend = |name: &str, http: u16, tcp: u16| {
+            Proc::spawn(
+                name,
+                Path::new("ip"),
+                &[
+                    "netns".into(),
+                    "exec".into(),
+                    net.pod(SERVER).netns.clone(),
+                    python.display().to_string(),
+                    script.display().to_string(),
+                    http.to_string(),
+                    tcp.to_string(),
+                ],
+                &[],
+                mesh.dir.path(),
+            )
+        };
+        let backends = vec![
+            backend("backend", SERVER_HTTP_TARGET, SERVER_TCP_TARGET),
+            backend("undeclared", UNDECLARED_HTTP, UNDECLARED_HTTP + 1),
+        ];
         let mut envoys = Vec::new();
         let mut agents = Vec::new();
         for pod in meshed {
@@ -139,7 +149,7 @@ impl SecureMesh {
         let m = SecureMesh {
             envoys,
             _agents: agents,
-            backend,
+            backends,
             mesh,
             net,
         };
@@ -166,18 +176,28 @@ impl SecureMesh {
     /// the pod's sidecar), or, from the outside pod, to the server pod IP. `200 <body>`,
     /// another status alone, or why no response came.
     pub fn request(&self, from: &str, path: &str) -> String {
-        let resolve = format!("{SERVER_HOST}:80:{SERVER_VIP}");
-        let (url, mut args) = if from == OUTSIDE {
+        if from == OUTSIDE {
             let ip = &self.net.pod(SERVER).ip;
-            (format!("http://{ip}:{SERVER_HTTP_TARGET}{path}"), vec![])
-        } else {
-            (
-                format!("http://{SERVER_HOST}{path}"),
-                vec!["--resolve", resolve.as_str()],
-            )
-        };
-        args.extend(["--max-time", "5", "-sS", "-w", "\n%{http_code}", &url]);
-        match self.net.pod(from).run("curl", &args) {
+            return self.curl(from, &[&format!("http://{ip}:{SERVER_HTTP_TARGET}{path}")]);
+        }
+        let resolve = format!("{SERVER_HOST}:80:{SERVER_VIP}");
+        let url = format!("http://{SERVER_HOST}{path}");
+        self.curl(from, &["--resolve", &resolve, &url])
+    }
+
+    /// `GET path` from `from`'s application to the server pod's port that no Service
+    /// declares (out through a sidecar's PassthroughCluster, in through virtualInbound's
+    /// passthrough chains); as [`SecureMesh::request`].
+    pub fn request_undeclared(&self, from: &str, path: &str) -> String {
+        let ip = &self.net.pod(SERVER).ip;
+        self.curl(from, &[&format!("http://{ip}:{UNDECLARED_HTTP}{path}")])
+    }
+
+    /// `curl args` in `from`: `200 <body>`, another status alone, or why no response came.
+    fn curl(&self, from: &str, args: &[&str]) -> String {
+        let mut all = vec!["--max-time", "5", "-sS", "-w", "\n%{http_code}"];
+        all.extend_from_slice(args);
+        match self.net.pod(from).run("curl", &all) {
             Ok(out) => match out.rsplit_once('\n') {
                 Some((body, "200")) => format!("200 {}", body.trim()),
                 Some((_, code)) => code.to_string(),
@@ -211,11 +231,15 @@ impl SecureMesh {
         }
     }
 
-    /// Waits until each `(from, path)` request ends with a status starting `want`.
+    /// Waits until each `(from, path)` request ends with a status starting `want`; a
+    /// path starting with [`UNDECLARED`] goes to the undeclared port.
     pub async fn expect(&self, what: &str, cases: &[(&str, &str, &str)]) {
         self.eventually(what, || async {
             for (from, path, want) in cases {
-                let got = self.request(from, path);
+                let got = match path.strip_prefix(UNDECLARED) {
+                    Some(path) => self.request_undeclared(from, path),
+                    None => self.request(from, path),
+                };
                 if !got.starts_with(want) {
                     return Err(format!("{from} GET {path}: {got}, want {want}"));
                 }
@@ -244,7 +268,7 @@ impl SecureMesh {
     pub fn logs(&self) -> String {
         let mut out = String::new();
         let procs = self.envoys.iter().map(|(_, p)| p);
-        for p in procs.chain([&self.backend, &self.mesh.shoal]) {
+        for p in procs.chain(&self.backends).chain([&self.mesh.shoal]) {
             out.push_str(&format!(
                 "---- {} (last 30 lines) ----\n{}\n",
                 p.name,

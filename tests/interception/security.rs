@@ -7,6 +7,7 @@
 
 use crate::secure::{
     CLIENT, INBOUND_HANDSHAKES, OTHER, OUTSIDE, SERVER, SERVER_HOST, SERVER_TCP_TARGET, SecureMesh,
+    UNDECLARED,
 };
 use crate::sidecar::expect_stat;
 use crate::support::envoy::XdsApi;
@@ -145,9 +146,16 @@ async fn authorization(client_api: XdsApi, server_api: XdsApi) {
     let Some(m) = SecureMesh::start(client_api, server_api, &[CLIENT, OTHER]).await else {
         return;
     };
+    let undeclared = |path: &str| format!("{UNDECLARED}{path}");
+    let (any, admin) = (undeclared("/"), undeclared("/admin"));
     m.expect(
         "both clients reach the server",
-        &[(CLIENT, "/", "200"), (OTHER, "/", "200")],
+        &[
+            (CLIENT, "/", "200"),
+            (OTHER, "/", "200"),
+            (OUTSIDE, &any, "200"),
+            (CLIENT, &any, "200"),
+        ],
     )
     .await;
     let echoes = |from: &str| m.tcp(from, "hi").is_ok();
@@ -170,6 +178,10 @@ async fn authorization(client_api: XdsApi, server_api: XdsApi) {
             (CLIENT, "/", "200"),
             (OTHER, "/", "403"),
             (OUTSIDE, "/", "403"),
+            // virtualInbound's passthrough chains are guarded too; the client's own
+            // request there is plaintext (PassthroughCluster), so no principal either.
+            (OUTSIDE, &any, "403"),
+            (CLIENT, &any, "403"),
         ],
     )
     .await;
@@ -208,9 +220,11 @@ async fn authorization(client_api: XdsApi, server_api: XdsApi) {
             (CLIENT, "/admin/x", "403"),
             (OTHER, "/admin", "403"),
             (OUTSIDE, "/admin", "403"),
+            (OUTSIDE, &admin, "403"),
             (CLIENT, "/", "200"),
             (OTHER, "/", "200"),
             (OUTSIDE, "/", "200"),
+            (OUTSIDE, &any, "200"),
         ],
     )
     .await;
