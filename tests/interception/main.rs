@@ -36,13 +36,13 @@ mod secure;
 mod security;
 mod sidecar;
 
-/// Each test makes namespaces named after this process and starts Shoal and Envoys:
-/// one at a time.
-pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 use network::Network;
 use sidecar::{Mesh, SERVER_HTTP_TARGET, SERVER_TCP_TARGET};
 use support::envoy::XdsApi;
+
+/// Each test makes namespaces named after this process and starts Shoal and Envoys:
+/// one at a time.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn captured_client_and_server_talk_through_both_sidecars() {
