@@ -39,6 +39,11 @@ pub const SERVER_TCP_TARGET: u16 = 8081;
 const UNDECLARED_HTTP: u16 = 7070;
 /// Marks a path of [`SecureMesh::expect`] as one to the undeclared port.
 pub const UNDECLARED: &str = "undeclared:";
+/// A third HTTP server, behind Service port 9000 named `web`: a port not named for a
+/// protocol, which both sidecars sniff.
+const SNIFFED_HTTP: u16 = 9090;
+/// Marks a path of [`SecureMesh::expect`] as one to the sniffed port.
+pub const SNIFFED: &str = "sniffed:";
 /// The server's virtualInbound listener counts the TLS handshakes it accepted.
 pub const INBOUND_HANDSHAKES: &str = "listener.0.0.0.0_15006.ssl.handshake";
 const MESHED: &str = "security.istio.io/tlsMode: istio";
@@ -108,6 +113,7 @@ impl SecureMesh {
         let backends = vec![
             backend("backend", SERVER_HTTP_TARGET, SERVER_TCP_TARGET),
             backend("undeclared", UNDECLARED_HTTP, UNDECLARED_HTTP + 1),
+            backend("sniffed", SNIFFED_HTTP, SNIFFED_HTTP + 1),
         ];
         let mut envoys = Vec::new();
         let mut agents = Vec::new();
@@ -193,6 +199,18 @@ impl SecureMesh {
         self.curl(from, &[&format!("http://{ip}:{UNDECLARED_HTTP}{path}")])
     }
 
+    /// `GET path` from `from`'s application to the Service's sniffed port 9000 (from the
+    /// outside pod, to the server pod IP); as [`SecureMesh::request`].
+    pub fn request_sniffed(&self, from: &str, path: &str) -> String {
+        if from == OUTSIDE {
+            let ip = &self.net.pod(SERVER).ip;
+            return self.curl(from, &[&format!("http://{ip}:{SNIFFED_HTTP}{path}")]);
+        }
+        let resolve = format!("{SERVER_HOST}:9000:{SERVER_VIP}");
+        let url = format!("http://{SERVER_HOST}:9000{path}");
+        self.curl(from, &["--resolve", &resolve, &url])
+    }
+
     /// `curl args` in `from`: `200 <body>`, another status alone, or why no response came.
     fn curl(&self, from: &str, args: &[&str]) -> String {
         let mut all = vec!["--max-time", "5", "-sS", "-w", "\n%{http_code}"];
@@ -232,13 +250,17 @@ impl SecureMesh {
     }
 
     /// Waits until each `(from, path)` request ends with a status starting `want`; a
-    /// path starting with [`UNDECLARED`] goes to the undeclared port.
+    /// path starting with [`UNDECLARED`] goes to the undeclared port, one starting with
+    /// [`SNIFFED`] to the sniffed port.
     pub async fn expect(&self, what: &str, cases: &[(&str, &str, &str)]) {
         self.eventually(what, || async {
             for (from, path, want) in cases {
-                let got = match path.strip_prefix(UNDECLARED) {
-                    Some(path) => self.request_undeclared(from, path),
-                    None => self.request(from, path),
+                let got = if let Some(path) = path.strip_prefix(UNDECLARED) {
+                    self.request_undeclared(from, path)
+                } else if let Some(path) = path.strip_prefix(SNIFFED) {
+                    self.request_sniffed(from, path)
+                } else {
+                    self.request(from, path)
                 };
                 if !got.starts_with(want) {
                     return Err(format!("{from} GET {path}: {got}, want {want}"));
@@ -351,6 +373,7 @@ spec:
   ports:
   - {{name: http, port: 80, targetPort: {SERVER_HTTP_TARGET}}}
   - {{name: tcp-echo, port: 5000, targetPort: {SERVER_TCP_TARGET}}}
+  - {{name: web, port: 9000, targetPort: {SNIFFED_HTTP}}}
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -362,6 +385,7 @@ addressType: IPv4
 ports:
 - {{name: http, port: {SERVER_HTTP_TARGET}}}
 - {{name: tcp-echo, port: {SERVER_TCP_TARGET}}}
+- {{name: web, port: {SNIFFED_HTTP}}}
 endpoints:
 - addresses: [{server_ip}]
   conditions: {{ready: true}}

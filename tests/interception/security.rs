@@ -6,8 +6,8 @@
 //! way round.
 
 use crate::secure::{
-    CLIENT, INBOUND_HANDSHAKES, OTHER, OUTSIDE, SERVER, SERVER_HOST, SERVER_TCP_TARGET, SecureMesh,
-    UNDECLARED,
+    CLIENT, INBOUND_HANDSHAKES, OTHER, OUTSIDE, SERVER, SERVER_HOST, SERVER_TCP_TARGET, SNIFFED,
+    SecureMesh, UNDECLARED,
 };
 use crate::sidecar::expect_stat;
 use crate::support::envoy::XdsApi;
@@ -148,6 +148,7 @@ async fn authorization(client_api: XdsApi, server_api: XdsApi) {
     };
     let undeclared = |path: &str| format!("{UNDECLARED}{path}");
     let (any, admin) = (undeclared("/"), undeclared("/admin"));
+    let (sniffed, sniffed_admin) = (format!("{SNIFFED}/"), format!("{SNIFFED}/admin"));
     m.expect(
         "both clients reach the server",
         &[
@@ -221,6 +222,13 @@ async fn authorization(client_api: XdsApi, server_api: XdsApi) {
             (OTHER, "/admin", "403"),
             (OUTSIDE, "/admin", "403"),
             (OUTSIDE, &admin, "403"),
+            // A port not named for a protocol: both sidecars sniff HTTP, and the
+            // client's mTLS announces HTTP (ALPN istio-http/1.1), so the server's L7
+            // policy applies to the meshed client as to the plaintext one.
+            (CLIENT, &sniffed_admin, "403"),
+            (OUTSIDE, &sniffed_admin, "403"),
+            (CLIENT, &sniffed, "200"),
+            (OUTSIDE, &sniffed, "200"),
             (CLIENT, "/", "200"),
             (OTHER, "/", "200"),
             (OUTSIDE, "/", "200"),
