@@ -477,3 +477,48 @@ fn a_client_cluster_follows_its_endpoints_labels_and_accounts() {
         ["Some(Exact(\"spiffe://cluster.local/ns/shop/sa/reviews-v9\"))"]
     );
 }
+
+#[test]
+fn what_grpc_cannot_do_is_reported_naming_the_policy_and_the_proxy() {
+    use super::server::ServerSecurity;
+    use crate::xds::security::ProxyPolicies;
+    use shoal_proto::push_context::security::{Authorization, MtlsMode, PeerAuthn};
+    use std::sync::Arc;
+
+    let mut jwt_rule = path_rule("/pkg.Svc/Get");
+    jwt_rule.when.push(when("request.auth.claims[iss]"));
+    let p = grpc("app", WORKLOAD, false);
+    let policies = ProxyPolicies {
+        mesh_identity: false,
+        peer: PeerAuthn {
+            mode: MtlsMode::Strict,
+            ..Default::default()
+        },
+        authorization: Authorization {
+            custom: vec![Arc::new(policy("ext", "CUSTOM", vec![path_rule("/a")]))],
+            audit: vec![Arc::new(policy("log", "AUDIT", vec![]))],
+            allow: vec![Arc::new(policy("jwt", "ALLOW", vec![jwt_rule]))],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut warnings = Vec::new();
+    let security = ServerSecurity::new(&policies, &p, &mut warnings);
+    security.chain(7070, &mut warnings);
+    for (policy, what) in [
+        ("app/ext", "CUSTOM"),
+        ("app/log", "AUDIT"),
+        ("app/jwt rule 0", "when request.auth.claims[iss]"),
+        (
+            "PeerAuthentication STRICT on port 7070",
+            "every call is denied",
+        ),
+    ] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains(policy) && w.contains(what) && w.contains(&p.id)),
+            "{policy} {what} in {warnings:#?}"
+        );
+    }
+}
