@@ -162,9 +162,15 @@ fn two_network_mesh() -> PushContext {
         }],
         ..Default::default()
     };
-    let on = |ip: &str, network: &str, locality: &str| Endpoint {
-        network: network.into(),
-        ..endpoint(ip, 9080, "v1", locality, true)
+    // Sidecars: only they are reached across networks (through the gateway's SNI).
+    let on = |ip: &str, network: &str, locality: &str| {
+        let mut ep = Endpoint {
+            network: network.into(),
+            ..endpoint(ip, 9080, "v1", locality, true)
+        };
+        ep.labels
+            .insert("security.istio.io/tlsMode".into(), "istio".into());
+        ep
     };
     let mut eps = reviews_endpoints();
     eps.endpoints = vec![
