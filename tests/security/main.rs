@@ -18,6 +18,7 @@ mod k8s;
 mod authorization;
 mod bootstrap;
 mod client;
+mod eastwest;
 mod gateway;
 mod kubernetes;
 mod mesh;
