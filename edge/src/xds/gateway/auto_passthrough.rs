@@ -29,7 +29,6 @@ use crate::xds::clusters::{ClusterDefaults, EdsTarget};
 use crate::xds::endpoints::EndpointFilter;
 use crate::xds::endpoints::locality::LocalityLb;
 use crate::xds::listeners::tcp_proxy_filter;
-use crate::xds::security::mesh_tls::{ISTIO_HTTP_ALPNS, ISTIO_TCP_ALPNS};
 use crate::xds::util::{TLS_TRANSPORT, ads_config_source, duration, mesh_sni};
 use envoy_types::pb::envoy::config::cluster::v3::{Cluster, cluster};
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, FilterChainMatch};
@@ -41,6 +40,17 @@ use shoal_proto::push_context::gateway::{GatewayPort, MergedGateway, PortKind};
 use shoal_proto::push_context::policy::{self, Policy};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// Every ALPN an Istio sidecar's mTLS offers (Istio's `allIstioMtlsALPNs`): the
+/// gateway forwards any sidecar's, Shoal's or istiod's (whose TCP also offers
+/// `istio-peer-exchange`), and nothing else.
+const ISTIO_MTLS_ALPNS: [&str; 5] = [
+    "istio-peer-exchange",
+    "istio",
+    "istio-http/1.0",
+    "istio-http/1.1",
+    "istio-h2",
+];
 
 /// One (service, port, subset) an `AUTO_PASSTHROUGH` server forwards to.
 pub struct SniTarget<'a> {
@@ -178,11 +188,7 @@ pub fn clusters(targets: &[SniTarget<'_>], defaults: &ClusterDefaults) -> SniDna
 /// A filter chain per target: its SNI and any of Istio's mTLS ALPNs, to a tcp_proxy onto
 /// its SNI-DNAT cluster.
 pub fn chains(targets: &[SniTarget<'_>]) -> Vec<FilterChain> {
-    let alpns: Vec<String> = ISTIO_TCP_ALPNS
-        .iter()
-        .chain(ISTIO_HTTP_ALPNS.iter())
-        .map(|a| a.to_string())
-        .collect();
+    let alpns: Vec<String> = ISTIO_MTLS_ALPNS.iter().map(|a| a.to_string()).collect();
     targets
         .iter()
         .map(|t| FilterChain {
