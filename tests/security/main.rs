@@ -3,7 +3,8 @@
 //! (`agent-stand-in`, standing in for Istio's pilot-agent), refusals carry the right
 //! gRPC status, a gateway's credential goes to its own router only, a CA rotation
 //! reaches the workloads without a failed request, and sidecars talk the mesh's mTLS
-//! as PeerAuthentication says.
+//! as PeerAuthentication says; a namespace moves from an istiod stand-in to Shoal and
+//! back while requests flow.
 //!
 //! Run `cargo build --workspace --bins` first (for `shoal` and `agent-stand-in`); Envoy
 //! comes from `.venv/bin/envoy` or `SHOAL_ENVOY`.
@@ -19,9 +20,12 @@ mod authorization;
 mod bootstrap;
 mod client;
 mod eastwest;
+mod ext_authz;
 mod gateway;
+mod istiod;
 mod kubernetes;
 mod mesh;
+mod migration;
 mod mtls;
 mod pki;
 mod probe;
