@@ -30,8 +30,9 @@ fn node(name: &str, region: &str, zone: &str) -> Value {
         "topology.kubernetes.io/region": region, "topology.kubernetes.io/zone": zone}}})
 }
 
-/// `reviews` in `cluster`: the Service, one Pod on `node_name` at `pod_ip`, and its
-/// EndpointSlice serving port `target`.
+/// `reviews` in `cluster`: the Service, one Pod on `node_name` at `pod_ip` (with a
+/// sidecar, as only those are reached across networks), and its EndpointSlice serving
+/// port `target`.
 fn reviews(api: &TestApiServer, service_port: u16, node_name: &str, pod_ip: &str, target: u16) {
     let objects = [
         (
@@ -48,7 +49,8 @@ fn reviews(api: &TestApiServer, service_port: u16, node_name: &str, pod_ip: &str
         (
             "pods",
             json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "reviews-1", "namespace": "bookinfo", "labels": {"app": "reviews"}},
+                "metadata": {"name": "reviews-1", "namespace": "bookinfo", "labels": {
+                    "app": "reviews", "security.istio.io/tlsMode": "istio"}},
                 "spec": {"nodeName": node_name, "containers": [{"name": "app"}]},
                 "status": {"podIP": pod_ip, "conditions": [{"type": "Ready", "status": "True"}]}}),
         ),

@@ -19,6 +19,7 @@ mod k8s;
 mod authorization;
 mod bootstrap;
 mod client;
+mod eastwest;
 mod ext_authz;
 mod gateway;
 mod istiod;

@@ -8,14 +8,14 @@
 //! traffic is captured). The inbound clusters are made in [`inbound`].
 
 pub mod inbound;
-mod traffic_policy;
+pub(crate) mod traffic_policy;
 
 use super::endpoints::locality::LocalityLb;
 use super::endpoints::{EndpointFilter, by_locality};
 use super::security::outbound;
 use super::util::{
     BLACKHOLE_CLUSTER, INBOUND_PASSTHROUGH_BIND, INBOUND_PASSTHROUGH_CLUSTER, PASSTHROUGH_CLUSTER,
-    ads_config_source, any, cluster_name, duration, socket_address,
+    ads_config_source, any, cluster_name, duration, mesh_sni, socket_address,
 };
 use envoy_types::pb::envoy::config::cluster::v3::{CircuitBreakers, Cluster, cluster};
 use envoy_types::pb::envoy::config::core::v3::{
@@ -243,8 +243,13 @@ fn outbound(
     let policy = policy::effective(rule, subset, port.port);
     let h2 = matches!(port.protocol, Protocol::Http2 | Protocol::Grpc);
     let index = push.index();
+    let sni = mesh_sni(
+        port.port,
+        subset.map_or("", |s| s.name.as_str()),
+        &svc.hostname,
+    );
     let target = outbound::ClusterTarget {
-        name: &name,
+        sni: &sni,
         service: svc,
         tls: policy.tls,
         h2,

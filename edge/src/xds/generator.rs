@@ -61,12 +61,12 @@ impl Generator {
 
     pub fn with_config(config: GeneratorConfig) -> Self {
         let mut table = GeneratorTable::default();
-        // Every kind starts from the sidecar rows. Routers replace LDS and RDS and add
-        // SDS (they keep a sidecar's clusters and endpoints); proxyless gRPC clients
-        // replace LDS, RDS and CDS (and keep the sidecars' EDS: same cluster names, same
-        // assignments).
-        sidecar::register(&mut table, &config, &ProxyKind::ALL);
-        router::register(&mut table, &config);
+        // Every kind starts from the sidecar rows. Routers replace LDS and RDS, add
+        // SDS, and add their SNI-DNAT clusters and endpoints to a sidecar's; proxyless
+        // gRPC clients replace LDS, RDS and CDS (and keep the sidecars' EDS: same
+        // cluster names, same assignments).
+        let sidecar_rows = sidecar::register(&mut table, &config, &ProxyKind::ALL);
+        router::register(&mut table, &config, sidecar_rows);
         grpc::register(&mut table, &config);
         Generator { table }
     }

@@ -41,6 +41,14 @@ pub fn cluster_name(port: u32, subset: &str, host: &str) -> String {
     format!("outbound|{port}|{subset}|{host}")
 }
 
+/// The SNI a sidecar's mTLS sends to a cluster's endpoints, and the name of the SNI-DNAT
+/// cluster an east-west gateway (`AUTO_PASSTHROUGH`) forwards it to, as Istio builds both
+/// (`BuildDNSSrvSubsetKey`): `outbound_.<port>_.<subset>_.<host>`, `_` for no subset
+/// (`outbound_.9080_._.reviews.shop.svc.cluster.local`).
+pub fn mesh_sni(port: u32, subset: &str, host: &str) -> String {
+    format!("outbound_.{port}_.{subset}_.{host}")
+}
+
 /// Istio's inbound cluster (and inbound route configuration) name: `inbound|<port>||`,
 /// after the workload port.
 pub fn inbound_cluster_name(port: u32) -> String {

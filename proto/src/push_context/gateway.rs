@@ -36,8 +36,14 @@ pub enum PortKind {
     Https,
     /// TLS terminated (`TLS` with SIMPLE or MUTUAL) then TCP.
     TlsTerminated,
-    /// TLS passed through by SNI (`TLS` or `HTTPS` with PASSTHROUGH).
+    /// TLS passed through by SNI (`TLS` or `HTTPS` with PASSTHROUGH) where a
+    /// VirtualService's TLS route says.
     TlsPassthrough,
+    /// TLS passed through by SNI (`TLS` or `HTTPS` with AUTO_PASSTHROUGH) to any mesh
+    /// service the servers' hosts match, named by the SNI itself
+    /// (`outbound_.<port>_.<subset>_.<host>`, as a sidecar's mTLS sends it): an east-west
+    /// gateway's port, no VirtualService involved.
+    AutoPassthrough,
     /// Plain TCP (`TCP`, `MONGO`).
     Tcp,
 }
@@ -50,7 +56,10 @@ impl PortKind {
             .map(|p| p.protocol.to_ascii_uppercase())
             .unwrap_or_default();
         let mode = server.tls.as_ref().map(|t| t.mode.as_str()).unwrap_or("");
-        let passthrough = matches!(mode, "" | "PASSTHROUGH" | "AUTO_PASSTHROUGH");
+        if mode == "AUTO_PASSTHROUGH" && matches!(protocol.as_str(), "HTTPS" | "TLS") {
+            return PortKind::AutoPassthrough;
+        }
+        let passthrough = matches!(mode, "" | "PASSTHROUGH");
         match protocol.as_str() {
             "HTTPS" if passthrough => PortKind::TlsPassthrough,
             "HTTPS" => PortKind::Https,
@@ -128,6 +137,12 @@ impl BoundServer {
             }
         }
         out
+    }
+
+    /// The server's hosts without namespaces (Istio's SNI hosts, which AUTO_PASSTHROUGH
+    /// matches services by).
+    pub fn bare_hosts(&self) -> impl Iterator<Item = &str> {
+        self.hosts().map(|(_, h)| h)
     }
 
     /// The server's hosts without namespaces, for SNI matching: none when any is `*`.

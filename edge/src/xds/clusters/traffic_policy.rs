@@ -42,7 +42,7 @@ fn positive(v: Option<i32>) -> Option<u32> {
 /// Connection pool → circuit breakers, connect timeout, and HTTP protocol options (idle
 /// timeout, requests per connection, HTTP/2 for HTTP/2 and gRPC ports, and `upstream`:
 /// the SNI and SAN checks TLS origination takes from each request).
-pub(super) fn apply_connection_pool(
+pub(crate) fn apply_connection_pool(
     c: &mut Cluster,
     policy: Policy<'_>,
     protocol: Protocol,
@@ -121,7 +121,7 @@ pub(super) fn apply_connection_pool(
 /// Istio's outlier detection: success-rate ejection off, 5xx and gateway-error ejection
 /// enforced fully when configured, and the panic threshold disabled (few pods per
 /// service make Envoy's 50% default send traffic to ejected hosts).
-pub(super) fn apply_outlier_detection(c: &mut Cluster, policy: Policy<'_>) {
+pub(crate) fn apply_outlier_detection(c: &mut Cluster, policy: Policy<'_>) {
     let Some(o) = policy.outlier_detection else {
         return;
     };
@@ -145,7 +145,7 @@ pub(super) fn apply_outlier_detection(c: &mut Cluster, policy: Policy<'_>) {
 /// The LB policy. Istio's default is LEAST_REQUEST; ORIGINAL_DST clusters must use the
 /// cluster-provided one. Returns true when a PASSTHROUGH policy turned the cluster into
 /// ORIGINAL_DST.
-pub(super) fn apply_load_balancer(c: &mut Cluster, policy: Policy<'_>) -> bool {
+pub(crate) fn apply_load_balancer(c: &mut Cluster, policy: Policy<'_>) -> bool {
     use cluster::LbPolicy;
     let original_dst =
         |c: &Cluster| c.cluster_discovery_type == discovery(cluster::DiscoveryType::OriginalDst);

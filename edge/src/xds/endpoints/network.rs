@@ -3,7 +3,13 @@
 //! so B's endpoints become B's east-west gateways, weighted by how many healthy endpoints
 //! each stands for, in each locality. A network without a gateway is unreachable: its
 //! endpoints are left out.
+//!
+//! The gateway routes by the SNI of the mesh's mTLS (`AUTO_PASSTHROUGH`), so only
+//! endpoints with a sidecar (`security.istio.io/tlsMode: istio`) count across networks,
+//! and the gateway endpoint carries that label itself: the client's auto mTLS then picks
+//! the mTLS transport for it, never plaintext (which the gateway could not route).
 
+use crate::xds::security::outbound::{TLS_MODE_ISTIO, TLS_MODE_LABEL, has_mesh_identity};
 use shoal_proto::model::Endpoint;
 use shoal_proto::push_context::NetworkGateways;
 use std::borrow::Cow;
@@ -27,7 +33,7 @@ pub fn reachable<'a>(
     for ep in endpoints {
         if same_network(network, &ep.network) {
             out.push(Cow::Borrowed(ep));
-        } else if ep.healthy {
+        } else if ep.healthy && has_mesh_identity(&ep.labels) {
             let group = remote
                 .entry((ep.network.as_str(), ep.locality.as_str()))
                 .or_insert((0, ep));
@@ -48,7 +54,7 @@ pub fn reachable<'a>(
                 address: gateway.address.clone(),
                 port: gateway.port,
                 service_port: sample.service_port,
-                labels: BTreeMap::new(),
+                labels: [(TLS_MODE_LABEL.to_string(), TLS_MODE_ISTIO.to_string())].into(),
                 cluster: gateway.cluster.clone(),
                 network: gateway.network.clone(),
                 locality: sample.locality.clone(),
@@ -71,7 +77,7 @@ mod tests {
             address: address.into(),
             port: 8080,
             service_port: 9080,
-            labels: BTreeMap::new(),
+            labels: [(TLS_MODE_LABEL.to_string(), TLS_MODE_ISTIO.to_string())].into(),
             cluster: format!("cluster-{network}"),
             network: network.into(),
             locality: locality.into(),
@@ -122,6 +128,28 @@ mod tests {
                 ("192.0.2.10".into(), 15443, 2, "r/b".into()),
             ]
         );
+    }
+
+    #[test]
+    fn only_sidecars_are_reached_across_networks_and_through_mtls() {
+        let mut plain = ep("10.2.0.9", "net-2", "r/b", true);
+        plain.labels.clear();
+        let eps = [ep("10.2.0.1", "net-2", "r/b", true), plain];
+        let gws = gateways(&[("net-2", "192.0.2.10")]);
+        let out = reachable(eps.iter(), "net-1", &gws);
+        // The endpoint without a sidecar cannot be reached by SNI: not counted.
+        assert_eq!(
+            summary(&out),
+            [("192.0.2.10".into(), 15443, 1, "r/b".into())]
+        );
+        assert!(
+            has_mesh_identity(&out[0].labels),
+            "the gateway endpoint selects the client's mTLS transport"
+        );
+        // A network of plaintext workloads only is unreachable, not reached in plaintext.
+        let mut plain = ep("10.2.0.9", "net-2", "r/b", true);
+        plain.labels.clear();
+        assert!(reachable([plain].iter(), "net-1", &gws).is_empty());
     }
 
     #[test]

@@ -162,9 +162,15 @@ fn two_network_mesh() -> PushContext {
         }],
         ..Default::default()
     };
-    let on = |ip: &str, network: &str, locality: &str| Endpoint {
-        network: network.into(),
-        ..endpoint(ip, 9080, "v1", locality, true)
+    // Sidecars: only they are reached across networks (through the gateway's SNI).
+    let on = |ip: &str, network: &str, locality: &str| {
+        let mut ep = Endpoint {
+            network: network.into(),
+            ..endpoint(ip, 9080, "v1", locality, true)
+        };
+        ep.labels
+            .insert("security.istio.io/tlsMode".into(), "istio".into());
+        ep
     };
     let mut eps = reviews_endpoints();
     eps.endpoints = vec![
@@ -223,6 +229,18 @@ fn another_network_through_its_gateway_and_localities_by_priority() {
             (0, s("us-east/a"), vec![(s("10.0.0.1"), 9080, 1)]),
             (1, s("us-east/b"), vec![(s("10.0.0.2"), 9080, 1)]),
         ]
+    );
+    // The gateway endpoint selects the client's mTLS transport (tlsMode istio), as Istio
+    // marks it: the gateway routes that mTLS by its SNI.
+    let remote = eds("net-1", "us-east/a");
+    let gateway = &remote.endpoints[0].lb_endpoints[0];
+    let mode = &gateway.metadata.as_ref().unwrap().filter_metadata["envoy.transport_socket_match"]
+        .fields["tlsMode"];
+    assert_eq!(
+        mode.kind,
+        Some(envoy_types::pb::google::protobuf::value::Kind::StringValue(
+            "istio".into()
+        ))
     );
     // On net-2 in eu-west/a: its own pods directly; net-1 has no gateway, so none of it.
     assert_eq!(

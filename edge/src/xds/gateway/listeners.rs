@@ -1,7 +1,8 @@
 //! LDS for routers: one listener per gateway port, bound on `0.0.0.0:<port>`, with the
 //! filter chains of its servers, guarded by the AuthorizationPolicies that select the
-//! router.
+//! router (but an `AUTO_PASSTHROUGH` port's, [`auto_passthrough`]).
 
+use super::auto_passthrough;
 use super::secrets::has_certificate;
 use super::tls::downstream;
 use crate::xds::listeners::{rds_http_chain, route_destinations, tcp_proxy_filter};
@@ -46,9 +47,17 @@ pub fn build(ctx: &RouterContext<'_>, merged: &MergedGateway) -> (Vec<Listener>,
                 PortKind::TlsTerminated => tls_terminated_chains(ctx, port, &mut warnings),
                 PortKind::TlsPassthrough => passthrough_chains(ctx, port),
                 PortKind::Tcp => tcp_chain(ctx, port).into_iter().collect(),
+                PortKind::AutoPassthrough => auto_passthrough::chains(&auto_passthrough::targets(
+                    ctx.scope,
+                    &auto_passthrough::port_hosts(port),
+                )),
             };
             let mut chains = chains;
-            authz::guard_chains(&mut chains, &ctx.authorization);
+            // The mTLS an AUTO_PASSTHROUGH port forwards is opaque to it: its destination
+            // enforces the policies (Istio guards none of these chains either).
+            if port.kind != PortKind::AutoPassthrough {
+                authz::guard_chains(&mut chains, &ctx.authorization);
+            }
             if chains.is_empty() {
                 warnings.push(format!(
                     "gateway port {}: no server has a usable configuration: no listener",

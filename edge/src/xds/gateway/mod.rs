@@ -9,10 +9,14 @@
 //!   port TLS     PASSTHROUGH: chain per VS tls route (SNI) ─ tcp_proxy
 //!                SIMPLE/MUTUAL: chain per server (TLS) ─ tcp_proxy by VS tcp routes
 //!   port TCP     one chain ─ tcp_proxy by VS tcp routes
+//!   port TLS     AUTO_PASSTHROUGH (east-west): chain per mesh service port and subset
+//!                the hosts match (SNI outbound_.<port>_.<subset>_.<host>) ─ tcp_proxy
+//!                ─ its SNI-DNAT cluster (CDS/EDS beside the sidecar's): auto_passthrough
 //!  SDS  "kubernetes://<name>" and "kubernetes://<name>-cacert" from the router's
 //!       namespace's TLS Secrets
 //! ```
 
+pub mod auto_passthrough;
 pub mod listeners;
 pub mod routes;
 pub mod secrets;

@@ -9,8 +9,9 @@
 //!   matches — mTLS to endpoints labelled `security.istio.io/tlsMode: istio` (the EDS
 //!   metadata `envoy.transport_socket_match`), plaintext to the others;
 //!
-//! the mesh's mTLS naming the cluster as SNI and verifying the destination's SPIFFE IDs
-//! (its endpoints' service accounts).
+//! the mesh's mTLS sending Istio's SNI for the cluster (`outbound_.<port>_.<subset>_.<host>`,
+//! which an east-west gateway routes by) and verifying the destination's SPIFFE IDs (its
+//! endpoints' service accounts).
 
 pub mod tls;
 
@@ -59,9 +60,10 @@ impl ClusterTransport {
 /// One outbound cluster, as its transport needs it.
 #[derive(Clone, Copy, Debug)]
 pub struct ClusterTarget<'a> {
-    /// The cluster's name: the SNI of its mTLS (`outbound_.<port>_.<subset>_.<host>` is
-    /// Istio's form; a peer matches it only with `AUTO_PASSTHROUGH`).
-    pub name: &'a str,
+    /// The SNI of its mTLS, Istio's `outbound_.<port>_.<subset>_.<host>`
+    /// ([`crate::xds::util::mesh_sni`]): an east-west gateway's `AUTO_PASSTHROUGH` routes
+    /// by it.
+    pub sni: &'a str,
     pub service: &'a Service,
     /// The DestinationRule's `tls` for this port and subset.
     pub tls: Option<&'a ClientTlsSettings>,
@@ -161,7 +163,7 @@ fn istio_mutual(target: ClusterTarget<'_>, ids: &[String]) -> TransportSocket {
         (true, false) => &[mesh_tls::ISTIO_HTTP11_ALPN],
         (false, _) => &mesh_tls::ISTIO_TCP_ALPNS,
     };
-    mesh_tls::upstream(target.name, ids, alpns)
+    mesh_tls::upstream(target.sni, ids, alpns)
 }
 
 fn raw_buffer() -> TransportSocket {

@@ -214,4 +214,17 @@ fn port_kinds_follow_protocol_and_tls_mode() {
     assert_eq!(kind("TLS", Some("MUTUAL")), PortKind::TlsTerminated);
     assert_eq!(kind("TLS", Some("")), PortKind::TlsPassthrough);
     assert_eq!(kind("TCP", None), PortKind::Tcp);
+    assert_eq!(
+        kind("TLS", Some("AUTO_PASSTHROUGH")),
+        PortKind::AutoPassthrough
+    );
+    assert_eq!(
+        kind("HTTPS", Some("AUTO_PASSTHROUGH")),
+        PortKind::AutoPassthrough
+    );
+    // A plain PASSTHROUGH server and an AUTO_PASSTHROUGH one cannot share a port.
+    assert_ne!(
+        kind("TLS", Some("PASSTHROUGH")),
+        kind("TLS", Some("AUTO_PASSTHROUGH"))
+    );
 }

@@ -18,15 +18,25 @@ mod routes;
 
 use super::super::XdsResource;
 use super::GeneratorConfig;
-use super::table::{GeneratorTable, ResourceType};
+use super::table::{GeneratorTable, ResourceGenerator, ResourceType};
 use super::warnings::Warnings;
 use crate::proxy::ProxyKind;
 use shoal_proto::model::ServiceEndpoints;
 use shoal_proto::push_context::SidecarScope;
 use std::sync::Arc;
 
+/// The sidecar CDS and EDS generators, for other kinds to build their rows on.
+pub struct SidecarRows {
+    pub clusters: Arc<dyn ResourceGenerator>,
+    pub endpoints: Arc<dyn ResourceGenerator>,
+}
+
 /// Registers the sidecar generators for `kinds`, which share their caches.
-pub fn register(table: &mut GeneratorTable, config: &GeneratorConfig, kinds: &[ProxyKind]) {
+pub fn register(
+    table: &mut GeneratorTable,
+    config: &GeneratorConfig,
+    kinds: &[ProxyKind],
+) -> SidecarRows {
     let warnings = Arc::new(Warnings::default());
     let clusters = Arc::new(clusters::SidecarClusters::new(config));
     let endpoints = Arc::new(endpoints::SidecarEndpoints::new(config, clusters.clone()));
@@ -37,6 +47,10 @@ pub fn register(table: &mut GeneratorTable, config: &GeneratorConfig, kinds: &[P
         table.register(kind, ResourceType::Endpoint, endpoints.clone());
         table.register(kind, ResourceType::Listener, listeners.clone());
         table.register(kind, ResourceType::Route, routes.clone());
+    }
+    SidecarRows {
+        clusters,
+        endpoints,
     }
 }
 

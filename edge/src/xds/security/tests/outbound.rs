@@ -52,7 +52,10 @@ fn auto_mtls_sends_the_mesh_mtls_to_sidecars_and_plaintext_to_the_rest() {
     let wanted = &istio.r#match.as_ref().unwrap().fields["tlsMode"];
     assert_eq!(wanted.kind, Some(Kind::StringValue("istio".into())));
     let tls = upstream(istio.transport_socket.as_ref().unwrap());
-    assert_eq!(tls.sni, REVIEWS, "the cluster is the SNI");
+    assert_eq!(
+        tls.sni, "outbound_.9080_._.reviews.shop.svc.cluster.local",
+        "Istio's SNI for the cluster, which an east-west gateway routes by"
+    );
     let common = tls.common_tls_context.unwrap();
     assert_eq!(common.alpn_protocols, ["istio-http/1.1"]);
     let (certs, root, sans) = sds_names(&common);
