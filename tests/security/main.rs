@@ -2,8 +2,8 @@
 //! CA and their xDS over the authenticated port (15012) through an **agent stand-in**
 //! (`agent-stand-in`, standing in for Istio's pilot-agent), refusals carry the right
 //! gRPC status, a gateway's credential goes to its own router only, a CA rotation
-//! reaches the workloads without a failed request, and sidecars talk the mesh's mTLS
-//! as PeerAuthentication says.
+//! reaches the workloads without a failed request, sidecars talk the mesh's mTLS
+//! as PeerAuthentication says, and RequestAuthentication's JWTs are validated.
 //!
 //! Run `cargo build --workspace --bins` first (for `shoal` and `agent-stand-in`); Envoy
 //! comes from `.venv/bin/envoy` or `SHOAL_ENVOY`.
@@ -19,6 +19,7 @@ mod authorization;
 mod bootstrap;
 mod client;
 mod gateway;
+mod jwt;
 mod kubernetes;
 mod mesh;
 mod mtls;
