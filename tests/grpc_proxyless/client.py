@@ -1,14 +1,19 @@
 """A proxyless gRPC client: one channel to an `xds:///` target, configured by Shoal over
 xDS (GRPC_XDS_BOOTSTRAP), calling it until stopped.
 
-Prints one line per call: `ok <server name>` or `err <status code> <details>`.
-Usage: client.py <target> [<metadata key>=<value> ...]
+Prints one line per call: `ok <answer>` or `err <status code> <details>`.
+Usage: client.py [--xds-creds] <target> [<metadata key>=<value> ...]
+
+--xds-creds: the channel uses xDS credentials (mTLS where Shoal's clusters say so,
+plaintext otherwise); without it, insecure credentials (the target may then also be a
+plain `host:port`).
 """
 
 import sys
 import time
 
 import grpc
+import grpc.experimental
 
 CALL_TIMEOUT_S = 20
 # Bounded, in case the test that started it died without stopping it.
@@ -16,9 +21,17 @@ LIFETIME_S = 900
 
 
 def main():
-    target = sys.argv[1]
-    metadata = tuple(tuple(arg.split("=", 1)) for arg in sys.argv[2:])
-    channel = grpc.insecure_channel(target)
+    args = sys.argv[1:]
+    xds_creds = "--xds-creds" in args
+    args = [a for a in args if not a.startswith("--")]
+    target = args[0]
+    metadata = tuple(tuple(arg.split("=", 1)) for arg in args[1:])
+    if xds_creds:
+        fallback = grpc.experimental.insecure_channel_credentials()
+        creds = grpc.xds_channel_credentials(fallback)
+        channel = grpc.secure_channel(target, creds)
+    else:
+        channel = grpc.insecure_channel(target)
     who = channel.unary_unary("/shoal.test.Echo/Who")
     deadline = time.monotonic() + LIFETIME_S
     while time.monotonic() < deadline:

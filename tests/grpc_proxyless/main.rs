@@ -11,6 +11,10 @@
 //! gRPC clients take only part of what Envoy takes; the routes here use what they do
 //! take: weighted subsets and header matches.
 //!
+//! `security.rs`: the same workloads as xDS servers and an xDS-credentials client, with
+//! mTLS and AuthorizationPolicy (gRPC's xDS client speaks SotW ADS only, so there is no
+//! Delta flavour of these tests).
+//!
 //! Run `cargo build --bins -p shoal` first; Python comes from `.venv/bin/python` (with
 //! `grpcio` from `deploy/requirements-test.txt`) or `SHOAL_PYTHON`.
 
@@ -19,6 +23,11 @@ mod support;
 
 mod config;
 mod harness;
+// The test PKI of the security tests: Shoal's plug-in CA and the workloads' certificates.
+#[allow(dead_code)]
+#[path = "../security/pki.rs"]
+mod pki;
+mod security;
 
 use harness::Mesh;
 

@@ -10,26 +10,48 @@
 //!                                                       └─ from 127.0.0.6 ─► backend :8080
 //!  root ns: shoal (xDS) on the client link's root address
 //! ```
+//! [`security`] runs the same capture with Istio's security: certificates from Shoal's
+//! CA through agent stand-ins, auto mTLS, PeerAuthentication and AuthorizationPolicy.
+//!
 //! Needs root (namespaces, iptables) and `ip`, `iptables`, `setpriv`, `curl`; without
-//! them the test says why and passes. Run `cargo build --bins -p shoal` first.
+//! them each test says why and passes. Run `cargo build --bins -p shoal -p
+//! shoal-agent-stand-in` first.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+// The security tests' Shoal with its CA, agent stand-ins and their Envoy bootstraps.
+#[allow(dead_code)]
+#[path = "../security/bootstrap.rs"]
+mod bootstrap;
+#[allow(dead_code)]
+#[path = "../security/mesh.rs"]
+mod mesh;
+#[allow(dead_code)]
+#[path = "../security/pki.rs"]
+mod pki;
+
 mod network;
+mod secure;
+mod security;
 mod sidecar;
 
 use network::Network;
 use sidecar::{Mesh, SERVER_HTTP_TARGET, SERVER_TCP_TARGET};
 use support::envoy::XdsApi;
 
+/// Each test makes namespaces named after this process and starts Shoal and Envoys:
+/// one at a time.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn captured_client_and_server_talk_through_both_sidecars() {
+    let _serial = SERIAL.lock().await;
     if let Some(why) = network::unsupported() {
         eprintln!("skipping: {why}");
         return;
     }
-    let net = match Network::create() {
+    let net = match Network::create(&["client", "server"]) {
         Ok(net) => net,
         Err(e) => {
             // A container without CAP_NET_ADMIN cannot make namespaces: say so, pass.
@@ -37,7 +59,8 @@ async fn captured_client_and_server_talk_through_both_sidecars() {
             return;
         }
     };
-    net.capture().expect("install Istio's iptables rules");
+    net.capture(&["client", "server"])
+        .expect("install Istio's iptables rules");
     let mesh = Mesh::start(net, XdsApi::Sotw, XdsApi::Delta).await;
 
     // HTTP: through the client's outbound listener and the server's inbound chain.

@@ -1,15 +1,15 @@
-//! Two pods' network namespaces, wired as a node wires them, and captured as Istio's
-//! init container captures a pod.
+//! Pods' network namespaces, wired as a node wires them, and captured as Istio's init
+//! container captures a pod.
 //!
 //! ```text
-//!  root namespace                      10.250.<a>.1 ── veth ── 10.250.<a>.2  client ns
-//!   shoal (xDS on 10.250.<a>.1)        10.250.<b>.1 ── veth ── 10.250.<b>.2  server ns
-//!                                      client ns 10.250.<c>.1 ── veth ── 10.250.<c>.2 server ns
+//!  root namespace        10.250.<n+i>.1 ── veth ── 10.250.<n+i>.2   pod i's ns
+//!   shoal (xDS on the                                 │ pod IP 10.250.<n+4>.<i+2>
+//!   first pod's link)    node ns: bridge ─── veth ────┘
 //! ```
-//! The pods reach each other over their own link (their pod IPs are on it), so the root
-//! namespace forwards nothing; each pod's default route leads to the root namespace,
-//! where Shoal listens. Dropping a [`Network`] deletes the namespaces (their links and
-//! iptables rules go with them), also when a test panics.
+//! The pods reach each other over a bridge in a namespace of its own (the node's, whose
+//! iptables are empty), so the root namespace forwards nothing; each pod's default route
+//! leads to the root namespace, where Shoal listens. Dropping a [`Network`] deletes the
+//! namespaces (their links and iptables rules go with them), also when a test panics.
 
 use std::process::Command;
 
@@ -19,7 +19,7 @@ pub const PROXY_UID: u32 = 1337;
 /// One pod's namespace.
 pub struct Pod {
     pub netns: String,
-    /// The pod IP (on the pod-to-pod link).
+    /// The pod IP (on the pods' bridge).
     pub ip: String,
 }
 
@@ -53,12 +53,17 @@ impl Pod {
 }
 
 pub struct Network {
-    pub client: Pod,
-    pub server: Pod,
+    pods: Vec<Pod>,
     /// Where the pods reach the root namespace (Shoal binds this).
     pub root_ip: String,
+    /// The namespace holding the pods' bridge.
+    node: String,
+    /// Root-side link names, deleted in case a namespace was never made.
     links: Vec<String>,
 }
+
+/// At most this many pods per network (their subnets are numbered per process).
+const MAX_PODS: u32 = 4;
 
 /// Why this machine cannot run the test, if it cannot.
 pub fn unsupported() -> Option<String> {
@@ -94,115 +99,104 @@ fn sh(args: &[&str]) -> Result<(), String> {
 }
 
 impl Network {
-    /// Creates both namespaces and their links, with names and subnets unique to this
+    /// Creates one namespace per pod of `names` (at most [`MAX_PODS`]), their links to
+    /// the root namespace and to each other, with names and subnets unique to this
     /// process.
-    pub fn create() -> Result<Network, String> {
+    pub fn create(names: &[&str]) -> Result<Network, String> {
+        assert!(names.len() as u32 <= MAX_PODS, "at most {MAX_PODS} pods");
         let id = std::process::id();
-        // Three /24s per run: 10.250.<n>, <n+1>, <n+2>.
-        let n = (id % 80) * 3;
-        let (a, b, c) = (n, n + 1, n + 2);
+        // MAX_PODS + 1 /24s per run: one root link per pod, and the pods' bridge.
+        let n = (id % 50) * (MAX_PODS + 1);
+        let bridge_net = n + MAX_PODS;
         let tag = id % 100_000;
-        let net = Network {
-            client: Pod {
-                netns: format!("shoal-{id}-client"),
-                ip: format!("10.250.{c}.1"),
-            },
-            server: Pod {
-                netns: format!("shoal-{id}-server"),
-                ip: format!("10.250.{c}.2"),
-            },
-            root_ip: format!("10.250.{a}.1"),
-            // Interface names: at most 15 characters.
-            links: vec![
-                format!("shc{tag}r"),
-                format!("shs{tag}r"),
-                format!("shp{tag}c"),
-            ],
+        let mut net = Network {
+            pods: Vec::new(),
+            root_ip: format!("10.250.{n}.1"),
+            node: format!("shoal-{id}-node"),
+            links: Vec::new(),
         };
-        let (client, server) = (&net.client.netns, &net.server.netns);
-        let (to_client, to_server, pods) = (&net.links[0], &net.links[1], &net.links[2]);
-        sh(&["ip", "netns", "add", client])?;
-        sh(&["ip", "netns", "add", server])?;
-        for (netns, link, subnet) in [(client, to_client, a), (server, to_server, b)] {
-            let peer = format!("{link}p");
+        // Interface names: at most 15 characters.
+        let bridge = format!("sh{tag}br");
+        sh(&["ip", "netns", "add", &net.node])?;
+        sh(&[
+            "ip", "-n", &net.node, "link", "add", &bridge, "type", "bridge",
+        ])?;
+        sh(&["ip", "-n", &net.node, "link", "set", &bridge, "up"])?;
+        for (i, name) in names.iter().enumerate() {
+            let pod = Pod {
+                netns: format!("shoal-{id}-{name}"),
+                ip: format!("10.250.{bridge_net}.{}", i + 2),
+            };
+            let (to_root, to_bridge) = (format!("sh{i}{tag}r"), format!("sh{i}{tag}b"));
+            net.links.extend([to_root.clone(), to_bridge.clone()]);
+            sh(&["ip", "netns", "add", &pod.netns])?;
+            net.pods.push(pod);
+            let pod = net.pods.last().expect("just pushed");
+            let inside = |args: &[&str]| {
+                let mut all = vec!["ip", "-n", pod.netns.as_str()];
+                all.extend_from_slice(args);
+                sh(&all)
+            };
+            // The link to the root namespace, and the default route over it.
+            let subnet = n + i as u32;
+            let peer = format!("{to_root}p");
             sh(&[
-                "ip", "link", "add", link, "type", "veth", "peer", "name", &peer,
+                "ip", "link", "add", &to_root, "type", "veth", "peer", "name", &peer,
             ])?;
-            sh(&["ip", "link", "set", &peer, "netns", netns])?;
+            sh(&["ip", "link", "set", &peer, "netns", &pod.netns])?;
             sh(&[
                 "ip",
                 "addr",
                 "add",
                 &format!("10.250.{subnet}.1/24"),
                 "dev",
-                link,
+                &to_root,
             ])?;
-            sh(&["ip", "link", "set", link, "up"])?;
-            let inside = |args: &[&str]| {
-                let mut all = vec!["ip", "netns", "exec", netns.as_str()];
-                all.extend_from_slice(args);
-                sh(&all)
-            };
-            inside(&["ip", "link", "set", "lo", "up"])?;
+            sh(&["ip", "link", "set", &to_root, "up"])?;
+            inside(&["link", "set", "lo", "up"])?;
             inside(&[
-                "ip",
                 "addr",
                 "add",
                 &format!("10.250.{subnet}.2/24"),
                 "dev",
                 &peer,
             ])?;
-            inside(&["ip", "link", "set", &peer, "up"])?;
+            inside(&["link", "set", &peer, "up"])?;
             inside(&[
-                "ip",
                 "route",
                 "add",
                 "default",
                 "via",
                 &format!("10.250.{subnet}.1"),
             ])?;
+            // The link to the bridge, which holds the pod IP.
+            let peer = format!("{to_bridge}p");
+            sh(&[
+                "ip", "link", "add", &to_bridge, "type", "veth", "peer", "name", &peer,
+            ])?;
+            sh(&["ip", "link", "set", &to_bridge, "netns", &net.node])?;
+            sh(&["ip", "link", "set", &peer, "netns", &pod.netns])?;
+            sh(&[
+                "ip", "-n", &net.node, "link", "set", &to_bridge, "master", &bridge,
+            ])?;
+            sh(&["ip", "-n", &net.node, "link", "set", &to_bridge, "up"])?;
+            inside(&["addr", "add", &format!("{}/24", pod.ip), "dev", &peer])?;
+            inside(&["link", "set", &peer, "up"])?;
         }
-        // The pod-to-pod link, made in the client namespace.
-        let peer = format!("{pods}p");
-        let in_client = |args: &[&str]| {
-            let mut all = vec!["ip", "netns", "exec", client.as_str()];
-            all.extend_from_slice(args);
-            sh(&all)
-        };
-        in_client(&[
-            "ip", "link", "add", pods, "type", "veth", "peer", "name", &peer,
-        ])?;
-        in_client(&["ip", "link", "set", &peer, "netns", server])?;
-        in_client(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("{}/24", net.client.ip),
-            "dev",
-            pods,
-        ])?;
-        in_client(&["ip", "link", "set", pods, "up"])?;
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            server,
-            "ip",
-            "addr",
-            "add",
-            &format!("{}/24", net.server.ip),
-            "dev",
-            &peer,
-        ])?;
-        sh(&[
-            "ip", "netns", "exec", server, "ip", "link", "set", &peer, "up",
-        ])?;
         Ok(net)
     }
 
-    /// Installs Istio's init container rules in both pods.
-    pub fn capture(&self) -> Result<(), String> {
-        for pod in [&self.client, &self.server] {
+    /// The pod named `name` at [`Network::create`].
+    pub fn pod(&self, name: &str) -> &Pod {
+        self.pods
+            .iter()
+            .find(|p| p.netns.ends_with(&format!("-{name}")))
+            .unwrap_or_else(|| panic!("no pod {name}"))
+    }
+
+    /// Installs Istio's init container rules in the pods named `names`.
+    pub fn capture(&self, names: &[&str]) -> Result<(), String> {
+        for pod in names.iter().map(|n| self.pod(n)) {
             for rule in istio_iptables() {
                 let mut args = vec!["netns", "exec", pod.netns.as_str(), "iptables", "-t", "nat"];
                 args.extend(rule.split_whitespace());
@@ -263,7 +257,8 @@ impl Drop for Network {
         // Deleting a namespace deletes its links (and so their root-side peers) and its
         // iptables rules; the root-side links are deleted too in case a namespace was
         // never made.
-        for netns in [&self.client.netns, &self.server.netns] {
+        let pods = self.pods.iter().map(|p| &p.netns);
+        for netns in pods.chain([&self.node]) {
             let _ = Command::new("ip").args(["netns", "del", netns]).output();
         }
         for link in &self.links {

@@ -18,7 +18,7 @@ pub const SERVER_HTTP_TARGET: u16 = 8080;
 pub const SERVER_TCP_TARGET: u16 = 5001;
 /// A second HTTP server on a port no Service declares.
 const UNDECLARED_HTTP: u16 = 7070;
-const ADMIN_PORT: u16 = 15000;
+pub const ADMIN_PORT: u16 = 15000;
 /// How long config may take to reach both sidecars on a loaded 2-core machine.
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -61,7 +61,7 @@ impl Mesh {
                 &[
                     "netns".into(),
                     "exec".into(),
-                    net.server.netns.clone(),
+                    net.pod("server").netns.clone(),
                     python.display().to_string(),
                     script.display().to_string(),
                     http.to_string(),
@@ -85,8 +85,20 @@ impl Mesh {
             set_mode(&bootstrap, 0o644);
             start_envoy(name, pod, &bootstrap, dir.path())
         };
-        let client_envoy = envoy("client-envoy", &net.client, "client", "cli", client_api);
-        let server_envoy = envoy("server-envoy", &net.server, "server", "srv", server_api);
+        let client_envoy = envoy(
+            "client-envoy",
+            net.pod("client"),
+            "client",
+            "cli",
+            client_api,
+        );
+        let server_envoy = envoy(
+            "server-envoy",
+            net.pod("server"),
+            "server",
+            "srv",
+            server_api,
+        );
         let mesh = Mesh {
             client_envoy,
             server_envoy,
@@ -109,14 +121,14 @@ impl Mesh {
 
     pub fn client_envoy(&self) -> Sidecar<'_> {
         Sidecar {
-            pod: &self.net.client,
+            pod: self.net.pod("client"),
             proc: &self.client_envoy,
         }
     }
 
     pub fn server_envoy(&self) -> Sidecar<'_> {
         Sidecar {
-            pod: &self.net.server,
+            pod: self.net.pod("server"),
             proc: &self.server_envoy,
         }
     }
@@ -125,13 +137,13 @@ impl Mesh {
     pub async fn client_http(&self, path: &str) -> Result<String, String> {
         let url = format!("http://{SERVER_HOST}{path}");
         let resolve = format!("{SERVER_HOST}:80:{SERVER_VIP}");
-        curl(&self.net.client, &["--resolve", &resolve, &url])
+        curl(self.net.pod("client"), &["--resolve", &resolve, &url])
     }
 
     /// `GET /` from the client application straight to the server pod's undeclared port.
     pub async fn client_http_direct(&self) -> Result<String, String> {
-        let url = format!("http://{}:{UNDECLARED_HTTP}/", self.net.server.ip);
-        curl(&self.net.client, &[&url])
+        let url = format!("http://{}:{UNDECLARED_HTTP}/", self.net.pod("server").ip);
+        curl(self.net.pod("client"), &[&url])
     }
 
     /// One line to the Service's TCP port from the client application; the echo.
@@ -143,7 +155,7 @@ impl Mesh {
         );
         let echo = self
             .net
-            .client
+            .pod("client")
             .run(&python.display().to_string(), &["-c", &code])?;
         if echo.trim().is_empty() {
             return Err("no echo".into());
@@ -156,35 +168,14 @@ impl Mesh {
     pub async fn eventually<T>(
         &self,
         what: &str,
-        mut check: impl AsyncFnMut() -> Result<T, String>,
+        check: impl AsyncFnMut() -> Result<T, String>,
     ) -> T {
-        let started = Instant::now();
-        loop {
-            let last = match check().await {
-                Ok(v) => return v,
-                Err(e) => e,
-            };
-            assert!(
-                started.elapsed() < DEADLINE,
-                "waited {DEADLINE:?} for {what}; last: {last}\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        eventually(what, || self.logs(), check).await
     }
 
     /// Waits until `stat` of `sidecar` is positive.
     pub async fn expect_stat(&self, sidecar: Sidecar<'_>, stat: &str) {
-        let name = sidecar.proc.name.clone();
-        self.eventually(&format!("{stat} > 0 in {name}"), || async {
-            let value = sidecar.stat(stat)?;
-            if value > 0 {
-                Ok(())
-            } else {
-                Err(format!("{stat} = {value}"))
-            }
-        })
-        .await;
+        expect_stat(sidecar, stat, || self.logs()).await;
     }
 
     pub fn logs(&self) -> String {
@@ -223,14 +214,55 @@ impl Mesh {
     }
 }
 
-impl Sidecar<'_> {
+/// Polls `check` until it passes, then returns its value; panics after [`DEADLINE`]
+/// with the last failure and `logs()`.
+pub async fn eventually<T>(
+    what: &str,
+    logs: impl Fn() -> String,
+    mut check: impl AsyncFnMut() -> Result<T, String>,
+) -> T {
+    let started = Instant::now();
+    loop {
+        let last = match check().await {
+            Ok(v) => return v,
+            Err(e) => e,
+        };
+        assert!(
+            started.elapsed() < DEADLINE,
+            "waited {DEADLINE:?} for {what}; last: {last}\n{}",
+            logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `stat` of `sidecar` is positive.
+pub async fn expect_stat(sidecar: Sidecar<'_>, stat: &str, logs: impl Fn() -> String) {
+    let name = sidecar.proc.name.clone();
+    let what = format!("{stat} > 0 in {name}");
+    eventually(&what, logs, || async {
+        let value = sidecar.stat(stat)?;
+        if value > 0 {
+            Ok(())
+        } else {
+            Err(format!("{stat} = {value}"))
+        }
+    })
+    .await;
+}
+
+impl<'a> Sidecar<'a> {
+    pub fn new(pod: &'a Pod, proc: &'a Proc) -> Self {
+        Sidecar { pod, proc }
+    }
+
     /// GET of Envoy's admin `path`, from inside its pod (admin listens on loopback).
-    fn admin(&self, path: &str) -> Result<String, String> {
+    pub fn admin(&self, path: &str) -> Result<String, String> {
         curl(self.pod, &[&format!("http://127.0.0.1:{ADMIN_PORT}{path}")])
     }
 
     /// A counter from `/stats`, 0 when absent.
-    fn stat(&self, name: &str) -> Result<u64, String> {
+    pub fn stat(&self, name: &str) -> Result<u64, String> {
         let body = self.admin(&format!("/stats?filter={}", name.replace('|', "%7C")))?;
         Ok(body
             .lines()
@@ -240,13 +272,13 @@ impl Sidecar<'_> {
     }
 }
 
-fn curl(pod: &Pod, args: &[&str]) -> Result<String, String> {
+pub fn curl(pod: &Pod, args: &[&str]) -> Result<String, String> {
     let mut all = vec!["-sS", "--fail", "--max-time", "5"];
     all.extend_from_slice(args);
     pod.run("curl", &all)
 }
 
-fn set_mode(path: &Path, mode: u32) {
+pub fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
@@ -280,7 +312,7 @@ async fn start_shoal(config: &Path, ip: &str, xds_port: u16, log_dir: &Path) -> 
 }
 
 /// Envoy in `pod`'s namespace as uid/gid 1337, whose traffic iptables lets out.
-fn start_envoy(name: &str, pod: &Pod, bootstrap: &Path, log_dir: &Path) -> Proc {
+pub fn start_envoy(name: &str, pod: &Pod, bootstrap: &Path, log_dir: &Path) -> Proc {
     let envoy: PathBuf = tool("envoy", "SHOAL_ENVOY");
     let id = PROXY_UID.to_string();
     Proc::spawn(
@@ -364,7 +396,7 @@ static_resources:
 /// the client and server Pods, and Service `srv/server` (ClusterIP, HTTP 80 → 8080, TCP
 /// 5000 → 5001).
 fn mesh_yaml(net: &Network) -> String {
-    let (client_ip, server_ip) = (&net.client.ip, &net.server.ip);
+    let (client_ip, server_ip) = (&net.pod("client").ip, &net.pod("server").ip);
     format!(
         r#"apiVersion: v1
 kind: Namespace
@@ -403,7 +435,7 @@ spec:
 
 /// The server Pod's EndpointSlice: the Service's endpoints at the pod IP.
 fn endpoints_yaml(net: &Network) -> String {
-    let server_ip = &net.server.ip;
+    let server_ip = &net.pod("server").ip;
     format!(
         r#"apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice

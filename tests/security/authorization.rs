@@ -1,8 +1,9 @@
 //! AuthorizationPolicy enforced by b's sidecar, with a reaching it over the mesh's mTLS
 //! and a plaintext client from outside the mesh (b PERMISSIVE): a DENY by path blocks
 //! that path only; an ALLOW by principal admits a and no one else; an ALLOW that admits
-//! one path denies the rest (Istio's default deny once an ALLOW selects a workload); a
-//! policy of another workload changes nothing for b.
+//! one path denies the rest (Istio's default deny once an ALLOW selects a workload); an
+//! ALLOW `when` a request header has a value (and not another); a policy of another
+//! workload changes nothing for b.
 
 use crate::mtls::{LONG, Pair};
 
@@ -18,6 +19,18 @@ async fn status(pair: &Pair, base: &str, path: &str) -> String {
         Ok(body) => format!("200 {body}"),
         Err(e) if e.contains("403") => "403".into(),
         Err(e) => e,
+    }
+}
+
+/// The status of `GET base/` with header `x-user` when given.
+async fn with_user(pair: &Pair, base: &str, user: Option<&str>) -> String {
+    let mut req = pair.http.get(format!("{base}/")).header("host", pair.host);
+    if let Some(user) = user {
+        req = req.header("x-user", user);
+    }
+    match req.send().await {
+        Ok(resp) => resp.status().as_u16().to_string(),
+        Err(e) => e.to_string(),
     }
 }
 
@@ -106,6 +119,36 @@ async fn b_enforces_deny_by_path_allow_by_principal_and_the_default_deny() {
         ],
     )
     .await;
+
+    // `when`: a request header (values and notValues) and the destination port, read
+    // by b's sidecar from the request a forwards.
+    pair.apply(
+        "allow.yaml",
+        &policy(
+            "by-header",
+            "b",
+            "ALLOW",
+            "  - when:\n    - {key: \"request.headers[x-user]\", values: [\"alice\", \"bob\"], notValues: [\"bob\"]}\n    - {key: destination.port, notValues: [\"1\"]}\n",
+        ),
+    );
+    pair.mesh
+        .eventually(
+            &format!("ALLOW when x-user; {}", pair.logs()),
+            LONG,
+            async || {
+                let got = [
+                    with_user(&pair, a, Some("alice")).await,
+                    with_user(&pair, a, Some("bob")).await,
+                    with_user(&pair, a, None).await,
+                ];
+                if got == ["200", "403", "403"] {
+                    Ok(())
+                } else {
+                    Err(format!("alice, bob, nobody: {got:?}"))
+                }
+            },
+        )
+        .await;
 
     // Policies of another workload: b is back to its DENY alone.
     pair.apply("allow.yaml", &policy("for-c", "c", "ALLOW", "  - {}\n"));

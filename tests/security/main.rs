@@ -3,7 +3,8 @@
 //! (`agent-stand-in`, standing in for Istio's pilot-agent), refusals carry the right
 //! gRPC status, a gateway's credential goes to its own router only, a CA rotation
 //! reaches the workloads without a failed request, sidecars talk the mesh's mTLS
-//! as PeerAuthentication says, and RequestAuthentication's JWTs are validated.
+//! as PeerAuthentication says, RequestAuthentication's JWTs are validated; a namespace
+//! moves from an istiod stand-in to Shoal and back while requests flow.
 //!
 //! Run `cargo build --workspace --bins` first (for `shoal` and `agent-stand-in`); Envoy
 //! comes from `.venv/bin/envoy` or `SHOAL_ENVOY`.
@@ -18,10 +19,13 @@ mod k8s;
 mod authorization;
 mod bootstrap;
 mod client;
+mod ext_authz;
 mod gateway;
+mod istiod;
 mod jwt;
 mod kubernetes;
 mod mesh;
+mod migration;
 mod mtls;
 mod pki;
 mod probe;

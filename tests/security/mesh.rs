@@ -175,11 +175,44 @@ impl Mesh {
     /// An agent stand-in for `namespace/service_account`, with `token` in its token file,
     /// working under `<dir>/<name>` (its sockets there), asking for `secret_ttl`.
     pub fn agent(&self, name: &str, namespace: &str, sa: &str, secret_ttl: &str) -> Agent {
+        let shoal = format!("127.0.0.1:{}", self.secure_port);
+        self.agent_at(name, namespace, sa, secret_ttl, &shoal, None)
+    }
+
+    /// As [`Mesh::agent`], its `discoveryAddress` `discovery` (the injector's
+    /// `proxy.istio.io/config` picks the control plane) and its `CA_ADDR` `ca` (the
+    /// injector sets it; without it the agent asks the discovery address).
+    pub fn agent_at(
+        &self,
+        name: &str,
+        namespace: &str,
+        sa: &str,
+        secret_ttl: &str,
+        discovery: &str,
+        ca: Option<&str>,
+    ) -> Agent {
         let work = self.dir.path().join(name);
         std::fs::create_dir_all(&work).expect("mkdir agent");
         let token = work.join("istio-token");
         std::fs::write(&token, self.issuer.istio_token(namespace, sa)).expect("write token");
         let root = self.root_file();
+        let mut env = vec![
+            (
+                "PROXY_CONFIG",
+                format!(r#"{{"discoveryAddress": "{discovery}"}}"#),
+            ),
+            ("ISTIOD_SAN", ISTIOD_SAN.into()),
+            ("XDS_ROOT_CA", root.display().to_string()),
+            ("CA_ROOT_CA", root.display().to_string()),
+            ("POD_NAMESPACE", namespace.into()),
+            ("SERVICE_ACCOUNT", sa.into()),
+            ("TRUST_DOMAIN", TRUST_DOMAIN.into()),
+            ("SECRET_TTL", secret_ttl.into()),
+            ("RUST_LOG", "info".into()),
+        ];
+        if let Some(ca) = ca {
+            env.push(("CA_ADDR", ca.into()));
+        }
         let proc = Proc::spawn(
             &format!("{name}-agent"),
             &crate::support::workspace_binary("agent-stand-in"),
@@ -189,23 +222,7 @@ impl Mesh {
                 "--token-path".into(),
                 token.display().to_string(),
             ],
-            &[
-                (
-                    "PROXY_CONFIG",
-                    format!(
-                        r#"{{"discoveryAddress": "127.0.0.1:{}"}}"#,
-                        self.secure_port
-                    ),
-                ),
-                ("ISTIOD_SAN", ISTIOD_SAN.into()),
-                ("XDS_ROOT_CA", root.display().to_string()),
-                ("CA_ROOT_CA", root.display().to_string()),
-                ("POD_NAMESPACE", namespace.into()),
-                ("SERVICE_ACCOUNT", sa.into()),
-                ("TRUST_DOMAIN", TRUST_DOMAIN.into()),
-                ("SECRET_TTL", secret_ttl.into()),
-                ("RUST_LOG", "info".into()),
-            ],
+            &env,
             self.dir.path(),
         );
         Agent { proc, work }

@@ -309,17 +309,30 @@ fn envoy_accepts_generated_config() {
         }
     }
 
-    // Policy: STRICT mTLS and AuthorizationPolicies of every shape on a meshed workload.
-    let policed = policed(&workloads);
-    let mut p = proxy("app", WORKLOAD, InterceptionMode::Redirect);
-    p.labels
-        .insert("security.istio.io/tlsMode".into(), "istio".into());
-    validate(
-        &envoy,
-        "app policed as served",
-        &as_served(&g, &policed, &p),
-    );
-    validate(&envoy, "app policed wired", &wired(&g, &policed, &p));
+    // Policy: STRICT mTLS and AuthorizationPolicies of every shape on a meshed workload,
+    // CUSTOM through an HTTP and a gRPC ext_authz provider, and one that is not defined.
+    for provider in ["http-authz", "grpc-authz", "undefined"] {
+        // Each variant is the same version of the mesh: a fresh generator for each.
+        let g = Generator::new();
+        let policed = policed(&workloads, provider);
+        let mut p = proxy("app", WORKLOAD, InterceptionMode::Redirect);
+        p.labels
+            .insert("security.istio.io/tlsMode".into(), "istio".into());
+        validate(
+            &envoy,
+            &format!("app policed ({provider}) as served"),
+            &as_served(&g, &policed, &p),
+        );
+        let what = format!("app policed ({provider}) wired");
+        let wired = wired(&g, &policed, &p);
+        // Sub-messages are encoded: look for the filter's name in the bytes.
+        let bytes = prost::Message::encode_to_vec(&wired);
+        let has_ext_authz = bytes
+            .windows(b"envoy.filters.http.ext_authz".len())
+            .any(|w| w == b"envoy.filters.http.ext_authz");
+        assert_eq!(has_ext_authz, provider != "undefined", "{what}");
+        validate(&envoy, &what, &wired);
+    }
 
     // The check has teeth: a route to a cluster that does not exist is refused.
     let p = proxy("shop", "10.1.0.5", InterceptionMode::Redirect);
@@ -333,9 +346,13 @@ fn envoy_accepts_generated_config() {
     assert!(log.contains("web.other"), "{log}");
 }
 
-/// `base` with, in `app`, STRICT mTLS, AuthorizationPolicies using every field and a
-/// RequestAuthentication using every field (inline keys, and a `jwksUri` never fetched).
-fn policed(base: &PushContext) -> PushContext {
+/// `base` with, in `app`, STRICT mTLS, AuthorizationPolicies using every field, the
+/// CUSTOM one naming `provider` (the mesh config defines `http-authz` and `grpc-authz`),
+/// and a RequestAuthentication using every field (inline keys, and a `jwksUri` never
+/// fetched).
+fn policed(base: &PushContext, provider: &str) -> PushContext {
+    use shoal_proto::config::extension_provider::{ExtAuthzGrpc, ExtAuthzHttp, ExtensionProvider};
+    use shoal_proto::config::mesh::MeshConfig;
     use shoal_proto::config::security::{
         AuthorizationPolicy, AuthorizationRule, ClaimToHeader, Condition, JwtHeader, JwtRule,
         Operation, PeerAuthentication, PeerMutualTls, RequestAuthentication, RuleFrom, RuleTo,
@@ -420,6 +437,51 @@ fn policed(base: &PushContext) -> PushContext {
     let policy = |action: &str| AuthorizationPolicy {
         action: Some(action.into()),
         rules: vec![rule.clone(), AuthorizationRule::default()],
+        provider: (action == "CUSTOM").then(|| shoal_proto::config::security::ExtensionProvider {
+            name: provider.into(),
+        }),
+        ..Default::default()
+    };
+    let mesh = MeshConfig {
+        extension_providers: vec![
+            ExtensionProvider {
+                name: "http-authz".into(),
+                envoy_ext_authz_http: Some(ExtAuthzHttp {
+                    service: "web.app.svc.cluster.local".into(),
+                    port: 80,
+                    timeout: Some("0.5s".into()),
+                    path_prefix: "/check".into(),
+                    status_on_error: "503".into(),
+                    include_request_headers_in_check: strings(&["x-ext-authz", "x-b3-*"]),
+                    include_additional_headers_in_check: [("x-from".into(), "shoal".into())].into(),
+                    headers_to_upstream_on_allow: strings(&["x-ext-authz-result"]),
+                    headers_to_downstream_on_deny: strings(&["x-ext-authz-reason"]),
+                    headers_to_downstream_on_allow: strings(&["set-cookie"]),
+                    ..Default::default()
+                }),
+                envoy_ext_authz_grpc: None,
+            },
+            ExtensionProvider {
+                name: "grpc-authz".into(),
+                envoy_ext_authz_grpc: Some(ExtAuthzGrpc {
+                    service: "app/rpc.app.svc.cluster.local".into(),
+                    port: 7070,
+                    fail_open: true,
+                    ..Default::default()
+                }),
+                envoy_ext_authz_http: None,
+            },
+        ],
+        ..Default::default()
+    };
+    let system = shoal_proto::model::NamespaceConfig {
+        namespace: "istio-system".into(),
+        mesh_configs: vec![NamedConfig {
+            name: "istio".into(),
+            namespace: "istio-system".into(),
+            created: 0,
+            spec: mesh,
+        }],
         ..Default::default()
     };
     let mut app = (**base.namespace("app").unwrap()).clone();
@@ -473,7 +535,10 @@ fn policed(base: &PushContext) -> PushContext {
     ];
     base.with_changes(
         base.version() + 1,
-        [shoal_proto::snapshot::Chunk::Namespace(app)],
+        [
+            shoal_proto::snapshot::Chunk::Namespace(app),
+            shoal_proto::snapshot::Chunk::Namespace(system),
+        ],
         [],
     )
 }

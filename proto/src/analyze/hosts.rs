@@ -113,6 +113,17 @@ impl<'a> ServiceHosts<'a> {
             })
     }
 
+    /// The namespaces defining exactly `host`.
+    pub fn namespaces_of(&self, host: &str) -> Vec<String> {
+        let mut out: Vec<String> = (self.hosts.iter())
+            .filter(|h| h.host == host)
+            .map(|h| h.namespace.to_string())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Whether some host matches the wildcard `pattern` (`*.shop.svc.cluster.local`).
     pub fn any_matching(&self, pattern: &str) -> bool {
         self.hosts.iter().any(|h| host_matches(pattern, &h.host))

@@ -62,6 +62,14 @@ impl<'a> Inventory<'a> {
             .unwrap_or(crate::model::ROOT_NAMESPACE)
     }
 
+    /// The mesh config given, if any.
+    pub fn mesh_config(&self) -> Option<&'a crate::config::mesh::MeshConfig> {
+        self.objects.iter().find_map(|p| match &p.config.spec {
+            Spec::MeshConfig(mesh) => Some(mesh),
+            _ => None,
+        })
+    }
+
     /// The names of the Namespace objects given.
     pub fn namespace_names(&self) -> impl Iterator<Item = &'a str> + '_ {
         self.objects

@@ -2,6 +2,7 @@
 //! system namespace: only the fields Shoal acts on. Istio has hundreds more; they are
 //! accepted and ignored, as a mesh config written for istiod must load unchanged.
 
+use super::extension_provider::ExtensionProvider;
 use crate::model::ROOT_NAMESPACE;
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +41,8 @@ pub struct MeshConfig {
     /// Istio's `enableAutoMtls` (default on): sidecars speak mTLS to workloads that
     /// have a sidecar, plaintext to the others, without a DestinationRule.
     pub enable_auto_mtls: Option<bool>,
+    /// External authorizers for AuthorizationPolicies with `action: CUSTOM`.
+    pub extension_providers: Vec<ExtensionProvider>,
 }
 
 /// `outboundTrafficPolicy`: what sidecars do with traffic to hosts outside the registry.

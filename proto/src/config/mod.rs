@@ -5,6 +5,7 @@
 //! per document so a bad object never hides the good ones; [`validate`] applies the rules
 //! Istio's own validation applies.
 
+pub mod extension_provider;
 pub mod grpc_status;
 pub mod istio;
 pub mod k8s;

@@ -62,10 +62,6 @@ impl ConfigIndex {
         let mesh = mesh_config(namespaces);
         let mut index = ConfigIndex {
             generation,
-            security: Arc::new(super::security::SecurityPolicies::build(
-                mesh.root_namespace(),
-                namespaces,
-            )),
             root_namespace: mesh.root_namespace().to_string(),
             mesh: Arc::new(mesh),
             ..Default::default()
@@ -166,6 +162,12 @@ impl ConfigIndex {
                     .push(i);
             }
         }
+        // Providers name services: resolved once the registry is indexed.
+        let providers = super::security::ext_authz::resolve(&index.mesh, &index);
+        index.security = Arc::new(
+            super::security::SecurityPolicies::build(index.mesh.root_namespace(), namespaces)
+                .with_ext_authz(providers),
+        );
         index
     }
 
@@ -276,6 +278,17 @@ impl ConfigIndex {
 /// The mesh config in force: the one named `istio` (Shoal serves the default revision),
 /// else the first `istio-<revision>` by name (a mesh installed by revision only), else
 /// Istio's defaults. Only the system namespace's ConfigMaps are ingested.
+impl super::security::ext_authz::ServiceLookup for ConfigIndex {
+    fn namespaces_of(&self, hostname: &str) -> Vec<String> {
+        let mut out: Vec<String> = (self.services_by_host.get(hostname).into_iter().flatten())
+            .map(|s| s.namespace.clone())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
 fn mesh_config(namespaces: &BTreeMap<String, Arc<NamespaceConfig>>) -> MeshConfig {
     let mut configs: Vec<&NamedConfig<MeshConfig>> = namespaces
         .values()

@@ -34,8 +34,8 @@ use std::sync::Arc;
 /// chunks carry TLS credentials (Secrets) for gateways; traffic policies carry client
 /// TLS, cookie hashing, ring hash and Maglev settings; Sidecars carry ingress listeners.
 /// 6: routing objects carry their creation time. 7: namespace chunks carry
-/// `security.istio.io` policies.
-pub const FORMAT_VERSION: u8 = 7;
+/// `security.istio.io` policies. 8: MeshConfig carries `extensionProviders`.
+pub const FORMAT_VERSION: u8 = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {

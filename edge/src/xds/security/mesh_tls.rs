@@ -29,7 +29,12 @@ pub const TLS_TRANSPORT_SOCKET: &str = "envoy.transport_sockets.tls";
 /// on them): HTTP/1.x, HTTP/2, and TCP.
 pub const ISTIO_HTTP11_ALPN: &str = "istio-http/1.1";
 pub const ISTIO_H2_ALPN: &str = "istio-h2";
-pub const ISTIO_TCP_ALPNS: [&str; 2] = ["istio-peer-exchange", "istio"];
+/// TCP offers `istio` alone (istiod's `ALPNInMesh`, what it sends with the metadata
+/// exchange off), never `istio-peer-exchange`: that ALPN promises Istio's metadata
+/// exchange, which an istio-proxy server answers by writing its exchange header into the
+/// connection, and a Shoal sidecar (upstream Envoy, no `istio.metadata_exchange` filter)
+/// would hand those bytes to its app. Istio's inbound TCP chains match `istio` too.
+pub const ISTIO_TCP_ALPNS: [&str; 1] = ["istio"];
 /// What an inbound mTLS HTTP chain matches (istio-http/1.0 too, as Istio's).
 pub const ISTIO_HTTP_ALPNS: [&str; 3] = ["istio-http/1.0", "istio-http/1.1", "istio-h2"];
 

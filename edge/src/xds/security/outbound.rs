@@ -144,7 +144,7 @@ pub fn cluster_transport(
 
 /// Istio's auto mTLS applies to a mesh-internal service unless its namespace (or the
 /// mesh) DISABLEs mTLS, from a client that has a certificate.
-fn auto_mtls(service: &Service, mesh: MeshSecurity<'_>) -> bool {
+pub fn auto_mtls(service: &Service, mesh: MeshSecurity<'_>) -> bool {
     mesh.client_identity
         && mesh.mesh.auto_mtls()
         && !service.mesh_external

@@ -63,12 +63,6 @@ pub fn fails_closed(ap: &security::AuthorizationPolicy, warnings: &mut Vec<Strin
     } else {
         "they are ignored, so the rules deny more (fail closed)"
     };
-    if action == "CUSTOM" {
-        warnings.push(format!(
-            "spec.provider: CUSTOM ext_authz providers are not supported by Shoal: the policy's rules deny (fail closed, as Istio for a provider it cannot use); provider {:?}",
-            ap.provider.as_ref().map(|p| p.name.as_str()).unwrap_or("")
-        ));
-    }
     if ap.target_ref.is_some() || !ap.target_refs.is_empty() {
         warnings.push(
             "spec.targetRef(s): Shoal does not serve Gateway API gateways or waypoints: the policy applies to no proxy".into(),

@@ -15,10 +15,13 @@
 //!   (CUSTOM, DENY, ALLOW, AUDIT: the order Envoy evaluates them in).
 //! - [`SecurityPolicies::request_authentication`] lists the RequestAuthentications.
 
+pub mod ext_authz;
+
 use crate::config::security::{
     AuthorizationPolicy, PeerAuthentication, PolicySelector, RequestAuthentication,
 };
 use crate::model::{NamedConfig, NamespaceConfig};
+use ext_authz::{ExtAuthzProvider, ExtAuthzProviders};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -69,6 +72,9 @@ pub struct Authorization {
     pub deny: Vec<Arc<NamedConfig<AuthorizationPolicy>>>,
     pub allow: Vec<Arc<NamedConfig<AuthorizationPolicy>>>,
     pub audit: Vec<Arc<NamedConfig<AuthorizationPolicy>>>,
+    /// The provider the CUSTOM policies name, or why they cannot use one (then they
+    /// fail closed); `None` without CUSTOM policies.
+    pub ext_authz: Option<Result<Arc<ExtAuthzProvider>, String>>,
 }
 
 impl Authorization {
@@ -122,6 +128,7 @@ pub struct SecurityPolicies {
     peer_authentications: ByNamespace<PeerAuthentication>,
     authorization_policies: ByNamespace<AuthorizationPolicy>,
     request_authentications: ByNamespace<RequestAuthentication>,
+    ext_authz: ExtAuthzProviders,
 }
 
 fn index<T: Clone>(
@@ -146,11 +153,18 @@ impl SecurityPolicies {
         namespaces: &BTreeMap<String, Arc<NamespaceConfig>>,
     ) -> Self {
         SecurityPolicies {
+            ext_authz: ExtAuthzProviders::new(),
             root_namespace: root_namespace.to_string(),
             peer_authentications: index(namespaces, |ns| &ns.peer_authentications),
             authorization_policies: index(namespaces, |ns| &ns.authorization_policies),
             request_authentications: index(namespaces, |ns| &ns.request_authentications),
         }
+    }
+
+    /// With the mesh config's ext_authz providers, which CUSTOM policies name.
+    pub fn with_ext_authz(mut self, providers: ExtAuthzProviders) -> Self {
+        self.ext_authz = providers;
+        self
     }
 
     /// Whether any policy of any kind exists (a mesh without one generates as before).
@@ -245,7 +259,43 @@ impl SecurityPolicies {
         ] {
             list.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         }
+        if !out.custom.is_empty() {
+            out.ext_authz = Some(self.provider_of(&out.custom));
+        }
         out
+    }
+
+    /// The one provider that a workload's CUSTOM policies name (Istio allows one per
+    /// workload), resolved.
+    fn provider_of(
+        &self,
+        custom: &[Arc<NamedConfig<AuthorizationPolicy>>],
+    ) -> Result<Arc<ExtAuthzProvider>, String> {
+        let mut names: Vec<&str> = custom
+            .iter()
+            .map(|p| p.spec.provider.as_ref().map_or("", |p| p.name.as_str()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let [name] = names[..] else {
+            return Err(format!(
+                "CUSTOM policies name {} providers ({}): one per workload",
+                names.len(),
+                names.join(", ")
+            ));
+        };
+        match self.ext_authz.get(name) {
+            Some(Ok(p)) => Ok(p.clone()),
+            Some(Err(why)) => Err(why.clone()),
+            None => Err(format!(
+                "provider {name:?} is not in the mesh config's extensionProviders (defined: {})",
+                self.ext_authz
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
     }
 
     /// The RequestAuthentications that apply to a workload, in (namespace, name) order.

@@ -1,7 +1,8 @@
 //! CDS for proxyless gRPC clients: the clusters they name (`outbound|<port>|<subset>|<host>`,
 //! as their routes reference them), EDS over ADS, with the parts of the DestinationRule
 //! policy gRPC implements: the load balancer (round robin, least request, ring hash) and
-//! the request limit (gRFC A32), as Istio's `grpcgen` gives them.
+//! the request limit (gRFC A32), as Istio's `grpcgen` gives them; and the mesh's mTLS
+//! where the client can speak it ([`super::security::client`]).
 
 use super::super::super::XdsResource;
 use super::super::super::cache::{TypeCache, TypeStats};
@@ -9,14 +10,17 @@ use super::super::super::util::{ads_config_source, resource, u32_value};
 use super::super::GeneratorConfig;
 use super::super::table::{Request, ResourceGenerator};
 use super::names::ClusterKey;
+use super::security::client::{self, Client, ClientTransport, ClusterTarget};
+use super::security::xds_credentials;
 use super::{NamesKey, Resources, names_key, warn_all};
+use crate::xds::endpoints::EndpointFilter;
 use envoy_types::pb::envoy::config::cluster::v3::{
     CircuitBreakers, Cluster, circuit_breakers::Thresholds, cluster,
 };
 use envoy_types::pb::google::protobuf::UInt64Value;
-use shoal_proto::model::Resolution;
-use shoal_proto::push_context::SidecarScope;
+use shoal_proto::model::{Resolution, ServiceEndpoints, ServiceKey};
 use shoal_proto::push_context::policy::{self, Policy};
+use shoal_proto::push_context::{PushContext, SidecarScope};
 use std::sync::Arc;
 
 /// Istio's default ring size for consistent hashing.
@@ -24,8 +28,17 @@ const DEFAULT_RING_SIZE: u64 = 1024;
 /// The largest ring gRPC accepts (it rejects the cluster above it).
 const MAX_RING_SIZE: u64 = 8 * 1024 * 1024;
 
+/// The clusters of one answer, and the endpoint chunks their transports were chosen
+/// from (auto mTLS and SANs read the endpoints): current while those are.
+#[derive(Clone)]
+struct Answer {
+    resources: Resources,
+    watched: Arc<Vec<(ServiceKey, Option<Arc<ServiceEndpoints>>)>>,
+}
+
 pub(super) struct GrpcClusters {
-    cache: TypeCache<NamesKey, Resources>,
+    /// Keyed also by whether the client has xDS credentials.
+    cache: TypeCache<(NamesKey, bool), Answer>,
 }
 
 impl GrpcClusters {
@@ -42,24 +55,51 @@ impl ResourceGenerator for GrpcClusters {
         if names.is_empty() {
             return Vec::new();
         }
-        let scope = req.scope;
-        let all = self.cache.get_or_build(
-            names_key(scope, names),
-            |_| true,
+        let (scope, push) = (req.scope, req.push);
+        let client = Client {
+            id: &req.proxy.id,
+            xds_credentials: xds_credentials(req.proxy),
+        };
+        let fresh = |a: &Answer| {
+            a.watched
+                .iter()
+                .all(|(key, chunk)| match (chunk, push.endpoints(key)) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                })
+        };
+        let answer = self.cache.get_or_build(
+            (names_key(scope, names), client.xds_credentials),
+            fresh,
             || {
                 let mut warnings = Vec::new();
+                let mut watched = Vec::new();
                 let built = names
                     .iter()
                     .filter_map(|name| {
-                        let c = build(scope, name, &mut warnings)?;
+                        let c = build(scope, push, client, name, &mut watched, &mut warnings)?;
                         Some(resource(name.clone(), &c))
                     })
                     .collect();
                 warn_all(&warnings);
-                Arc::new(built)
+                watched.sort();
+                watched.dedup();
+                Answer {
+                    resources: Arc::new(built),
+                    watched: Arc::new(
+                        watched
+                            .into_iter()
+                            .map(|k| {
+                                let chunk = push.endpoints(&k).cloned();
+                                (k, chunk)
+                            })
+                            .collect(),
+                    ),
+                }
             },
         );
-        all.to_vec()
+        answer.resources.to_vec()
     }
 
     fn stats(&self) -> TypeStats {
@@ -67,10 +107,15 @@ impl ResourceGenerator for GrpcClusters {
     }
 }
 
-/// The cluster `name` asks for, if it is a port (and subset) of a service of the scope.
-pub(super) fn build(
+/// The cluster `name` asks for, if it is a port (and subset) of a service of the scope
+/// (and its transport one `client` can use); `watched` gets the services whose
+/// endpoints it was chosen from.
+fn build(
     scope: &SidecarScope,
+    push: &PushContext,
+    client: Client<'_>,
     name: &str,
+    watched: &mut Vec<ServiceKey>,
     warnings: &mut Vec<String>,
 ) -> Option<Cluster> {
     let Some(key) = ClusterKey::parse(name) else {
@@ -122,6 +167,22 @@ pub(super) fn build(
     });
     apply_load_balancer(&mut c, policy, &owner, warnings);
     apply_request_limit(&mut c, policy);
+    let filter = EndpointFilter {
+        port: port.port,
+        labels: subset.map(|s| s.labels.clone()),
+    };
+    let target = ClusterTarget {
+        name,
+        service: svc,
+        filter: &filter,
+        tls: policy.tls,
+        owner: &owner,
+    };
+    match client::transport(target, client, push, watched, warnings) {
+        ClientTransport::Plaintext => {}
+        ClientTransport::MutualTls(socket) => c.transport_socket = Some(socket),
+        ClientTransport::Refused => return None,
+    }
     Some(c)
 }
 

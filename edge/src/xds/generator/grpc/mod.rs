@@ -9,7 +9,13 @@
 //!          one virtual host: the VirtualService routes, as gRPC takes them
 //!   CDS  "outbound|9080|v1|reviews.shop.svc.cluster.local" (EDS over ADS)  clusters.rs
 //!   EDS  the sidecars' assignments, for the same cluster names             (sidecar row)
+//!
+//!  xds.NewGRPCServer / grpc.server(xds=True) on <ip>:<port>
+//!   LDS  "xds.istio.io/grpc/lds/inbound/<ip>:<port>"  one chain, inline route  servers.rs
 //! ```
+//!
+//! Security (mTLS by certificate providers, PeerAuthentication on servers,
+//! AuthorizationPolicy as RBAC) is [`security`]'s, behind the sidecar's hooks.
 //!
 //! Each type is cached per (scope, generation, the names asked): the clients of one
 //! workload ask for the same targets, so they share the encoded resources.
@@ -18,6 +24,8 @@ mod clusters;
 mod listeners;
 mod names;
 mod routes;
+mod security;
+mod servers;
 
 use super::super::XdsResource;
 use super::GeneratorConfig;

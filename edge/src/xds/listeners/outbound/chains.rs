@@ -6,10 +6,11 @@ use crate::xds::util::{WILDCARD_IP, ads_config_source, any, cluster_name, u32_va
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
 use envoy_types::pb::envoy::config::listener::v3::{Filter, FilterChain, FilterChainMatch, filter};
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, Rds, http_connection_manager,
+    HttpConnectionManager, HttpFilter, Rds, http_connection_manager,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
 use envoy_types::pb::google::protobuf::BoolValue;
+use prost::Message;
 use shoal_proto::config::istio::{Destination, RouteDestination};
 use shoal_proto::model::Service;
 use shoal_proto::push_context::SidecarScope;
@@ -21,6 +22,24 @@ pub fn http_chain(port: u32, filter_chain_match: Option<FilterChainMatch>) -> Fi
         filter_chain_match,
         ..rds_http_chain(port, port.to_string(), false)
     }
+}
+
+/// [`http_chain`], with `first` before the connection manager's usual filters.
+pub fn http_chain_with(
+    port: u32,
+    filter_chain_match: Option<FilterChainMatch>,
+    first: Vec<HttpFilter>,
+) -> FilterChain {
+    let mut chain = http_chain(port, filter_chain_match);
+    for f in &mut chain.filters {
+        if let Some(filter::ConfigType::TypedConfig(cfg)) = &mut f.config_type
+            && let Ok(mut hcm) = HttpConnectionManager::decode(cfg.value.as_slice())
+        {
+            hcm.http_filters.splice(0..0, first.iter().cloned());
+            *cfg = any(&hcm);
+        }
+    }
+    chain
 }
 
 /// An HTTP connection manager on `port` taking its routes from RDS `route_name`, with

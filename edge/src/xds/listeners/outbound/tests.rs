@@ -14,6 +14,7 @@ use super::super::super::types::{LISTENER, ROUTE};
 use super::*;
 use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, route, route_action};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_filter;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{TcpProxy, tcp_proxy};
 use shoal_proto::config::istio::{
     Destination, OutboundTrafficPolicy, PortSelector, RouteDestination, Sidecar,
@@ -304,6 +305,24 @@ fn unnamed_ports_are_sniffed() {
         assert_eq!(m.transport_protocol, "raw_buffer");
         let port = name.rsplit('_').next().unwrap();
         assert_eq!(action(http), format!("rds:{port}"));
+        // Its requests announce HTTP on the mesh's mTLS (their clusters offer TCP's ALPN).
+        let Some(filter::ConfigType::TypedConfig(any)) = &http.filters[0].config_type else {
+            panic!("untyped filter")
+        };
+        let hcm: envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpConnectionManager = unpack(any);
+        assert_eq!(
+            hcm.http_filters[0].name,
+            "envoy.filters.http.set_filter_state"
+        );
+        let Some(http_filter::ConfigType::TypedConfig(state)) = &hcm.http_filters[0].config_type
+        else {
+            panic!("untyped filter")
+        };
+        let state = String::from_utf8_lossy(&state.value).to_string();
+        assert!(
+            state.contains("envoy.network.application_protocols")
+                && state.contains("istio-http/1.1")
+        );
         // Plaintext too: Envoy never backtracks from the transport protocol it picked.
         let m = tcp.filter_chain_match.as_ref().unwrap();
         assert_eq!(m.transport_protocol, "raw_buffer");

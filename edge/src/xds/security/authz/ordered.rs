@@ -25,11 +25,16 @@ pub struct PolicyEntry {
     pub value: Option<Policy>,
 }
 
-/// `envoy.extensions.filters.http.rbac.v3.RBAC`: `rules` (1), `rules_stat_prefix` (6).
+/// `envoy.extensions.filters.http.rbac.v3.RBAC`: `rules` (1), `shadow_rules` (2),
+/// `shadow_rules_stat_prefix` (3), `rules_stat_prefix` (6).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct HttpRbac {
     #[prost(message, optional, tag = "1")]
     pub rules: Option<OrderedRbac>,
+    #[prost(message, optional, tag = "2")]
+    pub shadow_rules: Option<OrderedRbac>,
+    #[prost(string, tag = "3")]
+    pub shadow_rules_stat_prefix: String,
     #[prost(string, tag = "6")]
     pub rules_stat_prefix: String,
 }
@@ -47,13 +52,18 @@ impl prost::Name for HttpRbac {
     }
 }
 
-/// `envoy.extensions.filters.network.rbac.v3.RBAC`: `rules` (1), `stat_prefix` (3).
+/// `envoy.extensions.filters.network.rbac.v3.RBAC`: `rules` (1), `shadow_rules` (2),
+/// `stat_prefix` (3), `shadow_rules_stat_prefix` (5).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct NetworkRbac {
     #[prost(message, optional, tag = "1")]
     pub rules: Option<OrderedRbac>,
+    #[prost(message, optional, tag = "2")]
+    pub shadow_rules: Option<OrderedRbac>,
     #[prost(string, tag = "3")]
     pub stat_prefix: String,
+    #[prost(string, tag = "5")]
+    pub shadow_rules_stat_prefix: String,
 }
 
 impl prost::Name for NetworkRbac {

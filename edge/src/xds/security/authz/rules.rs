@@ -306,7 +306,7 @@ fn combine(values: Vec<Side>, not_values: Vec<Side>) -> Option<Side> {
 }
 
 /// `*`, `prefix*`, `*suffix` or exact, as a string matcher.
-fn string_match(value: &str, ignore_case: bool) -> StringMatcher {
+pub(super) fn string_match(value: &str, ignore_case: bool) -> StringMatcher {
     use string_matcher::MatchPattern;
     let pattern = if value == "*" {
         MatchPattern::SafeRegex(RegexMatcher {

@@ -6,6 +6,7 @@ use prost::Message;
 use shoal_proto::config::security::{
     AuthorizationRule, Condition, Operation, RuleFrom, RuleTo, Source,
 };
+use shoal_proto::push_context::security::ext_authz::{ExtAuthzApi, HttpCheck};
 
 fn policy(
     name: &str,
@@ -222,6 +223,119 @@ fn a_when_on_request_headers_or_jwt_claims_drops_an_allow_rule_on_tcp_and_custom
         ..Default::default()
     };
     assert_eq!(http(&custom)[0].action, DENY);
+}
+
+fn provider(api: ExtAuthzApi) -> Arc<ExtAuthzProvider> {
+    Arc::new(ExtAuthzProvider {
+        name: "authz".into(),
+        hostname: "ext-authz.foo.svc.cluster.local".into(),
+        cluster: "outbound|8000||ext-authz.foo.svc.cluster.local".into(),
+        timeout: std::time::Duration::from_millis(500),
+        fail_open: false,
+        status_on_error: Some(503),
+        body: None,
+        api,
+    })
+}
+
+fn typed(f: &HttpFilter) -> &[u8] {
+    let Some(http_filter::ConfigType::TypedConfig(any)) = &f.config_type else {
+        panic!("untyped")
+    };
+    &any.value
+}
+
+#[test]
+fn custom_asks_its_provider_only_for_what_its_rules_match() {
+    use envoy_types::pb::envoy::extensions::filters::http::ext_authz::v3 as ext;
+    let http_provider = provider(ExtAuthzApi::Http(HttpCheck {
+        request_headers: vec!["x-ext-authz".into()],
+        upstream_on_allow: vec!["x-ext-authz-*".into()],
+        ..Default::default()
+    }));
+    let authz = Authorization {
+        custom: vec![policy("ext", "CUSTOM", vec![to_paths(&["/custom/*"])])],
+        deny: vec![policy("deny", "DENY", vec![to_paths(&["/admin"])])],
+        ext_authz: Some(Ok(http_provider)),
+        ..Default::default()
+    };
+    let filters = http_filters(&authz);
+    let names: Vec<&str> = filters.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "envoy.filters.http.rbac",
+            "envoy.filters.http.ext_authz",
+            "envoy.filters.http.rbac"
+        ]
+    );
+    let shadow = HttpRbac::decode(typed(&filters[0])).unwrap();
+    assert!(shadow.rules.is_none(), "the shadow RBAC never denies");
+    assert_eq!(shadow.shadow_rules_stat_prefix, "istio_ext_authz_");
+    let keys: Vec<_> = (shadow.shadow_rules.unwrap().policies.into_iter())
+        .map(|p| p.key)
+        .collect();
+    assert_eq!(keys, ["istio-ext-authz-ns[beta]-policy[ext]-rule[0]"]);
+    let ext_authz = ext::ExtAuthz::decode(typed(&filters[1])).unwrap();
+    let enabled = ext_authz.filter_enabled_metadata.unwrap();
+    assert_eq!(enabled.filter, "envoy.filters.http.rbac");
+    assert!(format!("{:?}", enabled.path).contains("istio_ext_authz_shadow_effective_policy_id"));
+    let Some(ext::ext_authz::Services::HttpService(service)) = ext_authz.services else {
+        panic!("an HTTP service")
+    };
+    let uri = service.server_uri.unwrap();
+    assert_eq!(uri.uri, "http://ext-authz.foo.svc.cluster.local");
+    assert_eq!(ext_authz.status_on_error.unwrap().code, 503);
+    assert_eq!(ext_authz.allowed_headers.unwrap().patterns.len(), 1);
+    // The DENY policy is unchanged, and an HTTP provider does not check TCP.
+    assert_eq!(
+        HttpRbac::decode(typed(&filters[2]))
+            .unwrap()
+            .rules
+            .unwrap()
+            .action,
+        DENY
+    );
+    let tcp_names: Vec<_> = network_filters(&authz)
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(tcp_names, ["envoy.filters.network.rbac"]);
+    // A gRPC provider checks TCP too.
+    let grpc = Authorization {
+        ext_authz: Some(Ok(provider(ExtAuthzApi::Grpc))),
+        ..authz.clone()
+    };
+    let tcp_names: Vec<_> = network_filters(&grpc).into_iter().map(|f| f.name).collect();
+    assert_eq!(
+        tcp_names,
+        [
+            "envoy.filters.network.rbac",
+            "envoy.filters.network.ext_authz",
+            "envoy.filters.network.rbac"
+        ]
+    );
+}
+
+#[test]
+fn custom_with_an_unusable_provider_denies_what_its_rules_match() {
+    let authz = Authorization {
+        custom: vec![policy("ext", "CUSTOM", vec![to_paths(&["/custom/*"])])],
+        deny: vec![policy("deny", "DENY", vec![to_paths(&["/admin"])])],
+        ext_authz: Some(Err("provider \"x\" is not in the mesh config".into())),
+        ..Default::default()
+    };
+    let rules = http(&authz);
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].action, DENY);
+    let keys: Vec<_> = rules[0].policies.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "ns[beta]-policy[deny]-rule[0]",
+            "ns[beta]-policy[ext]-rule[0]-deny-due-to-bad-CUSTOM-action"
+        ]
+    );
 }
 
 #[test]

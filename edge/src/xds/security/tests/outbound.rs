@@ -69,7 +69,8 @@ fn auto_mtls_sends_the_mesh_mtls_to_sidecars_and_plaintext_to_the_rest() {
         disabled.transport_socket.as_ref().unwrap().name,
         "envoy.transport_sockets.raw_buffer"
     );
-    // TCP speaks Istio's TCP ALPNs; a mesh-external service gets no mTLS.
+    // TCP speaks Istio's TCP ALPN (see the next test); a mesh-external service gets no
+    // mTLS.
     let db = find(&cs, DB);
     let db_tls = upstream(
         db.transport_socket_matches[0]
@@ -77,12 +78,34 @@ fn auto_mtls_sends_the_mesh_mtls_to_sidecars_and_plaintext_to_the_rest() {
             .as_ref()
             .unwrap(),
     );
-    assert_eq!(
-        db_tls.common_tls_context.unwrap().alpn_protocols,
-        ["istio-peer-exchange", "istio"]
-    );
+    assert_eq!(db_tls.common_tls_context.unwrap().alpn_protocols, ["istio"]);
     let api = find(&cs, API);
     assert!(api.transport_socket_matches.is_empty() && api.transport_socket.is_none());
+}
+
+/// A TCP cluster must not offer `istio-peer-exchange`: an istiod-served server (an
+/// istio-proxy, whose inbound TCP chains offer it back) would then start Istio's metadata
+/// exchange and write its header into the stream, which a Shoal sidecar cannot read and
+/// would pass to its app. `istio` alone still matches istiod's inbound mTLS chains.
+#[test]
+fn tcp_mesh_mtls_offers_no_metadata_exchange_alpn() {
+    let cs = clusters(
+        &meshed("shop", "10.1.0.5", InterceptionMode::Redirect),
+        &mesh(),
+    );
+    let db = find(&cs, DB);
+    let tls = upstream(
+        db.transport_socket_matches[0]
+            .transport_socket
+            .as_ref()
+            .unwrap(),
+    );
+    let alpns = tls.common_tls_context.unwrap().alpn_protocols;
+    assert!(
+        !alpns.iter().any(|a| a == "istio-peer-exchange"),
+        "{alpns:?}"
+    );
+    assert!(alpns.iter().any(|a| a == "istio"), "{alpns:?}");
 }
 
 #[test]
