@@ -164,6 +164,41 @@ pub struct PushArgs {
     /// Delta); a request that would exceed it closes the stream with RESOURCE_EXHAUSTED.
     #[arg(long, env = "SHOAL_XDS_MAX_NAMES_PER_STREAM", default_value_t = crate::ads::DEFAULT_MAX_NAMES)]
     pub max_names_per_stream: usize,
+    #[command(flatten)]
+    pub jwks: JwksArgs,
+}
+
+/// How the edge fetches RequestAuthentications' `jwksUri`s (`crate::jwks`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct JwksArgs {
+    /// Fetched keys are refetched this often (Istio's 20 minutes).
+    #[arg(long, env = "SHOAL_JWKS_REFRESH_INTERVAL", default_value = "20m", value_parser = duration)]
+    pub jwks_refresh_interval: Duration,
+    /// A failed JWKS fetch is retried after this (the last good keys serve meanwhile).
+    #[arg(long, env = "SHOAL_JWKS_RETRY_INTERVAL", default_value = "1m", value_parser = duration)]
+    pub jwks_retry_interval: Duration,
+    /// Timeout of one JWKS fetch, unless the rule's `timeout` says otherwise.
+    #[arg(long, env = "SHOAL_JWKS_FETCH_TIMEOUT", default_value = "5s", value_parser = duration)]
+    pub jwks_fetch_timeout: Duration,
+    /// The largest JWKS document read, in bytes.
+    #[arg(long, env = "SHOAL_JWKS_MAX_BYTES", default_value_t = shoal_proto::security::authn::jwt::MAX_JWKS_BYTES)]
+    pub jwks_max_bytes: usize,
+    /// The most distinct jwksUris fetched; the rules naming others refuse every token.
+    #[arg(long, env = "SHOAL_JWKS_MAX_URIS", default_value_t = 256)]
+    pub jwks_max_uris: usize,
+}
+
+impl JwksArgs {
+    pub fn config(&self) -> crate::jwks::JwksFetchConfig {
+        crate::jwks::JwksFetchConfig {
+            refresh_interval: self.jwks_refresh_interval,
+            retry_interval: self.jwks_retry_interval,
+            timeout: self.jwks_fetch_timeout,
+            max_bytes: self.jwks_max_bytes,
+            max_uris: self.jwks_max_uris,
+            ..Default::default()
+        }
+    }
 }
 
 impl PushArgs {
@@ -198,6 +233,10 @@ mod tests {
         assert_eq!(
             args.listen.edge_identity().to_string(),
             "spiffe://cluster.local/ns/istio-system/sa/shoal-edge"
+        );
+        assert_eq!(
+            args.push.jwks.config(),
+            crate::jwks::JwksFetchConfig::default()
         );
         let mut xds = crate::ads::XdsConfig::default();
         args.push.apply(&mut xds);

@@ -3,13 +3,15 @@
 //! and by the all-in-one `shoal` (in-process twins).
 
 use crate::ads::{XdsConfig, XdsServer};
+use crate::jwks::{JwksFetchConfig, JwksRefresher};
 use crate::membership::{self, MembershipConfig, Ring};
 use crate::placement;
 use crate::rebalance::{self, RebalanceConfig};
 use crate::snapshot::{PullerConfig, SnapshotPuller};
 use crate::tls::TlsMaterial;
 use crate::tls::incoming::HandshakeLimits;
-use crate::xds::Generator;
+use crate::xds::security::jwt::keys::JwksStore;
+use crate::xds::{Generator, GeneratorConfig};
 use prometheus_client::registry::Registry;
 use shoal_infra::runtime::DrainWatch;
 use shoal_proto::security::Authenticator;
@@ -36,6 +38,8 @@ pub struct EdgeConfig {
     /// Proxies are owned by ring: a stream that reaches a non-owner is relayed to its
     /// owner. Off: every edge serves whoever reaches it.
     pub own_by_ring: bool,
+    /// How RequestAuthentications' `jwksUri`s are fetched.
+    pub jwks: JwksFetchConfig,
 }
 
 /// How this edge hands proxies to other edges.
@@ -71,6 +75,7 @@ impl Default for EdgeConfig {
             update_capacity: 64,
             handoff: HandoffConfig::default(),
             own_by_ring: true,
+            jwks: JwksFetchConfig::default(),
         }
     }
 }
@@ -101,6 +106,7 @@ pub struct Edge {
     membership: Arc<dyn Membership>,
     ring_tx: watch::Sender<Arc<Ring>>,
     synced: Arc<AtomicBool>,
+    jwks: JwksRefresher,
 }
 
 impl Edge {
@@ -118,9 +124,11 @@ impl Edge {
             config.update_capacity,
             registry,
         );
+        let keys = Arc::new(JwksStore::new());
+        let jwks = JwksRefresher::new(config.jwks.clone(), keys.clone(), snapshots.clone());
         let xds = XdsServer::new(
             config.xds.clone(),
-            Arc::new(Generator::new()),
+            Arc::new(Generator::with_jwks(GeneratorConfig::default(), keys)),
             snapshots,
             registry,
         );
@@ -136,6 +144,7 @@ impl Edge {
             updates,
             membership,
             ring_tx,
+            jwks,
         }
     }
 
@@ -339,6 +348,14 @@ impl BoundEdge {
             )
             .instrument(info_span!("membership")),
         );
+        // Fetched keys that change are pushed as a change of the RequestAuthentications
+        // naming them.
+        let jwks = tokio::spawn({
+            let xds = edge.xds.clone();
+            edge.jwks
+                .run(move |changes| xds.push_changes(changes), shutdown())
+                .instrument(info_span!("jwks_refresher"))
+        });
         let xds = edge.xds.clone();
         // Drain: the membership task leaves the ring at once; the dispatcher keeps pushing
         // while every proxy is handed off at a pace, and only then closes what is left.
@@ -409,6 +426,7 @@ impl BoundEdge {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), membership).await;
         puller.abort();
         rebalance.abort();
+        jwks.abort();
         result
     }
 }

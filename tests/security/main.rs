@@ -2,9 +2,9 @@
 //! CA and their xDS over the authenticated port (15012) through an **agent stand-in**
 //! (`agent-stand-in`, standing in for Istio's pilot-agent), refusals carry the right
 //! gRPC status, a gateway's credential goes to its own router only, a CA rotation
-//! reaches the workloads without a failed request, and sidecars talk the mesh's mTLS
-//! as PeerAuthentication says; a namespace moves from an istiod stand-in to Shoal and
-//! back while requests flow.
+//! reaches the workloads without a failed request, sidecars talk the mesh's mTLS
+//! as PeerAuthentication says, RequestAuthentication's JWTs are validated; a namespace
+//! moves from an istiod stand-in to Shoal and back while requests flow.
 //!
 //! Run `cargo build --workspace --bins` first (for `shoal` and `agent-stand-in`); Envoy
 //! comes from `.venv/bin/envoy` or `SHOAL_ENVOY`.
@@ -23,6 +23,7 @@ mod eastwest;
 mod ext_authz;
 mod gateway;
 mod istiod;
+mod jwt;
 mod kubernetes;
 mod mesh;
 mod migration;

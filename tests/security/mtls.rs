@@ -98,6 +98,11 @@ pub struct Pair {
 
 impl Pair {
     pub async fn start() -> Pair {
+        Self::start_with("DELTA_GRPC").await
+    }
+
+    /// With b's Envoy on `b_api_type` (`GRPC`: SotW, `DELTA_GRPC`: Delta).
+    pub async fn start_with(b_api_type: &'static str) -> Pair {
         let b_app = backend::start("b", "127.0.0.1").await;
         let (svc_port, b_in) = (free_port(), free_port());
         let sidecar = format!(
@@ -152,7 +157,7 @@ spec:
                 pod: "b-0",
                 service_account: "b",
                 labels: &labels_b,
-                api_type: "DELTA_GRPC",
+                api_type: b_api_type,
             },
             &agent_b,
         );

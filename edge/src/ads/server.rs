@@ -8,11 +8,12 @@ use super::shared::Shared;
 pub use super::transport::AdsService;
 use crate::membership::Ring;
 use crate::placement::Pacer;
-use crate::push_queue::PushQueue;
+use crate::push_queue::{PushEvent, PushQueue};
 use crate::snapshot::SnapshotUpdate;
 use crate::tls::TlsMaterial;
 use crate::tls::client::RelayConnector;
 use crate::xds::Generator;
+use shoal_proto::change::ChangeSet;
 use shoal_proto::push_context::PushContext;
 use shoal_proto::security::Authenticator;
 use shoal_proto::security::authn::Anonymous;
@@ -104,6 +105,16 @@ impl XdsServer {
             .run_dispatcher(updates, shutdown)
             .instrument(tracing::info_span!("xds_dispatcher"))
             .await
+    }
+
+    /// Pushes the latest snapshot again, as `changes`, to the streams they concern: for
+    /// what generation reads beside the snapshot (the JWKS the edge fetches).
+    pub fn push_changes(&self, changes: ChangeSet) {
+        let push = self.shared.latest();
+        self.shared.dispatch(PushEvent {
+            push,
+            changes: Arc::new(changes),
+        });
     }
 
     /// `/debug/syncz`: per connected proxy, its identity and per-type sync state.

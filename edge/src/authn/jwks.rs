@@ -277,28 +277,35 @@ impl JwksAuthenticator {
 
     /// GETs `url`, refusing a body over [`MAX_JWKS_BYTES`].
     async fn get(&self, url: &str) -> Result<Vec<u8>, String> {
-        let mut response = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?
-        {
-            if body.len() + chunk.len() > MAX_JWKS_BYTES {
-                return Err(format!(
-                    "GET {url}: the body is over {MAX_JWKS_BYTES} bytes"
-                ));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
+        get_bounded(&self.http, url, MAX_JWKS_BYTES).await
     }
+}
+
+/// GETs `url` (a success status), refusing a body over `max_bytes` as it streams in.
+/// Also how the edge fetches RequestAuthentications' `jwksUri`s (`crate::jwks`).
+pub(crate) async fn get_bounded(
+    http: &reqwest::Client,
+    url: &str,
+    max_bytes: usize,
+) -> Result<Vec<u8>, String> {
+    let mut response = http
+        .get(url)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))?
+    {
+        if body.len() + chunk.len() > max_bytes {
+            return Err(format!("GET {url}: the body is over {max_bytes} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 async fn file_stamp(path: &std::path::Path) -> Option<(SystemTime, u64)> {

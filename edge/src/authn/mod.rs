@@ -13,6 +13,7 @@
 mod jwks;
 mod token_review;
 
+pub(crate) use jwks::get_bounded;
 pub use jwks::{JwksAuthenticator, JwksConfig, JwksConfigError, JwksSource};
 pub use token_review::{TokenReviewAuthenticator, TokenReviewConfig};
 

@@ -346,14 +346,17 @@ fn envoy_accepts_generated_config() {
     assert!(log.contains("web.other"), "{log}");
 }
 
-/// `base` with, in `app`, STRICT mTLS and AuthorizationPolicies using every field, the
-/// CUSTOM one naming `provider` (the mesh config defines `http-authz` and `grpc-authz`).
+/// `base` with, in `app`, STRICT mTLS, AuthorizationPolicies using every field, the
+/// CUSTOM one naming `provider` (the mesh config defines `http-authz` and `grpc-authz`),
+/// and a RequestAuthentication using every field (inline keys, and a `jwksUri` never
+/// fetched).
 fn policed(base: &PushContext, provider: &str) -> PushContext {
     use shoal_proto::config::extension_provider::{ExtAuthzGrpc, ExtAuthzHttp, ExtensionProvider};
     use shoal_proto::config::mesh::MeshConfig;
     use shoal_proto::config::security::{
-        AuthorizationPolicy, AuthorizationRule, Condition, Operation, PeerAuthentication,
-        PeerMutualTls, RuleFrom, RuleTo, Source,
+        AuthorizationPolicy, AuthorizationRule, ClaimToHeader, Condition, JwtHeader, JwtRule,
+        Operation, PeerAuthentication, PeerMutualTls, RequestAuthentication, RuleFrom, RuleTo,
+        Source,
     };
     use shoal_proto::model::NamedConfig;
     let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -373,7 +376,8 @@ fn policed(base: &PushContext, provider: &str) -> PushContext {
                 service_accounts: strings(&["a/web"]),
                 ip_blocks: strings(&["10.0.0.0/8", "192.168.1.1"]),
                 not_remote_ip_blocks: strings(&["1.2.3.4"]),
-                request_principals: strings(&["issuer/sub"]),
+                request_principals: strings(&["issuer/sub", "*", "https://i.example/*"]),
+                not_request_principals: strings(&["*/mallory"]),
                 ..Default::default()
             }),
         }],
@@ -401,6 +405,31 @@ fn policed(base: &PushContext, provider: &str) -> PushContext {
             Condition {
                 key: "connection.sni".into(),
                 values: strings(&["web.example.com"]),
+                ..Default::default()
+            },
+            Condition {
+                key: "request.auth.claims[groups]".into(),
+                values: strings(&["admin", "dev*"]),
+                not_values: strings(&["banned"]),
+            },
+            Condition {
+                key: "request.auth.claims[nested][role]".into(),
+                values: strings(&["owner"]),
+                ..Default::default()
+            },
+            Condition {
+                key: "request.auth.audiences".into(),
+                values: strings(&["web"]),
+                ..Default::default()
+            },
+            Condition {
+                key: "request.auth.presenter".into(),
+                values: strings(&["app"]),
+                ..Default::default()
+            },
+            Condition {
+                key: "request.auth.principal".into(),
+                values: strings(&["issuer/sub"]),
                 ..Default::default()
             },
         ],
@@ -465,6 +494,39 @@ fn policed(base: &PushContext, provider: &str) -> PushContext {
             ..Default::default()
         },
     ));
+    let jwks = r#"{"keys":[{"kty":"EC","crv":"P-256","alg":"ES256","kid":"k","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#;
+    app.request_authentications = vec![named(
+        "jwt",
+        RequestAuthentication {
+            jwt_rules: vec![
+                JwtRule {
+                    issuer: "https://i.example".into(),
+                    audiences: strings(&["web"]),
+                    jwks: jwks.into(),
+                    from_headers: vec![JwtHeader {
+                        name: "x-jwt".into(),
+                        prefix: "Bearer ".into(),
+                    }],
+                    from_params: strings(&["token"]),
+                    from_cookies: strings(&["session"]),
+                    output_payload_to_header: "x-payload".into(),
+                    forward_original_token: true,
+                    output_claim_to_headers: vec![ClaimToHeader {
+                        header: "x-sub".into(),
+                        claim: "sub".into(),
+                    }],
+                    space_delimited_claims: strings(&["roles"]),
+                    ..Default::default()
+                },
+                JwtRule {
+                    issuer: "https://unfetched.example".into(),
+                    jwks_uri: "https://unfetched.example/jwks".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        },
+    )];
     app.authorization_policies = vec![
         named("allow", policy("ALLOW")),
         named("deny", policy("DENY")),

@@ -10,6 +10,7 @@ mod warnings;
 use super::XdsResource;
 use super::cache::CacheStats;
 use super::clusters::ClusterDefaults;
+use super::security::jwt::keys::JwksStore;
 use crate::proxy::{Proxy, ProxyKind};
 use shoal_proto::push_context::PushContext;
 use std::sync::Arc;
@@ -46,6 +47,8 @@ impl Default for GeneratorConfig {
 /// Generates xDS resources, caching what is shared between proxies.
 pub struct Generator {
     table: GeneratorTable,
+    /// The keys of RequestAuthentications' `jwksUri`s, filled by the edge's refresher.
+    jwks: Arc<JwksStore>,
 }
 
 impl Default for Generator {
@@ -60,6 +63,11 @@ impl Generator {
     }
 
     pub fn with_config(config: GeneratorConfig) -> Self {
+        Self::with_jwks(config, Arc::default())
+    }
+
+    /// Generates with the keys in `jwks` (which `crate::jwks` keeps fetched).
+    pub fn with_jwks(config: GeneratorConfig, jwks: Arc<JwksStore>) -> Self {
         let mut table = GeneratorTable::default();
         // Every kind starts from the sidecar rows. Routers replace LDS and RDS, add
         // SDS, and add their SNI-DNAT clusters and endpoints to a sidecar's; proxyless
@@ -68,7 +76,12 @@ impl Generator {
         let sidecar_rows = sidecar::register(&mut table, &config, &ProxyKind::ALL);
         router::register(&mut table, &config, sidecar_rows);
         grpc::register(&mut table, &config);
-        Generator { table }
+        Generator { table, jwks }
+    }
+
+    /// The JWKS store generation reads.
+    pub fn jwks(&self) -> &Arc<JwksStore> {
+        &self.jwks
     }
 
     /// Hits, misses and sizes of the caches, for metrics, summed over proxy kinds.
@@ -98,6 +111,7 @@ impl Generator {
             proxy,
             push,
             scope: &scope,
+            jwks: &self.jwks,
         };
         Ok(generator.generate(&request, names))
     }

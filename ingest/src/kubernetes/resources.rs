@@ -112,8 +112,8 @@ pub const WATCHED: &[Watched] = &[
         "gateways",
         Scope::Namespaced,
     ),
-    // Security policies, read and validated; not enforced yet, so every object is
-    // reported as such (`shoal_proto::config::validate::security::not_enforced`).
+    // Security policies, read, validated and enforced (what of one Shoal cannot
+    // express fails closed and is warned about).
     kind(
         "security.istio.io",
         "v1",
@@ -231,7 +231,7 @@ mod tests {
     }
 
     #[test]
-    fn security_kinds_are_watched_as_config_and_request_authentication_reported() {
+    fn security_kinds_are_watched_as_config() {
         for kind in [
             "AuthorizationPolicy",
             "PeerAuthentication",
@@ -247,17 +247,7 @@ mod tests {
                 "apiVersion: security.istio.io/v1\nkind: {kind}\nmetadata: {{name: x, namespace: shop}}\nspec: {{}}\n"
             );
             let parsed = shoal_proto::config::parse::parse_documents("k", &doc);
-            if kind == "RequestAuthentication" {
-                assert!(
-                    matches!(parsed.as_slice(), [Err(e)]
-                        if e.reason.starts_with("unsupported by Shoal")
-                            && e.object == format!("{kind} shop/x")
-                            && e.rejected.is_some()),
-                    "{kind}: {parsed:?}"
-                );
-            } else {
-                assert!(matches!(parsed.as_slice(), [Ok(_)]), "{kind}: {parsed:?}");
-            }
+            assert!(matches!(parsed.as_slice(), [Ok(_)]), "{kind}: {parsed:?}");
         }
     }
 }

@@ -97,11 +97,11 @@ spec:
     }
 
     #[test]
-    fn unsupported_kinds_warn_and_an_ignored_request_authentication_is_an_error() {
+    fn unsupported_kinds_warn_and_a_request_authentication_is_accepted() {
         let yaml = "apiVersion: security.istio.io/v1
 kind: RequestAuthentication
 metadata: {name: jwt, namespace: shop}
-spec: {jwtRules: [{issuer: https://example.com}]}
+spec: {jwtRules: [{issuer: https://example.com, jwksUri: https://example.com/jwks}]}
 ---
 apiVersion: networking.istio.io/v1alpha3
 kind: EnvoyFilter
@@ -109,14 +109,9 @@ metadata: {name: ef, namespace: shop}
 spec: {}
 ";
         let got = findings(yaml);
-        assert_eq!(got.len(), 2, "{got:#?}");
+        assert_eq!(got.len(), 1, "{got:#?}");
         assert!(
-            got[0].starts_with("SHL0001 Error RequestAuthentication shop/jwt: "),
-            "{got:#?}"
-        );
-        assert!(got[0].contains("JWTs are not validated"), "{got:#?}");
-        assert!(
-            got[1].starts_with("SHL0001 Warning EnvoyFilter shop/ef: "),
+            got[0].starts_with("SHL0001 Warning EnvoyFilter shop/ef: "),
             "{got:#?}"
         );
     }
@@ -147,7 +142,7 @@ endpoints: []
     }
 
     #[test]
-    fn security_kinds_are_validated_and_request_authentication_reported_as_not_enforced() {
+    fn security_kinds_are_validated_and_request_authentication_enforced() {
         let yaml = "apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata: {name: broken, namespace: shop}
@@ -161,13 +156,12 @@ spec: {mtls: {mode: STRICT}}
 apiVersion: security.istio.io/v1
 kind: RequestAuthentication
 metadata: {name: jwt, namespace: shop}
-spec: {jwtRules: [{issuer: https://example.com}]}
+spec: {jwtRules: [{issuer: https://example.com, jwksUri: https://example.com/jwks}]}
 ";
         assert_eq!(
             findings(yaml),
             [
                 "IST0106 Error AuthorizationPolicy shop/broken: Schema validation error: spec.rules: DENY action without rules is meaningless as it will never be triggered; add an empty rule {} if you want it triggered for every request",
-                "SHL0001 Error RequestAuthentication shop/jwt: unsupported by Shoal, ignored: security.istio.io/v1 RequestAuthentication (JWTs are not validated)",
             ]
         );
     }

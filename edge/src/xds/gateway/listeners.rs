@@ -1,6 +1,7 @@
 //! LDS for routers: one listener per gateway port, bound on `0.0.0.0:<port>`, with the
-//! filter chains of its servers, guarded by the AuthorizationPolicies that select the
-//! router (but an `AUTO_PASSTHROUGH` port's, [`auto_passthrough`]).
+//! filter chains of its servers, guarded by the AuthorizationPolicies and
+//! RequestAuthentications that select the router (but an `AUTO_PASSTHROUGH` port's,
+//! [`auto_passthrough`]).
 
 use super::auto_passthrough;
 use super::secrets::has_certificate;
@@ -13,6 +14,7 @@ use envoy_types::pb::envoy::config::listener::v3::{
     FilterChain, FilterChainMatch, Listener, ListenerFilter, listener_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::HttpFilter;
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
 use envoy_types::pb::google::protobuf::BoolValue;
 use shoal_proto::config::istio::{RouteDestination, TcpRoute, TlsMatchAttributes};
@@ -32,6 +34,8 @@ pub struct RouterContext<'a> {
     pub namespace: &'a str,
     /// The AuthorizationPolicies that select the router.
     pub authorization: Authorization,
+    /// The `jwt_authn` filter of the RequestAuthentications that select the router.
+    pub request_authn: Option<HttpFilter>,
 }
 
 /// The router's listeners, sorted by name, and what was left out and why.
@@ -56,7 +60,7 @@ pub fn build(ctx: &RouterContext<'_>, merged: &MergedGateway) -> (Vec<Listener>,
             // The mTLS an AUTO_PASSTHROUGH port forwards is opaque to it: its destination
             // enforces the policies (Istio guards none of these chains either).
             if port.kind != PortKind::AutoPassthrough {
-                authz::guard_chains(&mut chains, &ctx.authorization);
+                authz::guard_chains(&mut chains, &ctx.authorization, ctx.request_authn.as_ref());
             }
             if chains.is_empty() {
                 warnings.push(format!(

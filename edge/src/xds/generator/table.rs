@@ -4,6 +4,7 @@
 
 use super::super::XdsResource;
 use super::super::cache::TypeStats;
+use super::super::security::jwt::keys::JwksStore;
 use super::super::types;
 use crate::proxy::{Proxy, ProxyKind};
 use shoal_proto::push_context::{PushContext, SidecarScope};
@@ -38,6 +39,8 @@ pub struct Request<'a> {
     pub proxy: &'a Proxy,
     pub push: &'a PushContext,
     pub scope: &'a SidecarScope,
+    /// The keys the edge fetched for RequestAuthentications' `jwksUri`s.
+    pub jwks: &'a JwksStore,
 }
 
 /// Generates one resource type for one kind of proxy, caching what proxies share.

@@ -1,13 +1,15 @@
 //! The inbound side of a sidecar: for each workload port, the transports its filter
 //! chains are reached by (Istio's PeerAuthentication: plaintext for DISABLE, mTLS for
 //! STRICT, both for PERMISSIVE, told apart by the TLS inspector), and the filters put in
-//! front of the router or TCP proxy (AuthorizationPolicy's RBAC, [`super::authz`];
-//! RequestAuthentication's `jwt_authn` is not built yet).
+//! front of the router or TCP proxy (RequestAuthentication's `jwt_authn`, [`super::jwt`],
+//! then AuthorizationPolicy's RBAC, [`super::authz`], which matches the payload it
+//! verified).
 //!
 //! A workload without the mesh's identity ([`super::mesh_identity`]: no agent serves it
 //! a certificate) cannot terminate mTLS: PERMISSIVE is plaintext for it,
 //! and STRICT still asks for mTLS alone, so it refuses plaintext rather than accept it.
 
+use super::jwt::keys::JwksStore;
 use super::{ProxyPolicies, mesh_tls};
 use crate::xds::util::{RAW_BUFFER, TLS_TRANSPORT};
 use envoy_types::pb::envoy::config::core::v3::TransportSocket;
@@ -61,10 +63,20 @@ pub struct InboundSecurity<'a> {
 }
 
 impl<'a> InboundSecurity<'a> {
+    /// Without fetched JWKS (a `jwksUri` gets keys that refuse every token).
     pub fn new(policies: &'a ProxyPolicies) -> Self {
+        Self::with_jwks(policies, &JwksStore::new())
+    }
+
+    /// With the keys fetched for `jwksUri`s in `jwks`.
+    pub fn with_jwks(policies: &'a ProxyPolicies, jwks: &JwksStore) -> Self {
+        let authn = super::jwt::http_filter(&policies.request_authentication, jwks);
         InboundSecurity {
             policies,
-            http: super::authz::http_filters(&policies.authorization),
+            http: authn
+                .into_iter()
+                .chain(super::authz::http_filters(&policies.authorization))
+                .collect(),
             network: super::authz::network_filters(&policies.authorization),
         }
     }
@@ -87,7 +99,7 @@ impl<'a> InboundSecurity<'a> {
     }
 
     /// HTTP filters that go before the router of port `port`'s connection managers:
-    /// the AuthorizationPolicies' RBAC (the same on every port).
+    /// `jwt_authn`, then the AuthorizationPolicies' RBAC (the same on every port).
     pub fn http_filters(&self, _port: Option<u32>) -> Vec<HttpFilter> {
         self.http.clone()
     }

@@ -12,11 +12,13 @@
 //!  clusters.rs ◄── outbound::cluster_transport(DestinationRule tls, …)
 //! ```
 //!
-//! PeerAuthentication, auto mTLS and AuthorizationPolicy are enforced;
-//! RequestAuthentication is indexed, not yet enforced (its objects are reported so).
+//! PeerAuthentication, auto mTLS, AuthorizationPolicy and RequestAuthentication
+//! ([`jwt`]: `jwt_authn` before the RBAC filters, keys of `jwksUri`s fetched by the
+//! edge) are enforced.
 
 pub mod authz;
 pub mod inbound;
+pub mod jwt;
 pub mod mesh_tls;
 pub mod outbound;
 
@@ -58,6 +60,8 @@ pub struct PolicyKey {
     peer: PeerAuthn,
     /// The applying policies, by (namespace, name), in action order.
     policies: Vec<(String, String)>,
+    /// The version of the fetched JWKS its RequestAuthentications use (0: none used).
+    jwks_version: u64,
 }
 
 impl ProxyPolicies {
@@ -81,7 +85,8 @@ impl ProxyPolicies {
         }
     }
 
-    pub fn key(&self) -> PolicyKey {
+    /// Its key, with the keys fetched for `jwksUri`s in `jwks`.
+    pub fn key(&self, jwks: &jwt::keys::JwksStore) -> PolicyKey {
         let a = &self.authorization;
         let named = a
             .custom
@@ -100,6 +105,7 @@ impl ProxyPolicies {
             mesh_identity: self.mesh_identity,
             peer: self.peer.clone(),
             policies: named,
+            jwks_version: jwt::keys_version(&self.request_authentication, jwks),
         }
     }
 }

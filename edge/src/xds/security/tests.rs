@@ -3,6 +3,7 @@
 //! the inbound chains.
 
 mod inbound;
+mod jwt;
 mod keys;
 mod outbound;
 

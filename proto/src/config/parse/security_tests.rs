@@ -1,21 +1,13 @@
 //! The `security.istio.io` kinds read from YAML (Istio's documented examples) and from
-//! the API server's JSON: the typed object as parsed (accepted, or, for a kind Shoal does
-//! not enforce yet, as the not-enforced report carries it).
+//! the API server's JSON: the typed object as parsed and accepted.
 
 use super::*;
 use crate::config::security::*;
 
-/// The object parsed from `text`, accepted or as the (not enforced) report carries it.
+/// The object parsed from `text`, accepted.
 fn read(text: &str) -> Config {
     match parse_documents("sec.yaml", text).as_slice() {
         [Ok(parsed)] => parsed.config.clone(),
-        [Err(e)] if e.reason.starts_with("unsupported by Shoal, ignored:") => e
-            .rejected
-            .as_ref()
-            .expect("the object as read")
-            .0
-            .as_ref()
-            .clone(),
         other => panic!("{other:?}"),
     }
 }

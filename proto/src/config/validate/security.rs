@@ -3,10 +3,11 @@
 //! `pkg/config/security` and the CRDs' schema rules): what Istio rejects is rejected with
 //! the field named; what it warns about is a warning.
 //!
-//! A valid object of a kind Shoal does not enforce yet (RequestAuthentication) is then
-//! still rejected by [`not_enforced`]: a policy that is read but not applied must be
-//! said, never silently served as if it held. Of the kinds it enforces, what Shoal cannot
-//! express fails closed and is warned about ([`fails_closed`]).
+//! A valid object of a kind Shoal does not enforce would then still be rejected by
+//! [`not_enforced`] (none is left: every `security.istio.io` kind is enforced): a policy
+//! that is read but not applied must be said, never silently served as if it held. Of
+//! the kinds it enforces, what Shoal cannot express fails closed and is warned about
+//! ([`fails_closed`]).
 
 mod attributes;
 mod authorization;
@@ -14,8 +15,10 @@ mod jwt;
 
 use super::{Check, Invalid, invalid};
 use crate::config::security::{PeerMutualTls, PolicySelector, PolicyTargetReference};
-use crate::config::{Config, Spec, security};
+use crate::config::{Config, security};
 pub(super) use authorization::authorization_policy;
+/// A JWKS document's keys, checked as Istio checks an inline `jwks`.
+pub use jwt::jwks as jwks_keys;
 pub(super) use jwt::request_authentication;
 
 /// At most this many `targetRefs` (the CRD's bound).
@@ -26,15 +29,10 @@ const MAX_TARGET_REFS: usize = 16;
 /// reported like a rejection (the log, `shoal_ingest_config_rejected`,
 /// `/debug/rejections`, `shoal analyze`'s SHL0001), in the words used for kinds Shoal
 /// does not read at all.
-pub fn not_enforced(config: &Config) -> Option<Invalid> {
-    let (kind, action) = match &config.spec {
-        Spec::RequestAuthentication(_) => ("RequestAuthentication", ""),
-        _ => return None,
-    };
-    let consequence = consequence(kind, action)?;
-    Some(invalid(format!(
-        "unsupported by Shoal, ignored: security.istio.io/v1 {kind} ({consequence})"
-    )))
+pub fn not_enforced(_config: &Config) -> Option<Invalid> {
+    // Every security kind is enforced (RequestAuthentication since `jwt_authn`); a kind
+    // read later but not applied returns its `consequence` here.
+    None
 }
 
 /// What is not enforced of an object of the security `kind` (an AuthorizationPolicy's
@@ -70,20 +68,14 @@ pub fn fails_closed(ap: &security::AuthorizationPolicy, warnings: &mut Vec<Strin
             "spec.targetRef(s): Shoal does not serve Gateway API gateways or waypoints: the policy applies to no proxy".into(),
         );
     }
-    let mut jwt = false;
-    let mut trust = false;
-    for rule in &ap.rules {
-        for from in rule.from.iter().filter_map(|f| f.source.as_ref()) {
-            jwt |= !from.request_principals.is_empty() || !from.not_request_principals.is_empty();
-            trust |= !from.trust_domains.is_empty() || !from.not_trust_domains.is_empty();
-        }
-        jwt |= rule.when.iter().any(|c| c.key.starts_with("request.auth."));
-    }
-    if jwt {
-        warnings.push(format!(
-            "requestPrincipals and request.auth.* conditions need RequestAuthentication, which Shoal does not enforce yet: {widen}"
-        ));
-    }
+    // requestPrincipals and request.auth.* are enforced (RequestAuthentication's
+    // `jwt_authn`); on a TCP port they cannot be seen and fail closed as in Istio.
+    let trust = ap.rules.iter().any(|rule| {
+        rule.from
+            .iter()
+            .filter_map(|f| f.source.as_ref())
+            .any(|from| !from.trust_domains.is_empty() || !from.not_trust_domains.is_empty())
+    });
     if trust {
         warnings.push(format!("trustDomains are not supported by Shoal: {widen}"));
     }

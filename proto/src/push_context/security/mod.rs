@@ -311,6 +311,13 @@ impl SecurityPolicies {
         out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         out
     }
+
+    /// Every RequestAuthentication of the mesh (what the edge fetches JWKS for).
+    pub fn all_request_authentications(
+        &self,
+    ) -> impl Iterator<Item = &Arc<NamedConfig<RequestAuthentication>>> {
+        self.request_authentications.values().flatten()
+    }
 }
 
 #[cfg(test)]

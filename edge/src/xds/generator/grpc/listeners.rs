@@ -66,7 +66,7 @@ impl GrpcListeners {
         let key = (
             names_key(req.scope, names),
             inbound.clone(),
-            policies.key(),
+            policies.key(req.jwks),
             has_mesh_identity(&proxy.labels),
         );
         self.servers.get_or_build(

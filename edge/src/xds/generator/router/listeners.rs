@@ -2,6 +2,7 @@
 
 use super::super::super::XdsResource;
 use super::super::super::gateway::listeners::{self, RouterContext};
+use super::super::super::security::jwt;
 use super::super::super::util::resource;
 use super::super::table::Request;
 use shoal_proto::push_context::gateway::MergedGateway;
@@ -12,6 +13,9 @@ pub(super) fn build(
     merged: &MergedGateway,
 ) -> (Vec<Arc<XdsResource>>, Vec<String>) {
     let index = req.push.index();
+    let authn = index
+        .security
+        .request_authentication(&req.proxy.namespace, &req.proxy.labels);
     let ctx = RouterContext {
         index,
         scope: req.scope,
@@ -19,6 +23,7 @@ pub(super) fn build(
         authorization: index
             .security
             .authorization(&req.proxy.namespace, &req.proxy.labels),
+        request_authn: jwt::http_filter(&authn, req.jwks),
     };
     let (built, warnings) = listeners::build(&ctx, merged);
     (

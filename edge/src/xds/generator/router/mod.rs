@@ -74,13 +74,20 @@ pub fn register(table: &mut GeneratorTable, config: &GeneratorConfig, sidecar: S
 /// What a router's listeners and routes are a function of: its scope (at an index
 /// generation, which also fixes the Gateways and credentials), its labels (which
 /// Gateways select it) and its gateway port translation (the ports of the Services in
-/// front of it).
-type RouterKey = (String, u64, BTreeMap<String, String>, GatewayPorts);
+/// front of it), and the fetched JWKS its RequestAuthentications use (a version).
+type RouterKey = (String, u64, BTreeMap<String, String>, GatewayPorts, u64);
 
 fn router_key(
     scope: &SidecarScope,
     labels: &BTreeMap<String, String>,
     ports: GatewayPorts,
+    jwks_version: u64,
 ) -> RouterKey {
-    (scope.id.clone(), scope.generation, labels.clone(), ports)
+    (
+        scope.id.clone(),
+        scope.generation,
+        labels.clone(),
+        ports,
+        jwks_version,
+    )
 }

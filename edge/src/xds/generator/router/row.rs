@@ -3,6 +3,7 @@
 
 use super::super::super::XdsResource;
 use super::super::super::cache::{TypeCache, TypeStats};
+use super::super::super::security::jwt;
 use super::super::GeneratorConfig;
 use super::super::table::{Request, ResourceGenerator, select};
 use super::super::warnings::Warnings;
@@ -32,8 +33,11 @@ impl RouterRow {
 impl ResourceGenerator for RouterRow {
     fn generate(&self, req: &Request<'_>, names: &[String]) -> Vec<Arc<XdsResource>> {
         let ports = req.push.service_instances().gateway_ports(&req.proxy.ip);
+        let authn = (req.push.index().security)
+            .request_authentication(&req.proxy.namespace, &req.proxy.labels);
+        let jwks_version = jwt::keys_version(&authn, req.jwks);
         let all = self.cache.get_or_build(
-            router_key(req.scope, &req.proxy.labels, ports.clone()),
+            router_key(req.scope, &req.proxy.labels, ports.clone(), jwks_version),
             |_| true,
             || {
                 let merged = MergedGateway::for_router(req.push.index(), &req.proxy.labels, &ports);

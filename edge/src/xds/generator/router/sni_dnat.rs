@@ -12,6 +12,9 @@ use super::super::GeneratorConfig;
 use super::super::table::{Request, ResourceGenerator, select};
 use super::{RouterKey, router_key};
 use shoal_proto::model::ServiceEndpoints;
+
+/// SNI-DNAT clusters and their endpoints do not depend on the fetched JWKS.
+const NO_JWKS: u64 = 0;
 use shoal_proto::push_context::NetworkGateways;
 use shoal_proto::push_context::gateway::MergedGateway;
 use std::collections::BTreeMap;
@@ -43,7 +46,7 @@ impl SniDnatClusters {
     fn entry(&self, req: &Request<'_>) -> Arc<SniDnatEntry> {
         let ports = req.push.service_instances().gateway_ports(&req.proxy.ip);
         self.cache.get_or_build(
-            router_key(req.scope, &req.proxy.labels, ports.clone()),
+            router_key(req.scope, &req.proxy.labels, ports.clone(), NO_JWKS),
             |_| true,
             || {
                 let merged = MergedGateway::for_router(req.push.index(), &req.proxy.labels, &ports);
@@ -196,7 +199,7 @@ impl ResourceGenerator for RouterEndpoints {
         }
         let ports = req.push.service_instances().gateway_ports(&req.proxy.ip);
         let key = (
-            router_key(req.scope, &req.proxy.labels, ports),
+            router_key(req.scope, &req.proxy.labels, ports, NO_JWKS),
             req.push.endpoints_id(),
             req.proxy.network.clone(),
         );

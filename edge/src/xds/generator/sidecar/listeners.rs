@@ -62,13 +62,13 @@ impl ResourceGenerator for SidecarListeners {
             mode_key(proxy.interception),
             bound_ip,
             inbound.clone(),
-            policies.key(),
+            policies.key(req.jwks),
         );
         let all = self.cache.get_or_build(
             key,
             |_| true,
             || {
-                let inbound_security = InboundSecurity::new(&policies);
+                let inbound_security = InboundSecurity::with_jwks(&policies, req.jwks);
                 let opts = ListenerOptions {
                     mode: proxy.interception,
                     proxy_ip: &proxy.ip,

@@ -14,6 +14,7 @@
 
 pub mod custom;
 mod ordered;
+pub mod request_auth;
 pub mod rules;
 
 use crate::xds::util::any;
@@ -149,12 +150,18 @@ pub fn network_filters(authz: &Authorization) -> Vec<Filter> {
 }
 
 /// Puts `authz`'s filters in front of chains built without them (a gateway's): before
-/// the HTTP filters of each connection manager, before each TCP proxy.
-pub fn guard_chains(chains: &mut [FilterChain], authz: &Authorization) {
-    if authz.is_empty() {
+/// the HTTP filters of each connection manager (after `authn`, RequestAuthentication's
+/// `jwt_authn`, whose payload they match), before each TCP proxy.
+pub fn guard_chains(chains: &mut [FilterChain], authz: &Authorization, authn: Option<&HttpFilter>) {
+    if authz.is_empty() && authn.is_none() {
         return;
     }
-    let (http, network) = (http_filters(authz), network_filters(authz));
+    let network = network_filters(authz);
+    let http: Vec<HttpFilter> = authn
+        .cloned()
+        .into_iter()
+        .chain(http_filters(authz))
+        .collect();
     for chain in chains {
         let mut guarded = Vec::with_capacity(chain.filters.len() + network.len());
         for mut f in std::mem::take(&mut chain.filters) {

@@ -10,9 +10,8 @@
 //! On a TCP chain the request's fields (hosts, methods, paths, request headers, request
 //! principals, JWT claims) cannot be seen. As Istio: a rule using one is dropped from an
 //! ALLOW policy (it can never match) and the field is dropped from a DENY policy (it then
-//! denies more): both fail closed. Request principals and JWT claims need
-//! RequestAuthentication, which Shoal does not enforce yet: they are treated the same way
-//! on HTTP chains too.
+//! denies more): both fail closed. On HTTP chains request principals and JWT claims
+//! match the payload RequestAuthentication's `jwt_authn` verified ([`request_auth`]).
 
 use envoy_types::pb::envoy::config::core::v3::CidrRange;
 use envoy_types::pb::envoy::config::rbac::v3::{
@@ -24,6 +23,8 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::google::protobuf::UInt32Value;
 use shoal_proto::config::security::{AuthorizationRule, Condition, Operation, Source};
+
+use super::request_auth;
 
 /// Whether rules become an ALLOW-like (fail closed by matching less) or a DENY-like
 /// (fail closed by matching more) policy, and for which chain.
@@ -110,8 +111,7 @@ fn and_permissions_or_any(rules: Vec<Permission>) -> Permission {
 
 /// Whether a `when` key (or a field of that kind) can be seen on this chain.
 fn visible(key: &str, t: Translation) -> bool {
-    let request = key.starts_with("request.");
-    !request || (t.http && !key.starts_with("request.auth."))
+    !key.starts_with("request.") || t.http
 }
 
 fn source_ids(s: &Source, t: Translation) -> Vec<Principal> {
@@ -141,11 +141,23 @@ fn source_ids(s: &Source, t: Translation) -> Vec<Principal> {
     field(&s.not_remote_ip_blocks, true, &|v| Principal {
         identifier: Some(principal::Identifier::RemoteIp(cidr(v))),
     });
-    // Request principals need RequestAuthentication (not enforced yet), trust domains are
-    // not modelled: an ALLOW source naming them never matches; a DENY source ignores them.
     let jwt = !s.request_principals.is_empty() || !s.not_request_principals.is_empty();
+    if t.http {
+        field(
+            &s.request_principals,
+            false,
+            &request_auth::request_principal,
+        );
+        field(
+            &s.not_request_principals,
+            true,
+            &request_auth::request_principal,
+        );
+    }
+    // Request principals cannot be seen on TCP, trust domains are not modelled: an ALLOW
+    // source naming them never matches; a DENY source ignores them.
     let trust = !s.trust_domains.is_empty() || !s.not_trust_domains.is_empty();
-    if (jwt || trust) && !t.deny {
+    if ((jwt && !t.http) || trust) && !t.deny {
         out.push(not_principal(any_principal()));
     }
     out
@@ -220,6 +232,14 @@ fn condition(c: &Condition, t: Translation) -> Option<Side> {
                 identifier: Some(principal::Identifier::RemoteIp(cidr(v))),
             })
         }),
+        "request.auth.principal" => both(&|v| Side::Principal(request_auth::request_principal(v))),
+        _ if key.starts_with("request.auth.") => match request_auth::claim_path(key) {
+            Some(path) => {
+                both(&|v| Side::Principal(request_auth::claim_is(&path, string_match(v, false))))
+            }
+            // A key naming no claim (validation refuses it) fails closed.
+            None => Some(Side::Permission(not_permission(any_permission()))),
+        },
         "source.namespace" => both(&|v| Side::Principal(namespace_id(v))),
         "source.principal" => both(&|v| Side::Principal(authenticated(v))),
         "source.serviceAccount" => both(&|v| Side::Principal(service_account_id(v))),

@@ -206,10 +206,18 @@ fn a_when_on_request_headers_or_jwt_claims_drops_an_allow_rule_on_tcp_and_custom
         allow: vec![policy("jwt", "ALLOW", vec![claims])],
         ..Default::default()
     };
+    let checked = http(&jwt)[0].policies[0].value.clone().unwrap();
+    let Some(principal::Identifier::AndIds(ids)) = &checked.principals[0].identifier else {
+        panic!("{checked:?}")
+    };
     assert!(
-        http(&jwt)[0].policies.is_empty(),
-        "JWT claims are not checked yet: no match"
+        matches!(
+            ids.ids[1].identifier,
+            Some(principal::Identifier::SourcedMetadata(_))
+        ),
+        "the claim is matched on jwt_authn's payload: {checked:?}"
     );
+    assert!(tcp(&jwt)[0].policies.is_empty(), "never matches on TCP");
     let custom = Authorization {
         custom: vec![policy("ext", "CUSTOM", vec![to_paths(&["/x"])])],
         ..Default::default()
@@ -384,9 +392,9 @@ fn a_gateways_chains_are_guarded_before_routing_and_proxying() {
     };
     let mut chains = vec![rds_http_chain(80, "http.80".into(), true), tcp];
     let untouched = chains.clone();
-    guard_chains(&mut chains, &Authorization::default());
+    guard_chains(&mut chains, &Authorization::default(), None);
     assert_eq!(chains, untouched, "no policy, no change");
-    guard_chains(&mut chains, &authz);
+    guard_chains(&mut chains, &authz, None);
     let Some(filter::ConfigType::TypedConfig(cfg)) = &chains[0].filters[0].config_type else {
         panic!()
     };
@@ -404,4 +412,36 @@ fn a_gateways_chains_are_guarded_before_routing_and_proxying() {
             "envoy.filters.network.tcp_proxy"
         ]
     );
+}
+
+#[test]
+fn a_gateways_jwt_authn_goes_before_its_rbac() {
+    use crate::xds::listeners::rds_http_chain;
+    let authz = Authorization {
+        deny: vec![policy("no-admin", "DENY", vec![to_paths(&["/admin"])])],
+        ..Default::default()
+    };
+    let authn = HttpFilter {
+        name: "envoy.filters.http.jwt_authn".into(),
+        ..Default::default()
+    };
+    let hcm_filters = |authz: &Authorization, authn: Option<&HttpFilter>| {
+        let mut chains = vec![rds_http_chain(80, "http.80".into(), true)];
+        guard_chains(&mut chains, authz, authn);
+        let Some(filter::ConfigType::TypedConfig(cfg)) = &chains[0].filters[0].config_type else {
+            panic!()
+        };
+        let hcm = HttpConnectionManager::decode(cfg.value.as_slice()).unwrap();
+        hcm.http_filters
+            .into_iter()
+            .map(|f| f.name)
+            .collect::<Vec<_>>()
+    };
+    let names = hcm_filters(&authz, Some(&authn));
+    assert_eq!(names[0], "envoy.filters.http.jwt_authn");
+    assert_eq!(names[1], "envoy.filters.http.rbac");
+    // A RequestAuthentication alone still guards the chain (its 401s).
+    let names = hcm_filters(&Authorization::default(), Some(&authn));
+    assert_eq!(names[0], "envoy.filters.http.jwt_authn");
+    assert_eq!(names.last().unwrap(), "envoy.filters.http.router");
 }

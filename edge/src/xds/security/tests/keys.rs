@@ -31,8 +31,9 @@ fn proxies_under_the_same_policies_share_a_key_and_a_mesh_without_any_has_none()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
-    let key =
-        |app: &str, pod: &str| ProxyPolicies::of(&index, "shop", &labels(app, pod), false).key();
+    let key = |app: &str, pod: &str| {
+        ProxyPolicies::of(&index, "shop", &labels(app, pod), false).key(&Default::default())
+    };
     assert_eq!(
         key("web", "web-0"),
         key("web", "web-1"),

@@ -30,6 +30,19 @@ pub(crate) fn request_authentication(
     for (i, rule) in ra.jwt_rules.iter().enumerate() {
         jwt_rule(rule, &format!("spec.jwtRules[{i}]"), warnings)?;
     }
+    // What Shoal enforces otherwise than Istio, failing closed (said on the object).
+    if ra.target_ref.is_some() || !ra.target_refs.is_empty() {
+        warnings.push(
+            "spec.targetRef(s): Shoal does not serve Gateway API gateways or waypoints: the policy applies to no proxy".into(),
+        );
+    }
+    for (i, rule) in ra.jwt_rules.iter().enumerate() {
+        if rule.jwks.is_empty() && rule.jwks_uri.is_empty() {
+            warnings.push(format!(
+                "spec.jwtRules[{i}]: keys by OIDC discovery from the issuer are not supported by Shoal: set jwksUri or jwks; tokens of this rule are refused (fail closed)"
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -146,8 +159,8 @@ fn jwks_uri(uri: &str) -> Result<(), String> {
 }
 
 /// The keys of an inline JWKS (`{"keys": [...]}`, or one key alone), each with a known
-/// `kty` and the members that type needs.
-fn jwks(text: &str) -> Result<Vec<Value>, String> {
+/// `kty` and the members that type needs. Also what the edge checks a fetched JWKS by.
+pub fn jwks(text: &str) -> Result<Vec<Value>, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let keys = match value.get("keys") {
         Some(Value::Array(keys)) => keys.clone(),

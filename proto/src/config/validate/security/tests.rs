@@ -1,4 +1,5 @@
 use super::*;
+use crate::config::Spec;
 use crate::config::parse::parse_documents;
 
 /// Validates a spec of `kind` (YAML) alone: its warnings, or why it was rejected.
@@ -677,7 +678,7 @@ fn reason_of(yaml: &str) -> String {
 }
 
 #[test]
-fn peer_and_authorization_policies_are_enforced_request_authentication_not_yet() {
+fn peer_authorization_and_request_authentication_policies_are_enforced() {
     let header = |kind: &str| {
         format!(
             "apiVersion: security.istio.io/v1\nkind: {kind}\nmetadata: {{name: x, namespace: shop}}\n"
@@ -688,18 +689,14 @@ fn peer_and_authorization_policies_are_enforced_request_authentication_not_yet()
         header(AP)
     );
     let peer = format!("{}spec: {{mtls: {{mode: STRICT}}}}\n", header(PA));
-    for enforced in [deny, peer] {
-        let parsed = parse_documents("p.yaml", &enforced);
-        assert!(matches!(parsed.as_slice(), [Ok(_)]), "{parsed:?}");
-    }
     let request = format!(
         "{}spec: {{jwtRules: [{{issuer: https://example.com}}]}}\n",
         header(RA)
     );
-    assert_eq!(
-        reason_of(&request),
-        "unsupported by Shoal, ignored: security.istio.io/v1 RequestAuthentication (JWTs are not validated)"
-    );
+    for enforced in [deny, peer, request] {
+        let parsed = parse_documents("p.yaml", &enforced);
+        assert!(matches!(parsed.as_slice(), [Ok(_)]), "{parsed:?}");
+    }
     // An invalid one is rejected for what is wrong with it.
     let invalid = format!("{}spec: {{action: DENY}}\n", header(AP));
     assert!(reason_of(&invalid).starts_with("spec.rules: DENY action without rules"));
@@ -716,9 +713,16 @@ fn what_an_authorization_policy_cannot_express_is_warned_as_failing_closed() {
     // A CUSTOM provider is checked against the mesh config where both are known
     // (`shoal analyze`, the edge), not on the policy alone.
     assert!(warnings.is_empty(), "{warnings:?}");
+    // Request principals and JWT claims are enforced: no warning.
     let mut warnings = Vec::new();
+    let ap: security::AuthorizationPolicy = serde_norway::from_str(
+        "rules:\n- from: [{source: {requestPrincipals: ['*']}}]\n  when: [{key: 'request.auth.claims[groups]', values: [a]}]\n",
+    )
+    .unwrap();
+    fails_closed(&ap, &mut warnings);
+    assert_eq!(warnings, Vec::<String>::new());
     let ap: security::AuthorizationPolicy =
-        serde_norway::from_str("rules:\n- from: [{source: {requestPrincipals: ['*']}}]\n").unwrap();
+        serde_norway::from_str("rules:\n- from: [{source: {trustDomains: [td]}}]\n").unwrap();
     fails_closed(&ap, &mut warnings);
     assert!(
         warnings[0].contains("never match (fail closed)"),
@@ -727,7 +731,7 @@ fn what_an_authorization_policy_cannot_express_is_warned_as_failing_closed() {
 }
 
 #[test]
-fn not_enforced_concerns_request_authentication_only() {
+fn every_security_kind_is_enforced() {
     let config = |spec| Config {
         meta: Default::default(),
         spec,
@@ -742,10 +746,27 @@ fn not_enforced_concerns_request_authentication_only() {
     }));
     assert_eq!(not_enforced(&audit), None);
     let ra = config(Spec::RequestAuthentication(Default::default()));
-    assert!(
-        not_enforced(&ra)
-            .unwrap()
-            .0
-            .ends_with("(JWTs are not validated)")
+    assert_eq!(not_enforced(&ra), None);
+}
+
+#[test]
+fn request_authentication_shoal_cannot_enforce_is_warned_as_failing_closed() {
+    let warnings = accepted(RA, "jwtRules: [{issuer: https://example.com}]\n");
+    assert_eq!(
+        warnings,
+        [
+            "spec.jwtRules[0]: keys by OIDC discovery from the issuer are not supported by Shoal: set jwksUri or jwks; tokens of this rule are refused (fail closed)"
+        ]
     );
+    let warnings = accepted(
+        RA,
+        "targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: gw}]\njwtRules: [{issuer: x, jwksUri: 'https://x/jwks'}]\n",
+    );
+    assert_eq!(
+        warnings,
+        [
+            "spec.targetRef(s): Shoal does not serve Gateway API gateways or waypoints: the policy applies to no proxy"
+        ]
+    );
+    assert!(accepted(RA, "jwtRules: [{issuer: x, jwksUri: 'https://x/jwks'}]\n").is_empty());
 }
