@@ -20,8 +20,7 @@ const UNREADABLE: u8 = 2;
     some were, 2 when DIR cannot be read.\n\nCodes: Istio's where Istio has one (IST0101 \
     ReferencedResourceNotFound, IST0106 SchemaValidationError, IST0109, IST0110, IST0111, \
     IST0132, IST0133, IST0145, IST0173, IST0174); SHL0001 a kind Shoal does not implement \
-    (an Error for AuthorizationPolicy and RequestAuthentication: what they would deny is let \
-    through), SHL0002 fields Shoal ignores."
+    (an Error for a security.istio.io kind: what it would deny is let through), SHL0002 fields Shoal ignores."
 )]
 pub struct AnalyzeArgs {
     /// Directory of Kubernetes and Istio YAML, read recursively as `--config-dir` is.
