@@ -727,6 +727,20 @@ fn parse_duration_units() {
     assert!(parse_duration("1.2.3s").is_err());
 }
 
+/// Found by the `config_parse` fuzz target: a finite number of seconds too large for a
+/// Duration panicked inside `Duration::from_secs_f64`, taking the reading tier down.
+#[test]
+fn a_duration_too_large_is_an_error_not_a_panic() {
+    use crate::config::validate::parse_duration;
+    let huge = "255555555555555555555555555555555s";
+    let err = parse_duration(huge).unwrap_err();
+    assert!(err.0.contains("out of range"), "{}", err.0);
+    let e = rejected(&format!(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: web, namespace: shop}}\nspec:\n  hosts: [web]\n  http:\n  - route: [{{destination: {{host: web}}}}]\n    retries: {{attempts: 3, perTryTimeout: \"{huge}\"}}\n"
+    ));
+    assert!(e.reason.contains("out of range"), "{}", e.reason);
+}
+
 #[test]
 fn missing_name_and_missing_kind() {
     let e = rejected("apiVersion: v1\nkind: Service\nmetadata:\n  namespace: a\n");

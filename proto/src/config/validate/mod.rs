@@ -101,10 +101,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, Invalid> {
         "ns" => value / 1_000_000_000.0,
         _ => return Err(invalid(format!("duration {s:?} has unknown unit {unit:?}"))),
     };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(invalid(format!("duration {s:?} is out of range")));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    // Finite is not enough: `2555…5s` (33 digits) is finite and overflows a Duration.
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| invalid(format!("duration {s:?} is out of range")))
 }
 
 /// An optional duration field, checked as Istio's `ValidateDuration` does (so `0s` is
