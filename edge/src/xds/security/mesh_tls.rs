@@ -107,7 +107,8 @@ fn common(peer_spiffe_ids: &[String], alpns: &[&str]) -> CommonTlsContext {
     }
 }
 
-fn tls_socket(context: &impl prost::Name) -> TransportSocket {
+/// The TLS transport socket carrying `context` (the only name gRPC reads it from too).
+pub(crate) fn tls_socket(context: &impl prost::Name) -> TransportSocket {
     TransportSocket {
         name: TLS_TRANSPORT_SOCKET.into(),
         config_type: Some(transport_socket::ConfigType::TypedConfig(any(context))),

@@ -144,6 +144,27 @@ struct Resolved {
     status_on_error: Option<u32>,
 }
 
+impl Resolved {
+    fn provider(
+        self,
+        name: &str,
+        fail_open: bool,
+        body: &Option<RequestBody>,
+        api: ExtAuthzApi,
+    ) -> ExtAuthzProvider {
+        ExtAuthzProvider {
+            name: name.to_string(),
+            hostname: self.hostname,
+            cluster: self.cluster,
+            timeout: self.timeout,
+            fail_open,
+            status_on_error: self.status_on_error,
+            body: body.clone(),
+            api,
+        }
+    }
+}
+
 /// Istio's `LookupCluster`: `<namespace>/<host>`, or a `<host>` that exactly one
 /// namespace has.
 fn lookup(service: &str, services: &dyn ServiceLookup) -> Result<String, String> {
@@ -217,15 +238,11 @@ fn http_provider(
         }
     }
     match resolved {
-        Some(r) if errs.is_empty() => Ok(ExtAuthzProvider {
-            name: name.to_string(),
-            hostname: r.hostname,
-            cluster: r.cluster,
-            timeout: r.timeout,
-            fail_open: p.fail_open,
-            status_on_error: r.status_on_error,
-            body: p.include_request_body_in_check.clone(),
-            api: ExtAuthzApi::Http(HttpCheck {
+        Some(r) if errs.is_empty() => Ok(r.provider(
+            name,
+            p.fail_open,
+            &p.include_request_body_in_check,
+            ExtAuthzApi::Http(HttpCheck {
                 path_prefix: p.path_prefix.clone(),
                 request_headers: request_headers.clone(),
                 additional_headers: p.include_additional_headers_in_check.clone(),
@@ -233,7 +250,7 @@ fn http_provider(
                 downstream_on_deny: p.headers_to_downstream_on_deny.clone(),
                 downstream_on_allow: p.headers_to_downstream_on_allow.clone(),
             }),
-        }),
+        )),
         _ => Err(errs.join("; ")),
     }
 }
@@ -252,16 +269,12 @@ fn grpc_provider(
         },
         services,
     )?;
-    Ok(ExtAuthzProvider {
-        name: name.to_string(),
-        hostname: r.hostname,
-        cluster: r.cluster,
-        timeout: r.timeout,
-        fail_open: p.fail_open,
-        status_on_error: r.status_on_error,
-        body: p.include_request_body_in_check.clone(),
-        api: ExtAuthzApi::Grpc,
-    })
+    Ok(r.provider(
+        name,
+        p.fail_open,
+        &p.include_request_body_in_check,
+        ExtAuthzApi::Grpc,
+    ))
 }
 
 #[cfg(test)]

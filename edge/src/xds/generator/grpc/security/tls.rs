@@ -9,9 +9,8 @@
 //! deprecated `match_subject_alt_names` that gRPC reads. The deprecated provider fields
 //! are set beside the current ones, as Istio does, for gRPC releases before 1.66.
 
-use crate::xds::security::mesh_tls::{ROOT_SECRET, TLS_TRANSPORT_SOCKET, WORKLOAD_SECRET};
-use crate::xds::util::any;
-use envoy_types::pb::envoy::config::core::v3::{TransportSocket, transport_socket};
+use crate::xds::security::mesh_tls::{ROOT_SECRET, WORKLOAD_SECRET, tls_socket};
+use envoy_types::pb::envoy::config::core::v3::TransportSocket;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     CertificateProviderPluginInstance, CertificateValidationContext, CommonTlsContext,
     DownstreamTlsContext, UpstreamTlsContext, common_tls_context,
@@ -60,14 +59,6 @@ fn common(peer_spiffe_ids: &[String]) -> CommonTlsContext {
             ),
         ),
         ..Default::default()
-    }
-}
-
-/// gRPC reads the TLS context only from a transport socket of exactly this name.
-fn tls_socket(context: &impl prost::Name) -> TransportSocket {
-    TransportSocket {
-        name: TLS_TRANSPORT_SOCKET.into(),
-        config_type: Some(transport_socket::ConfigType::TypedConfig(any(context))),
     }
 }
 
