@@ -19,6 +19,7 @@ use crate::istiod::model::{Endpoint, Model, Service, Workload};
 use crate::istiod::{ISTIOD_SAN, IstiodStandIn};
 use crate::k8s::namespace;
 use crate::mesh::{Agent, Mesh};
+use crate::mtls::get;
 use crate::support::envoy::Envoy;
 use crate::support::{backend, free_port};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -124,22 +125,6 @@ struct BPod {
 impl BPod {
     fn to_a(&self, p: Ports) -> String {
         format!("http://{}:{}/", self.ip, p.svc_a)
-    }
-}
-
-async fn get(http: &reqwest::Client, url: &str, host: &str) -> Result<String, String> {
-    let resp = http
-        .get(url)
-        .header("host", host)
-        .send()
-        .await
-        .map_err(|e| format!("GET {url}: {e}"))?;
-    let status = resp.status();
-    let body = resp.text().await.map_err(|e| e.to_string())?;
-    if status.is_success() {
-        Ok(body)
-    } else {
-        Err(format!("GET {url}: {status}: {body}"))
     }
 }
 

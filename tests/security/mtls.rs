@@ -61,7 +61,8 @@ fn peer_authentication(ns: &str, mode: &str) -> String {
     )
 }
 
-async fn get(http: &reqwest::Client, url: &str, host: &str) -> Result<String, String> {
+/// GET `url` with `host`: the body of a 2xx, else the error.
+pub async fn get(http: &reqwest::Client, url: &str, host: &str) -> Result<String, String> {
     let resp = http
         .get(url)
         .header("host", host)

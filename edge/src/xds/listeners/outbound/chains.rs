@@ -10,7 +10,6 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::tcp_proxy;
 use envoy_types::pb::google::protobuf::BoolValue;
-use prost::Message;
 use shoal_proto::config::istio::{Destination, RouteDestination};
 use shoal_proto::model::Service;
 use shoal_proto::push_context::SidecarScope;
@@ -30,16 +29,10 @@ pub fn http_chain_with(
     filter_chain_match: Option<FilterChainMatch>,
     first: Vec<HttpFilter>,
 ) -> FilterChain {
-    let mut chain = http_chain(port, filter_chain_match);
-    for f in &mut chain.filters {
-        if let Some(filter::ConfigType::TypedConfig(cfg)) = &mut f.config_type
-            && let Ok(mut hcm) = HttpConnectionManager::decode(cfg.value.as_slice())
-        {
-            hcm.http_filters.splice(0..0, first.iter().cloned());
-            *cfg = any(&hcm);
-        }
+    FilterChain {
+        filter_chain_match,
+        ..hcm_chain(port, port.to_string(), false, first)
     }
-    chain
 }
 
 /// An HTTP connection manager on `port` taking its routes from RDS `route_name`, with
@@ -47,6 +40,18 @@ pub fn http_chain_with(
 /// proxy is the edge of the mesh (a gateway), trusting no forwarded address but its own
 /// peer's.
 pub fn rds_http_chain(port: u32, route_name: String, use_remote_address: bool) -> FilterChain {
+    hcm_chain(port, route_name, use_remote_address, Vec::new())
+}
+
+/// [`rds_http_chain`] with `first` before the usual HTTP filters.
+fn hcm_chain(
+    port: u32,
+    route_name: String,
+    use_remote_address: bool,
+    first: Vec<HttpFilter>,
+) -> FilterChain {
+    let mut filters = first;
+    filters.extend(http_filters());
     let hcm = HttpConnectionManager {
         stat_prefix: format!("outbound_{WILDCARD_IP}_{port}"),
         codec_type: http_connection_manager::CodecType::Auto as i32,
@@ -54,7 +59,7 @@ pub fn rds_http_chain(port: u32, route_name: String, use_remote_address: bool) -
             config_source: Some(ads_config_source()),
             route_config_name: route_name,
         })),
-        http_filters: http_filters(),
+        http_filters: filters,
         use_remote_address: Some(BoolValue {
             value: use_remote_address,
         }),
