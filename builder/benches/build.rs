@@ -140,7 +140,7 @@ fn incremental(c: &mut Criterion, f: &mut Fixture) {
     .unwrap();
     let written = written_bytes(&built);
     eprintln!(
-        "{}: one endpoint change writes {} chunk(s) of {} B + {} page(s) of {} B + a manifest of {} B ({} pages) = {} B",
+        "{}: one endpoint change writes {} chunk(s) of {} B + {} page(s) of {} B + a manifest of {} B ({} page refs, depth {}) = {} B",
         f.name,
         built.new_chunks.len(),
         written.chunks,
@@ -148,6 +148,7 @@ fn incremental(c: &mut Criterion, f: &mut Fixture) {
         written.pages,
         written.manifest,
         built.manifest.pages.len(),
+        built.manifest.depth,
         written.total()
     );
 }

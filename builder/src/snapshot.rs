@@ -1,6 +1,6 @@
 //! Incremental snapshot construction (I/O-free): rebuild the dirty namespaces' chunks,
-//! keep every other chunk, re-encode only the pages whose refs changed, and say what
-//! changed.
+//! keep every other chunk, re-encode only the leaf pages whose refs changed and the
+//! index pages above them, and say what changed.
 
 use crate::mesh::{self, Feeds, NamespaceBuild};
 use crate::replica::{Dirty, Replica};
@@ -15,12 +15,13 @@ use std::sync::Arc;
 /// A snapshot ready to write.
 #[derive(Debug)]
 pub struct Built {
-    /// The root: the snapshot's pages.
+    /// The root: the top of the snapshot's page tree.
     pub manifest: Manifest,
     /// Chunks this build produced that the previous snapshot did not have.
     pub new_chunks: Vec<Encoded>,
-    /// Pages this build produced that the previous snapshot did not have (one per page
-    /// whose refs changed; every page when the page count changed).
+    /// Pages this build produced that the previous snapshot did not have: each leaf page
+    /// whose refs changed and the index page above it at each level (every page when
+    /// the page count changed).
     pub new_pages: Vec<Encoded>,
     /// Namespace chunks changed or removed, or a DNS service's endpoints (inlined in its
     /// cluster): proxies need a full push.
@@ -50,6 +51,11 @@ impl SnapshotBuilder {
 
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()
+    }
+
+    /// The page tree of the current snapshot.
+    pub fn pages(&self) -> &Pages {
+        &self.pages
     }
 
     /// Every chunk and page of the current snapshot, encoded (what restoring it writes).

@@ -1,22 +1,29 @@
 //! `shoal_test_support::fixtures` writes a meshgen mesh's snapshot chunks directly, so
 //! that edge tests and benches need no builder. Here they are proven to be the chunks the
-//! builder builds from the mesh's YAML, byte for byte (with the same pages and root
-//! manifest), and so the same PushContext.
+//! builder builds from the mesh's YAML, byte for byte (with the same pages, leaf and
+//! index, and root manifest), and so the same PushContext.
 
 #[path = "../benches/support/mod.rs"]
 mod support;
 
 use shoal_proto::model::ServiceKey;
 use shoal_proto::push_context::PushContext;
-use shoal_proto::snapshot::{Chunk, ChunkRef, Manifest};
+use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkRef, Manifest};
 use shoal_test_support::fixtures;
 use shoal_test_support::meshgen::{Mesh, MeshSpec};
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use support::{MeshKv, full_build};
 
 /// The first snapshot the builder builds of `spec`'s mesh, as the edge reads it: the
 /// root manifest, its chunk refs and the decoded chunks, sorted by key.
 fn built(spec: &MeshSpec) -> (Manifest, Vec<ChunkRef>, Vec<Chunk>) {
+    let (manifest, refs, chunks, _) = built_with_pages(spec);
+    (manifest, refs, chunks)
+}
+
+/// [`built`], and the hashes of every page (leaf and index) the build wrote.
+fn built_with_pages(spec: &MeshSpec) -> (Manifest, Vec<ChunkRef>, Vec<Chunk>, Vec<ChunkHash>) {
     let replica = MeshKv::generate(spec).replica();
     let (builder, built) = full_build(&replica);
     let mut chunks: Vec<Chunk> = built
@@ -25,7 +32,8 @@ fn built(spec: &MeshSpec) -> (Manifest, Vec<ChunkRef>, Vec<Chunk>) {
         .map(|(hash, bytes)| Chunk::decode(hash, bytes).expect("chunk decodes"))
         .collect();
     chunks.sort_by_key(Chunk::key);
-    (built.manifest, builder.chunk_refs(), chunks)
+    let pages = built.new_pages.iter().map(|(h, _)| h.clone()).collect();
+    (built.manifest, builder.chunk_refs(), chunks, pages)
 }
 
 fn specs() -> Vec<MeshSpec> {
@@ -44,6 +52,17 @@ fn specs() -> Vec<MeshSpec> {
             sidecar_fraction: 0.5,
             seed: 7,
         },
+        // Enough services for a level of index pages (4,097+ chunks: 128 leaf pages
+        // under 2 index pages).
+        MeshSpec {
+            services: 4_200,
+            endpoints_per_service: 1,
+            namespaces: 3,
+            vs_fraction: 0.0,
+            dr_fraction: 0.0,
+            sidecar_fraction: 0.0,
+            seed: 11,
+        },
         // Routing-free services, and namespaces left without any config.
         MeshSpec {
             services: 3,
@@ -60,7 +79,7 @@ fn specs() -> Vec<MeshSpec> {
 #[test]
 fn fixture_chunks_are_the_builders_byte_for_byte() {
     for spec in specs() {
-        let (manifest, refs_built, built) = built(&spec);
+        let (manifest, refs_built, built, pages_built) = built_with_pages(&spec);
         let fixture = fixtures::chunks(&Mesh::generate(&spec));
         assert_eq!(
             fixture.iter().map(Chunk::key).collect::<Vec<_>>(),
@@ -78,8 +97,19 @@ fn fixture_chunks_are_the_builders_byte_for_byte() {
             })
             .collect();
         assert_eq!(refs, refs_built, "{spec:?}: the same chunk refs");
-        let (stored, _) = fixtures::stored(manifest.version, &fixture);
-        assert_eq!(stored.pages, manifest.pages, "{spec:?}: the same pages");
+        let (stored, blobs) = fixtures::stored(manifest.version, &fixture);
+        assert_eq!(stored, manifest, "{spec:?}: the same root");
+        let chunk_hashes: BTreeSet<&ChunkHash> = refs.iter().map(|r| &r.hash).collect();
+        let pages: BTreeSet<&ChunkHash> = blobs
+            .iter()
+            .map(|(h, _)| h)
+            .filter(|h| !chunk_hashes.contains(h))
+            .collect();
+        assert_eq!(
+            pages,
+            pages_built.iter().collect(),
+            "{spec:?}: the same pages, leaf and index"
+        );
     }
 }
 

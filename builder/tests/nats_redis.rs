@@ -1,5 +1,5 @@
 //! The builder against real NATS (config KV, push stream, announcements) and Redis
-//! (snapshots): layout (root manifest → pages → chunks), forward-only `latest`, and an
+//! (snapshots): layout (root manifest → index pages → leaf pages → chunks), forward-only `latest`, and an
 //! endpoint change writing one small chunk and one page rather than the mesh.
 
 use futures::StreamExt;
@@ -13,7 +13,7 @@ use shoal_proto::change::{ChangeKey, TriggerReason};
 use shoal_proto::config::parse::parse_documents;
 use shoal_proto::config::{ConfigKey, Kind, Origin};
 use shoal_proto::push::PushRequest;
-use shoal_proto::snapshot::{ChunkHash, ChunkKey, ChunkRef, Manifest, Page};
+use shoal_proto::snapshot::{ChunkHash, ChunkKey, ChunkRef, IndexPage, Manifest, Page};
 use shoal_proto::transport::{
     Bus, ConfigKv, SnapshotEvent, SnapshotStore, TransportError, config_kv_key, encode_config,
 };
@@ -57,27 +57,40 @@ async fn put_all(kv: &NatsConfigKv, yaml: &str) -> u64 {
     revision
 }
 
-/// Snapshot `version` as an edge reads it: the root manifest and the refs of every chunk
-/// its pages list, by key. `None` while the manifest or one of its pages is missing.
-async fn read_snapshot(
-    store: &RedisSnapshotStore,
-    version: u64,
-) -> Option<(Manifest, Vec<ChunkRef>)> {
+/// A snapshot as an edge reads it: the root manifest, every page of its tree (index and
+/// leaf) and the refs of every chunk its leaf pages list, by key.
+type Read = (Manifest, Vec<ChunkHash>, Vec<ChunkRef>);
+
+/// Snapshot `version` as an edge reads it, a level of its page tree at a time. `None`
+/// while the manifest or one of its pages is missing.
+async fn read_snapshot(store: &RedisSnapshotStore, version: u64) -> Option<Read> {
     let manifest = Manifest::decode(&store.get_manifest(version).await.ok()??).unwrap();
-    let hashes: Vec<ChunkHash> = manifest.pages.iter().map(|p| p.hash.clone()).collect();
-    let bodies = store.get_chunks(&hashes).await.ok()?;
+    let mut level: Vec<ChunkHash> = manifest.pages.iter().map(|p| p.hash.clone()).collect();
+    let mut pages = Vec::new();
     let mut refs = Vec::new();
-    for (hash, body) in hashes.iter().zip(bodies) {
-        refs.extend(Page::decode(hash, &body?).unwrap().chunks);
+    for depth in (0..=manifest.depth).rev() {
+        let bodies = store.get_chunks(&level).await.ok()?;
+        let mut below = Vec::new();
+        for (hash, body) in level.iter().zip(bodies) {
+            let body = body?;
+            if depth > 0 {
+                let index = IndexPage::decode(hash, &body).unwrap();
+                below.extend(index.pages.into_iter().map(|p| p.hash));
+            } else {
+                refs.extend(Page::decode(hash, &body).unwrap().chunks);
+            }
+        }
+        pages.append(&mut level);
+        level = below;
     }
     refs.sort_by(|a, b| a.key.cmp(&b.key));
-    Some((manifest, refs))
+    Some((manifest, pages, refs))
 }
 
 /// Every page and chunk a snapshot needs.
-fn blobs(manifest: &Manifest, refs: &[ChunkRef]) -> Vec<ChunkHash> {
-    let pages = manifest.pages.iter().map(|p| p.hash.clone());
-    pages.chain(refs.iter().map(|c| c.hash.clone())).collect()
+fn blobs(pages: &[ChunkHash], refs: &[ChunkRef]) -> Vec<ChunkHash> {
+    let chunks = refs.iter().map(|c| c.hash.clone());
+    pages.iter().cloned().chain(chunks).collect()
 }
 
 /// The config KV, the bus and the snapshot store on real NATS and Redis.
@@ -144,9 +157,13 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
     assert_eq!(first.version, revision);
     assert!(first.changes.full);
     assert_eq!(store.latest().await.unwrap(), Some(revision));
-    let (manifest, refs) = read_snapshot(&store, revision).await.expect("written");
+    let (manifest, _, refs) = read_snapshot(&store, revision).await.expect("written");
     assert_eq!(refs.len(), 2 + 10, "2 namespaces + 10 services' endpoints");
-    assert_eq!(manifest.pages.len(), 1, "12 chunks: one page");
+    assert_eq!(
+        (manifest.depth, manifest.pages.len()),
+        (0, 1),
+        "12 chunks: one leaf page, no index page"
+    );
 
     // Move one pod: one endpoints chunk changes, and only it is written.
     let moved = put_all(&kv, &mesh("10.9.9.9")).await;
@@ -170,7 +187,7 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
         .filter_map(ChangeKey::hostname)
         .collect();
     assert_eq!(names, ["svc-0.shop.svc.cluster.local"]);
-    let (next, next_refs) = read_snapshot(&store, second.version)
+    let (next, _, next_refs) = read_snapshot(&store, second.version)
         .await
         .expect("written");
     let changed: Vec<_> = next_refs.iter().filter(|c| !refs.contains(c)).collect();
@@ -231,26 +248,23 @@ async fn a_store_that_lost_everything_is_refilled_and_writes_resume_when_it_retu
     let drain = Drain::new();
     let task = tokio::spawn(builder.run(drain.watcher()));
     let first = next_event(&mut events).await;
-    let (manifest, refs) = read_snapshot(&store, first.version).await.expect("written");
+    let read = read_snapshot(&store, first.version).await.expect("written");
 
     // Everything gone: refilled, every page and chunk the manifest needs included.
     redis.stop();
     redis.start_again();
     let restored = wait_for(|| async {
-        let Some((held, refs)) = read_snapshot(&store, first.version).await else {
+        let Some((_, pages, refs)) = read_snapshot(&store, first.version).await else {
             return false;
         };
         store.latest().await.ok().flatten() == Some(first.version)
             && store
-                .missing_chunks(&blobs(&held, &refs))
+                .missing_chunks(&blobs(&pages, &refs))
                 .await
                 .is_ok_and(|m| m.is_empty())
     })
     .await;
-    assert_eq!(
-        read_snapshot(&store, first.version).await,
-        Some((manifest, refs))
-    );
+    assert_eq!(read_snapshot(&store, first.version).await, Some(read));
     println!("Redis restarted empty: snapshot restored in {restored:?}");
 
     // A change while Redis is down: written once it is back.
@@ -274,12 +288,12 @@ async fn a_store_that_lost_everything_is_refilled_and_writes_resume_when_it_retu
         "written {waited:?} after Redis returned"
     );
     println!("change made while Redis was down: written {waited:?} after it returned");
-    let (held, refs) = read_snapshot(&store, second.version)
+    let (_, pages, refs) = read_snapshot(&store, second.version)
         .await
         .expect("every page of the new snapshot is in the (emptied) store");
     assert!(
         store
-            .missing_chunks(&blobs(&held, &refs))
+            .missing_chunks(&blobs(&pages, &refs))
             .await
             .unwrap()
             .is_empty(),

@@ -2,27 +2,61 @@
 //! I/O-free.
 //!
 //! ```text
-//!  root pages ──(index, hash) ≠ held──► stale pages: fetch and decode these only
-//!  stale pages ──ref (key, hash) ≠ held──► chunks to fetch
-//!  keys the held versions of stale (or dropped) pages listed, in no stale page now
-//!                                      ──► keys removed
+//!  root's page refs ──hash not held──► fetch (one round trip per level, top down)
+//!  fetched index pages ──refs whose hash is not held──► the next level's fetch
+//!  fetched leaf pages ──ref (key, hash) ≠ held──► chunks to fetch
+//!  held pages the new tree no longer names (found from the held root down, skipping
+//!  every page the root or a fetched index page names) ──their keys in no fetched leaf
+//!  page──► keys removed
 //! ```
 //!
-//! A page whose hash is unchanged lists exactly the keys it listed before (content
-//! addressing), so keys can only have moved between stale pages: the rule holds even
-//! when the page count changed and every page is new.
+//! Pages are content-addressed and a page's bytes fix the whole subtree below it, so a
+//! page whose hash the edge holds is skipped with everything under it: one changed chunk
+//! costs one page per level. A leaf page whose hash is unchanged lists exactly the keys
+//! it did, so keys can only have moved between the leaf pages fetched and those dropped:
+//! the rule holds even when the page count changed and every page is new.
 
-use shoal_proto::snapshot::{ChunkHash, ChunkKey, Manifest, Page, PageRef};
-use std::collections::{BTreeMap, BTreeSet};
+use shoal_proto::snapshot::{
+    ChunkHash, ChunkKey, IndexPage, Manifest, Page, PageRef, SnapshotError,
+};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 #[derive(Debug, Default)]
 pub(super) struct Held {
-    /// Page index → its hash and the keys it lists.
-    pages: BTreeMap<u32, (ChunkHash, Vec<ChunkKey>)>,
+    /// The pages the root lists.
+    root: Vec<ChunkHash>,
+    /// Every page of the held tree, index and leaf, by hash.
+    pages: HashMap<ChunkHash, HeldPage>,
     chunks: BTreeMap<ChunkKey, ChunkHash>,
 }
 
-/// What a new snapshot asks of the store, given its stale pages.
+#[derive(Debug)]
+enum HeldPage {
+    /// The pages it lists.
+    Index(Vec<ChunkHash>),
+    /// The keys it lists.
+    Leaf(Vec<ChunkKey>),
+}
+
+/// The walk down a new root's page tree, a level per round trip: what to fetch next,
+/// and what was fetched.
+#[derive(Debug)]
+pub(super) struct Descent {
+    /// The level of the pages wanted: 0 for leaf pages.
+    level: u8,
+    wanted: Vec<ChunkHash>,
+    fetched: Fetched,
+}
+
+/// The pages of a new tree that the edge did not hold, decoded.
+#[derive(Debug, Default)]
+pub(super) struct Fetched {
+    index: HashMap<ChunkHash, IndexPage>,
+    /// In the order fetched.
+    leaves: Vec<(ChunkHash, Page)>,
+}
+
+/// What a new snapshot asks of the store, given the pages fetched.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Plan {
     /// Chunks whose hash the edge does not hold, by key.
@@ -32,180 +66,157 @@ pub(super) struct Plan {
 }
 
 impl Held {
-    /// The pages of `root` this edge does not hold.
-    pub fn stale_pages<'m>(&self, root: &'m Manifest) -> Vec<&'m PageRef> {
-        root.pages
-            .iter()
-            .filter(|p| self.pages.get(&p.index).is_none_or(|(h, _)| *h != p.hash))
+    /// Starts the walk down `root`'s tree: the pages it lists that this edge lacks.
+    pub fn descend(&self, root: &Manifest) -> Descent {
+        Descent {
+            level: root.depth,
+            wanted: self.lacking(&root.pages),
+            fetched: Fetched::default(),
+        }
+    }
+
+    fn lacking(&self, refs: &[PageRef]) -> Vec<ChunkHash> {
+        refs.iter()
+            .filter(|p| !self.pages.contains_key(&p.hash))
+            .map(|p| p.hash.clone())
             .collect()
     }
 
-    /// Held pages that `root` replaces or drops.
-    fn replaced<'a>(
-        &'a self,
-        stale: &'a BTreeMap<u32, Page>,
-        root: &'a Manifest,
-    ) -> impl Iterator<Item = &'a ChunkKey> {
-        let listed: BTreeSet<u32> = root.pages.iter().map(|p| p.index).collect();
-        self.pages
+    /// Held pages the new tree (`root` and the pages `fetched` of it) no longer has: from
+    /// the held root down, every page neither the root nor a fetched index page names.
+    fn dropped<'a>(&'a self, root: &Manifest, fetched: &Fetched) -> Vec<&'a ChunkHash> {
+        let named: HashSet<&ChunkHash> = root
+            .pages
             .iter()
-            .filter(move |(index, _)| stale.contains_key(index) || !listed.contains(index))
-            .flat_map(|(_, (_, keys))| keys)
+            .chain(fetched.index.values().flat_map(|p| &p.pages))
+            .map(|p| &p.hash)
+            .collect();
+        let mut dropped = Vec::new();
+        let mut stack: Vec<&ChunkHash> = self.root.iter().collect();
+        while let Some(hash) = stack.pop() {
+            if named.contains(hash) {
+                continue;
+            }
+            dropped.push(hash);
+            if let Some(HeldPage::Index(pages)) = self.pages.get(hash) {
+                stack.extend(pages);
+            }
+        }
+        dropped
     }
 
-    /// What to fetch and what is gone, from `stale` (every stale page of `root`, decoded,
-    /// by index) alone.
-    pub fn plan(&self, root: &Manifest, stale: &BTreeMap<u32, Page>) -> Plan {
-        let listed: BTreeSet<&ChunkKey> = stale
-            .values()
-            .flat_map(|p| p.chunks.iter().map(|r| &r.key))
+    /// The keys of the leaf pages among `pages`.
+    fn keys<'a>(&'a self, pages: &[&ChunkHash]) -> impl Iterator<Item = &'a ChunkKey> + use<'a> {
+        let leaves: Vec<&'a Vec<ChunkKey>> = pages
+            .iter()
+            .filter_map(|h| match self.pages.get(*h) {
+                Some(HeldPage::Leaf(keys)) => Some(keys),
+                _ => None,
+            })
             .collect();
-        let fetch = stale
-            .values()
-            .flat_map(|p| &p.chunks)
+        leaves.into_iter().flatten()
+    }
+
+    /// What to fetch and what is gone, from `root` and the pages `fetched` of it alone.
+    pub fn plan(&self, root: &Manifest, fetched: &Fetched) -> Plan {
+        let refs = || fetched.leaves.iter().flat_map(|(_, p)| &p.chunks);
+        let listed: BTreeSet<&ChunkKey> = refs().map(|r| &r.key).collect();
+        let fetch = refs()
             .filter(|r| self.chunks.get(&r.key) != Some(&r.hash))
             .map(|r| r.hash.clone())
             .collect();
         let removed = self
-            .replaced(stale, root)
+            .keys(&self.dropped(root, fetched))
             .filter(|k| !listed.contains(k))
             .cloned()
             .collect();
         Plan { fetch, removed }
     }
 
-    /// Takes `root` (with its stale pages) as held.
-    pub fn apply(&mut self, root: &Manifest, stale: BTreeMap<u32, Page>) {
-        let gone: Vec<ChunkKey> = self.replaced(&stale, root).cloned().collect();
+    /// Takes `root` (with the pages `fetched` of it) as held.
+    pub fn apply(&mut self, root: &Manifest, fetched: Fetched) {
+        let dropped: Vec<ChunkHash> = self.dropped(root, &fetched).into_iter().cloned().collect();
+        let gone: Vec<ChunkKey> = self
+            .keys(&dropped.iter().collect::<Vec<_>>())
+            .cloned()
+            .collect();
         for key in &gone {
             self.chunks.remove(key);
         }
-        let listed: BTreeSet<u32> = root.pages.iter().map(|p| p.index).collect();
-        self.pages.retain(|index, _| listed.contains(index));
-        let hashes: BTreeMap<u32, &ChunkHash> =
-            root.pages.iter().map(|p| (p.index, &p.hash)).collect();
-        for (index, page) in stale {
-            let Some(hash) = hashes.get(&index) else {
-                continue;
-            };
+        for hash in &dropped {
+            self.pages.remove(hash);
+        }
+        for (hash, page) in fetched.index {
+            let pages = page.pages.into_iter().map(|p| p.hash).collect();
+            self.pages.insert(hash, HeldPage::Index(pages));
+        }
+        for (hash, page) in fetched.leaves {
             let mut keys = Vec::with_capacity(page.chunks.len());
             for r in page.chunks {
                 keys.push(r.key.clone());
                 self.chunks.insert(r.key, r.hash);
             }
-            self.pages.insert(index, ((*hash).clone(), keys));
+            self.pages.insert(hash, HeldPage::Leaf(keys));
         }
+        self.root = root.pages.iter().map(|p| p.hash.clone()).collect();
     }
 
     #[cfg(test)]
     pub fn chunks(&self) -> &BTreeMap<ChunkKey, ChunkHash> {
         &self.chunks
     }
+
+    #[cfg(test)]
+    pub fn page_count(&self) -> usize {
+        self.pages.len()
+    }
+}
+
+impl Descent {
+    /// The pages to fetch next, by hash; empty once the walk is done.
+    pub fn wanted(&self) -> &[ChunkHash] {
+        &self.wanted
+    }
+
+    /// What the pages wanted are, for errors.
+    pub fn what(&self) -> &'static str {
+        if self.level > 0 { "index page" } else { "page" }
+    }
+
+    /// Takes the bodies of the pages wanted, in order, checked against their hashes;
+    /// wants the pages below them that `held` lacks.
+    pub fn take<B: AsRef<[u8]>>(
+        &mut self,
+        held: &Held,
+        bodies: impl IntoIterator<Item = B>,
+    ) -> Result<(), SnapshotError> {
+        let wanted = std::mem::take(&mut self.wanted);
+        for (hash, body) in wanted.into_iter().zip(bodies) {
+            if self.level > 0 {
+                let page = IndexPage::decode(&hash, body.as_ref())?;
+                self.wanted.extend(held.lacking(&page.pages));
+                self.fetched.index.insert(hash, page);
+            } else {
+                let page = Page::decode(&hash, body.as_ref())?;
+                self.fetched.leaves.push((hash, page));
+            }
+        }
+        self.level = self.level.saturating_sub(1);
+        Ok(())
+    }
+
+    /// The pages fetched: index pages and leaf pages.
+    pub fn finish(self) -> Fetched {
+        self.fetched
+    }
+}
+
+impl Fetched {
+    /// Pages fetched, index and leaf.
+    pub fn len(&self) -> usize {
+        self.index.len() + self.leaves.len()
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use shoal_proto::snapshot::{ChunkRef, Pages};
-
-    fn key(i: usize) -> ChunkKey {
-        ChunkKey::Namespace(format!("ns-{i}"))
-    }
-
-    fn hash(i: usize, generation: u32) -> ChunkHash {
-        ChunkHash::of(format!("{i}/{generation}").as_bytes())
-    }
-
-    /// A snapshot of `refs` and its pages, by hash.
-    fn snapshot(refs: &BTreeMap<ChunkKey, ChunkHash>) -> (Manifest, BTreeMap<ChunkHash, Page>) {
-        let pages = Pages::of(refs.iter().map(|(key, hash)| ChunkRef {
-            key: key.clone(),
-            hash: hash.clone(),
-        }))
-        .unwrap();
-        let by_hash = pages
-            .encoded()
-            .map(|(h, b)| (h.clone(), Page::decode(h, b).unwrap()))
-            .collect();
-        (pages.manifest(1, 0), by_hash)
-    }
-
-    /// Pulls `refs` into `held` as the puller does; returns the plan and the pages fetched.
-    fn pull(held: &mut Held, refs: &BTreeMap<ChunkKey, ChunkHash>) -> (Plan, usize) {
-        let (root, store) = snapshot(refs);
-        let stale: BTreeMap<u32, Page> = held
-            .stale_pages(&root)
-            .into_iter()
-            .map(|p| (p.index, store[&p.hash].clone()))
-            .collect();
-        let fetched = stale.len();
-        let plan = held.plan(&root, &stale);
-        held.apply(&root, stale);
-        assert_eq!(held.chunks(), refs, "held is the snapshot");
-        (plan, fetched)
-    }
-
-    #[test]
-    fn only_changed_pages_and_chunks_are_fetched() {
-        let mut refs: BTreeMap<ChunkKey, ChunkHash> =
-            (0..1_000).map(|i| (key(i), hash(i, 0))).collect();
-        let mut held = Held::default();
-        let (plan, pages) = pull(&mut held, &refs);
-        assert_eq!(
-            (plan.fetch.len(), plan.removed.len(), pages),
-            (1_000, 0, 16)
-        );
-
-        // The same snapshot again: nothing.
-        let (plan, pages) = pull(&mut held, &refs);
-        assert_eq!((plan, pages), (Plan::default(), 0));
-
-        // One chunk changed: its page and itself.
-        refs.insert(key(7), hash(7, 1));
-        let (plan, pages) = pull(&mut held, &refs);
-        assert_eq!(
-            (plan.fetch, plan.removed, pages),
-            (vec![hash(7, 1)], vec![], 1)
-        );
-
-        // One removed, one added (same page count): no chunk fetched for the removal.
-        refs.remove(&key(3));
-        refs.insert(key(1_000), hash(1_000, 0));
-        let (plan, pages) = pull(&mut held, &refs);
-        assert_eq!(plan.fetch, [hash(1_000, 0)]);
-        assert_eq!(plan.removed, [key(3)]);
-        assert!(pages <= 2, "{pages} pages");
-    }
-
-    #[test]
-    fn a_new_page_count_refetches_pages_but_not_chunks() {
-        let mut refs: BTreeMap<ChunkKey, ChunkHash> =
-            (0..64).map(|i| (key(i), hash(i, 0))).collect();
-        let mut held = Held::default();
-        pull(&mut held, &refs);
-        // 65 chunks: two pages, every key moved into one of them.
-        refs.insert(key(64), hash(64, 0));
-        let (plan, pages) = pull(&mut held, &refs);
-        assert_eq!(pages, 2);
-        assert_eq!(plan.fetch, [hash(64, 0)]);
-        assert!(plan.removed.is_empty());
-        // Back to one page: key 0 and key 64 leave.
-        refs.remove(&key(0));
-        refs.remove(&key(64));
-        let (plan, pages) = pull(&mut held, &refs);
-        assert_eq!(pages, 1);
-        assert!(plan.fetch.is_empty());
-        let removed: BTreeSet<ChunkKey> = plan.removed.into_iter().collect();
-        assert_eq!(removed, BTreeSet::from([key(0), key(64)]));
-    }
-
-    #[test]
-    fn an_empty_snapshot_removes_everything() {
-        let refs: BTreeMap<ChunkKey, ChunkHash> = (0..100).map(|i| (key(i), hash(i, 0))).collect();
-        let mut held = Held::default();
-        pull(&mut held, &refs);
-        let (plan, pages) = pull(&mut held, &BTreeMap::new());
-        assert_eq!(pages, 0);
-        assert_eq!(plan.removed.len(), 100);
-    }
-}
+mod tests;

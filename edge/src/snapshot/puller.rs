@@ -1,7 +1,8 @@
 //! Follows snapshot announcements and keeps the edge's PushContext current.
 //!
-//! Fetches the root manifest, then only the pages whose hash it does not hold, then only
-//! the chunks those pages list with a hash it does not hold (`held.rs`); applies them to
+//! Fetches the root manifest, then level by level only the pages (index pages, then leaf
+//! pages) whose hash it does not hold, then only the chunks those leaf pages list with a
+//! hash it does not hold (`held.rs`); applies them to
 //! the previous PushContext (so an endpoint change keeps every index and scope), and
 //! never moves backwards. With the bus or the store down it keeps serving what it has,
 //! and polls `latest` so it converges once they are back.
@@ -16,9 +17,9 @@ use prometheus_client::registry::Registry;
 use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason, namespace_changes, unix_nanos};
 use shoal_proto::model::Resolution;
 use shoal_proto::push_context::PushContext;
-use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, Manifest, Page, SnapshotError};
+use shoal_proto::snapshot::{Chunk, ChunkHash, ChunkKey, Manifest, SnapshotError};
 use shoal_proto::transport::{Bus, SnapshotEvent, SnapshotStore, TransportError};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,7 +85,7 @@ impl Metrics {
         r.register("pulls", "Snapshots applied", m.pulls.clone());
         r.register(
             "pages_fetched",
-            "Manifest pages fetched from the store",
+            "Manifest pages (index and leaf) fetched from the store",
             m.pages_fetched.clone(),
         );
         r.register(
@@ -246,14 +247,16 @@ impl SnapshotPuller {
         if manifest.version <= self.push.version() {
             return Ok(());
         }
-        // Only the pages this edge does not hold, and from them only the chunks it lacks.
-        let stale = self.held.stale_pages(&manifest);
-        let hashes: Vec<ChunkHash> = stale.iter().map(|p| p.hash.clone()).collect();
-        let bodies = self.fetch(manifest.version, "page", &hashes).await?;
-        let mut pages = BTreeMap::new();
-        for (page, body) in stale.into_iter().zip(bodies) {
-            pages.insert(page.index, Page::decode(&page.hash, &body)?);
+        // Only the pages this edge does not hold, a level per round trip, and from them
+        // only the chunks it lacks.
+        let mut descent = self.held.descend(&manifest);
+        while !descent.wanted().is_empty() {
+            let bodies = self
+                .fetch(manifest.version, descent.what(), descent.wanted())
+                .await?;
+            descent.take(&self.held, bodies)?;
         }
+        let pages = descent.finish();
         self.metrics.pages_fetched.inc_by(pages.len() as u64);
         let plan = self.held.plan(&manifest, &pages);
         let removed = plan.removed;

@@ -1,25 +1,29 @@
-//! Snapshots: a PushContext split into content-addressed chunks, indexed by pages, under
-//! a small root manifest.
+//! Snapshots: a PushContext split into content-addressed chunks, indexed by a tree of
+//! pages, under a small root manifest.
 //!
 //! ```text
-//! shoal:snap:<version>  Manifest { version, built, pages: [(index, hash) ...] }   the root
-//!                           │ per page
+//! shoal:snap:<version>  Manifest { version, built, depth, pages: [(index, hash) ≤ 64] }
+//!                           │ per page ref                                    the root
 //!                           ▼
+//! shoal:chunk:<hash>    IndexPage { pages: [(index, hash) ≤ 64] }   `depth` levels of
+//!                           │ per page ref                          these (0 below 4,097
+//!                           ▼                                       chunks, then 1, 2 …)
 //! shoal:chunk:<hash>    Page { chunks: [(ChunkKey, ChunkHash) ...] }   the keys that hash
-//!                           │ per key                                  to this page
+//!                           │ per key                                  to this leaf page
 //!                           ▼
 //! shoal:chunk:<hash>    Chunk: one NamespaceConfig, or one service's ServiceEndpoints
 //! ```
 //!
 //! A chunk's hash is the BLAKE3 of its encoding, so equal content has one key. Pages are
-//! content-addressed the same way and live beside the chunks ([`page`]: ~64 refs each,
-//! partitioned by a stable hash of the key), so an endpoint change writes (and an edge
-//! fetches) one small chunk, one page and the root, never the mesh. Every encoding is
+//! content-addressed the same way and live beside the chunks ([`page`]: ~64 refs per
+//! leaf page, partitioned by a stable hash of the key; at most 64 per index page), so an
+//! endpoint change writes (and an edge fetches) one small chunk, one page per level and
+//! the root, never the mesh, and that stays bounded as the mesh grows. Every encoding is
 //! postcard behind a format byte, so a layout change is told apart, never misread.
 
 pub mod page;
 
-pub use page::{PAGE_TARGET, Page, Pages, page_count, page_of};
+pub use page::{FANOUT, IndexPage, PAGE_TARGET, Page, Pages, level_widths, page_count, page_of};
 
 use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};
 use serde::{Deserialize, Serialize};
@@ -35,7 +39,14 @@ use std::sync::Arc;
 /// TLS, cookie hashing, ring hash and Maglev settings; Sidecars carry ingress listeners.
 /// 6: routing objects carry their creation time. 7: namespace chunks carry
 /// `security.istio.io` policies. 8: MeshConfig carries `extensionProviders`.
-pub const FORMAT_VERSION: u8 = 8;
+/// 9: the root lists index pages over the leaf pages once they outnumber 64 (a tree).
+pub const FORMAT_VERSION: u8 = 9;
+
+/// What each earlier format lacked, by format, for the message that refuses it.
+const OLDER_FORMATS: &str = "1 was the flat manifest listing every chunk, 2 had no network \
+    gateways, 3 no fault injection or mirrors, 4 no gateway TLS, credentials, client TLS, \
+    cookie hashing or Sidecar ingress, 5 no creation times, 6 no security policies, 7 no \
+    extension providers, 8 a root listing every leaf page";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -43,15 +54,24 @@ pub enum SnapshotError {
     Encode(String),
     #[error("decode: {0}")]
     Decode(String),
-    #[error(
-        "snapshot format {0} is not the format this build reads ({FORMAT_VERSION}; 1 was \
-         the flat manifest listing every chunk, 2 had no network gateways, 3 no fault \
-         injection or mirrors, 4 no gateway TLS, credentials, client TLS, cookie hashing or Sidecar ingress, 5 no \
-         creation times, 6 no security policies): builders and edges must share a snapshot format"
-    )]
+    /// Builders and edges of different snapshot formats: what was read names the
+    /// format it was written in, and whether that is older or newer than this build's.
+    #[error("{}", format_mismatch(*.0))]
     Format(u8),
     #[error("chunk {0} does not match its hash")]
     Corrupt(ChunkHash),
+}
+
+fn format_mismatch(found: u8) -> String {
+    let age = if found > FORMAT_VERSION {
+        "newer than this build reads: the builders run a newer build, upgrade this one"
+    } else {
+        "older than this build reads: the builders run an older build, upgrade them"
+    };
+    format!(
+        "snapshot format {found} is {age} (this build reads format {FORMAT_VERSION}; \
+         {OLDER_FORMATS}): builders and edges must share a snapshot format"
+    )
 }
 
 /// The content address of a chunk or page: 128 bits of BLAKE3, hex.
@@ -111,17 +131,20 @@ pub struct ChunkRef {
     pub hash: ChunkHash,
 }
 
-/// The root of one snapshot version: the pages that list its chunks.
+/// The root of one snapshot version: the top of the page tree that lists its chunks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     pub version: u64,
     /// Unix nanoseconds of the build.
     pub built_unix_nanos: u64,
-    /// Sorted by index; a page that would hold no chunk is left out.
+    /// Levels of [`IndexPage`]s between the root and the leaf [`Page`]s: 0 when `pages`
+    /// lists the leaf pages themselves.
+    pub depth: u8,
+    /// At most [`FANOUT`], sorted by index; a page that would hold no chunk is left out.
     pub pages: Vec<PageRef>,
 }
 
-/// One page of a manifest: its index in the partition and its content address.
+/// A page of the level below: its index in that level and its content address.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageRef {
     pub index: u32,

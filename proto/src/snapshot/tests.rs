@@ -49,6 +49,7 @@ fn manifest_round_trip_and_format_check() {
     let m = Manifest {
         version: 7,
         built_unix_nanos: 1,
+        depth: 1,
         pages: vec![
             PageRef {
                 index: 0,
@@ -98,7 +99,8 @@ fn a_format_1_flat_manifest_is_refused_clearly() {
     assert!(matches!(err, SnapshotError::Format(1)), "{err}");
     let message = err.to_string();
     assert!(
-        message.contains("format 1") && message.contains(&format!("({FORMAT_VERSION};")),
+        message.contains("snapshot format 1 is older")
+            && message.contains(&format!("reads format {FORMAT_VERSION};")),
         "{message}"
     );
     let (hash, chunk) = endpoints("10.0.0.1").encode().unwrap();
@@ -109,4 +111,31 @@ fn a_format_1_flat_manifest_is_refused_clearly() {
         Err(SnapshotError::Format(1))
     ));
     assert_ne!(hash, ChunkHash::of(&old_chunk));
+}
+
+/// A root of the format before the page tree (8: the root listed every leaf page) is
+/// refused, and a newer format is told apart from an older one.
+#[test]
+fn another_format_is_refused_saying_which_side_is_older() {
+    let mut bytes = Manifest {
+        version: 7,
+        built_unix_nanos: 1,
+        depth: 0,
+        pages: Vec::new(),
+    }
+    .encode()
+    .unwrap();
+    bytes[0] = 8;
+    let older = Manifest::decode(&bytes).unwrap_err().to_string();
+    assert!(
+        older.contains("snapshot format 8 is older") && older.contains("upgrade them"),
+        "{older}"
+    );
+    bytes[0] = FORMAT_VERSION + 1;
+    let newer = Manifest::decode(&bytes).unwrap_err().to_string();
+    assert!(
+        newer.contains(&format!("snapshot format {} is newer", FORMAT_VERSION + 1))
+            && newer.contains("upgrade this one"),
+        "{newer}"
+    );
 }

@@ -1,34 +1,58 @@
-//! Pages: the second level of a snapshot's index. Each chunk key falls into one page by
-//! a stable hash; a page lists the refs (key, hash) of its keys, sorted by key, and is
-//! stored content-addressed beside the chunks. The root manifest lists the pages.
+//! Pages: the index of a snapshot's chunks, a tree of content-addressed pages stored
+//! beside the chunks under a small root manifest.
 //!
 //! ```text
-//!  key ──BLAKE3(tagged fields), low bits──► page index < page_count(chunks)
+//!  key ──BLAKE3(tagged fields), low bits──► leaf page index < page_count(chunks)
 //!  page_count(n) = smallest power of two ≥ ⌈n / PAGE_TARGET⌉   (≥ 1)
+//!
+//!  root (Manifest, depth d) ── ≤ FANOUT refs ──► index pages of level d
+//!  index page of level l ─── ≤ FANOUT refs ──► index pages of level l - 1 … level 1
+//!  index page of level 1 ─── ≤ FANOUT refs ──► leaf pages (level 0): Page
+//!  index page i of level l lists the pages FANOUT·i .. FANOUT·(i + 1) of level l - 1
 //! ```
 //!
-//! So a page holds 32 to 64 refs on average (at 10,010 chunks: 256 pages of ~39), one
-//! key's change re-encodes one page, and the partition is a pure function of the set of
-//! keys: every builder that builds the same revision writes the same pages. The page
-//! count changes only when the number of chunks crosses `PAGE_TARGET` times a power of
-//! two; that build rewrites every page (adding or removing a service, a full push anyway).
+//! So a leaf page holds 32 to 64 refs on average (at 10,010 chunks: 256 pages of ~39),
+//! an index page at most [`FANOUT`] page refs, and the root as many; one key's change
+//! re-encodes its leaf page and the `d` index pages above it, `d` growing by one each
+//! time the mesh grows 64-fold (0 up to 4,096 chunks, 1 up to 262,144, 2 up to 16.7 M):
+//! every page one change writes is bounded, and so is the change. The partition is a
+//! pure function of the set of keys: every builder that builds the same revision writes
+//! the same pages. The page count changes only when the number of chunks crosses
+//! `PAGE_TARGET` times a power of two; that build rewrites every page (adding or removing
+//! a service, a full push anyway).
 
-use super::{
-    ChunkHash, ChunkKey, ChunkRef, Encoded, Manifest, PageRef, SnapshotError, decode_addressed,
-    encode,
-};
+mod pages;
+
+pub use pages::Pages;
+
+use super::{ChunkHash, ChunkKey, ChunkRef, PageRef, SnapshotError, decode_addressed, encode};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 
-/// The most refs a page holds on average (the least is half of it).
+/// The most refs a leaf page holds on average (the least is half of it).
 pub const PAGE_TARGET: usize = 64;
 
-/// How many pages a snapshot of `chunks` chunks has: the smallest power of two at least
-/// `chunks / PAGE_TARGET`, and at least 1.
+/// The most page refs an index page, or the root, holds: a power of two, so that the
+/// index pages of a power-of-two page count divide it exactly.
+pub const FANOUT: u32 = 64;
+
+/// How many leaf pages a snapshot of `chunks` chunks has: the smallest power of two at
+/// least `chunks / PAGE_TARGET`, and at least 1.
 pub fn page_count(chunks: usize) -> u32 {
     let pages = chunks.div_ceil(PAGE_TARGET).max(1).next_power_of_two();
     u32::try_from(pages).unwrap_or(1 << 31)
+}
+
+/// How many pages each level of the tree over `pages` leaf pages has, leaves first: the
+/// last level is what the root lists (at most [`FANOUT`]), and the levels above the
+/// first are index pages. `[pages]` alone while the root can list every leaf page.
+pub fn level_widths(pages: u32) -> Vec<u32> {
+    let mut widths = vec![pages.max(1)];
+    while let Some(&width) = widths.last()
+        && width > FANOUT
+    {
+        widths.push(width.div_ceil(FANOUT));
+    }
+    widths
 }
 
 /// The page `key` falls into among `pages` (a power of two): the low bits of 64 bits of
@@ -62,11 +86,19 @@ fn key_hash(key: &ChunkKey) -> u64 {
     u64::from_le_bytes(first)
 }
 
-/// The refs of the chunk keys that fall into one page.
+/// A leaf page: the refs of the chunk keys that fall into it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page {
     /// Sorted by key.
     pub chunks: Vec<ChunkRef>,
+}
+
+/// An index page: the pages of the level below that it covers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexPage {
+    /// Sorted by index (the index within the level below); a page that would hold no
+    /// chunk is left out.
+    pub pages: Vec<PageRef>,
 }
 
 /// A [`Page`] encoded from the refs where they are held (the same bytes, no clones).
@@ -96,162 +128,16 @@ impl Page {
     }
 }
 
-/// A snapshot's chunk refs partitioned into pages, kept incrementally: [`Pages::seal`]
-/// re-encodes only the pages whose refs changed since the last seal.
-#[derive(Clone, Debug)]
-pub struct Pages {
-    /// One per page: `page_count(len)` of them once sealed.
-    slots: Vec<Slot>,
-    /// Chunk refs held.
-    len: usize,
-}
-
-#[derive(Clone, Debug, Default)]
-struct Slot {
-    refs: BTreeMap<ChunkKey, ChunkHash>,
-    /// As of the last seal; `None` while the page holds no ref.
-    encoded: Option<Encoded>,
-    /// Refs changed since the last seal.
-    dirty: bool,
-}
-
-impl Default for Pages {
-    fn default() -> Self {
-        Pages {
-            slots: vec![Slot::default()],
-            len: 0,
-        }
-    }
-}
-
-impl Pages {
-    pub fn new() -> Self {
-        Self::default()
+impl IndexPage {
+    /// Encodes the index page; returns its bytes and content hash.
+    pub fn encode(&self) -> Result<(ChunkHash, Vec<u8>), SnapshotError> {
+        let bytes = encode(self)?;
+        Ok((ChunkHash::of(&bytes), bytes))
     }
 
-    /// The pages of `refs`, sealed.
-    pub fn of(refs: impl IntoIterator<Item = ChunkRef>) -> Result<Self, SnapshotError> {
-        let mut pages = Pages::new();
-        for r in refs {
-            pages.insert(r.key, r.hash);
-        }
-        pages.seal()?;
-        Ok(pages)
-    }
-
-    /// Chunk refs held.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Pages in the partition (some may be empty).
-    pub fn page_count(&self) -> u32 {
-        u32::try_from(self.slots.len()).unwrap_or(u32::MAX)
-    }
-
-    /// Sets `key`'s chunk hash.
-    pub fn insert(&mut self, key: ChunkKey, hash: ChunkHash) {
-        let slot = self.slot(&key);
-        match slot.refs.insert(key, hash.clone()) {
-            Some(old) if old == hash => {}
-            Some(_) => slot.dirty = true,
-            None => {
-                slot.dirty = true;
-                self.len += 1;
-            }
-        }
-    }
-
-    /// Drops `key`'s ref.
-    pub fn remove(&mut self, key: &ChunkKey) {
-        let slot = self.slot(key);
-        if slot.refs.remove(key).is_some() {
-            slot.dirty = true;
-            self.len -= 1;
-        }
-    }
-
-    fn slot(&mut self, key: &ChunkKey) -> &mut Slot {
-        let index = page_of(key, self.page_count()) as usize;
-        &mut self.slots[index]
-    }
-
-    /// Re-partitions if the page count changed and encodes the pages whose refs changed.
-    /// Returns the pages the previous seal did not have.
-    pub fn seal(&mut self) -> Result<Vec<Encoded>, SnapshotError> {
-        let before: HashSet<ChunkHash> = self.encoded().map(|(h, _)| h.clone()).collect();
-        let count = page_count(self.len);
-        if count != self.page_count() {
-            let mut slots: Vec<Slot> = (0..count)
-                .map(|_| Slot {
-                    dirty: true,
-                    ..Slot::default()
-                })
-                .collect();
-            for slot in std::mem::take(&mut self.slots) {
-                for (key, hash) in slot.refs {
-                    slots[page_of(&key, count) as usize].refs.insert(key, hash);
-                }
-            }
-            self.slots = slots;
-        }
-        let mut new = Vec::new();
-        for slot in self.slots.iter_mut().filter(|s| s.dirty) {
-            slot.encoded = if slot.refs.is_empty() {
-                None
-            } else {
-                let page = PageOf {
-                    chunks: slot
-                        .refs
-                        .iter()
-                        .map(|(key, hash)| RefOf { key, hash })
-                        .collect(),
-                };
-                let bytes = encode(&page)?;
-                Some((ChunkHash::of(&bytes), Arc::new(bytes)))
-            };
-            slot.dirty = false;
-            if let Some((hash, bytes)) = &slot.encoded
-                && !before.contains(hash)
-            {
-                new.push((hash.clone(), bytes.clone()));
-            }
-        }
-        Ok(new)
-    }
-
-    /// Every non-empty page as of the last seal, encoded, by index.
-    pub fn encoded(&self) -> impl Iterator<Item = &Encoded> {
-        self.slots.iter().filter_map(|s| s.encoded.as_ref())
-    }
-
-    /// The page list (index, hash) of the last seal: what the root manifest lists.
-    pub fn refs(&self) -> Vec<PageRef> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(index, s)| {
-                let (hash, _) = s.encoded.as_ref()?;
-                Some(PageRef {
-                    index: u32::try_from(index).ok()?,
-                    hash: hash.clone(),
-                })
-            })
-            .collect()
-    }
-
-    /// The root manifest of snapshot `version`, as of the last seal.
-    pub fn manifest(&self, version: u64, built_unix_nanos: u64) -> Manifest {
-        debug_assert!(self.slots.iter().all(|s| !s.dirty), "pages not sealed");
-        Manifest {
-            version,
-            built_unix_nanos,
-            pages: self.refs(),
-        }
+    /// Decodes an index page, checking it against the hash it was fetched by.
+    pub fn decode(hash: &ChunkHash, bytes: &[u8]) -> Result<IndexPage, SnapshotError> {
+        decode_addressed(hash, bytes)
     }
 }
 
