@@ -77,16 +77,16 @@ impl DeltaClient {
         out: &mut Vec<DeltaDiscoveryRequest>,
     ) -> Result<Outcome, prost::DecodeError> {
         let mut key = None;
-        if let Some(head) = scan::head(&msg) {
-            if let Some(kind) = Kind::from_type_url(head.type_url).filter(|_| !head.removes) {
-                let cache = &self.tracker.shared().verified;
-                if let Some(verified) = cache.lookup(kind, head.key, head.bytes) {
-                    let snapshot = head.version.parse().ok();
-                    let nonce = head.nonce.to_owned();
-                    return Ok(self.accept(kind, nonce, &verified, &[], snapshot, out));
-                }
-                key = Some(head.key);
+        if let Some(head) = scan::head(&msg)
+            && let Some(kind) = Kind::from_type_url(head.type_url).filter(|_| !head.removes)
+        {
+            let cache = &self.tracker.shared().verified;
+            if let Some(verified) = cache.lookup(kind, head.key, head.bytes) {
+                let snapshot = head.version.parse().ok();
+                let nonce = head.nonce.to_owned();
+                return Ok(self.accept(kind, nonce, &verified, &[], snapshot, out));
             }
+            key = Some(head.key);
         }
         let resp = DeltaResponse::decode(msg)?;
         Ok(self.respond(resp, key, out))

@@ -78,15 +78,15 @@ impl SotwClient {
         out: &mut Vec<DiscoveryRequest>,
     ) -> Result<Outcome, prost::DecodeError> {
         let mut key = None;
-        if let Some(head) = scan::head(&msg) {
-            if let Some(kind) = Kind::from_type_url(head.type_url) {
-                let cache = &self.tracker.shared().verified;
-                if let Some(verified) = cache.lookup(kind, head.key, head.bytes) {
-                    let (version, nonce) = (head.version.to_owned(), head.nonce.to_owned());
-                    return Ok(self.accept(kind, version, nonce, &verified, out));
-                }
-                key = Some(head.key);
+        if let Some(head) = scan::head(&msg)
+            && let Some(kind) = Kind::from_type_url(head.type_url)
+        {
+            let cache = &self.tracker.shared().verified;
+            if let Some(verified) = cache.lookup(kind, head.key, head.bytes) {
+                let (version, nonce) = (head.version.to_owned(), head.nonce.to_owned());
+                return Ok(self.accept(kind, version, nonce, &verified, out));
             }
+            key = Some(head.key);
         }
         let resp = SotwResponse::decode(msg)?;
         Ok(self.respond(resp, key, out))

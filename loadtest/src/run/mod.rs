@@ -341,7 +341,18 @@ pub async fn run(config: RunConfig) -> Result<Report> {
     if drained.is_err() {
         tasks.abort_all();
     }
-    let after = sample_all();
+    // An edge that exited (killed during the hold) keeps its last reading.
+    let after: Vec<ProcSample> = sample_all()
+        .into_iter()
+        .zip(&at_sync)
+        .map(|(after, at_sync)| {
+            if after == ProcSample::default() {
+                *at_sync
+            } else {
+                after
+            }
+        })
+        .collect();
     let after_sync_s = (synced_at.elapsed().as_secs_f64() * 100.0).round() / 100.0;
 
     let ms: Vec<f64> = stats
