@@ -1,6 +1,8 @@
 //! Which edge a stream goes to: `spread` pins each proxy to one of C connections laid
-//! over the edges in turn (the run's original mode), and sends a reconnect whose edge is
-//! unready to the next ready edge (as a client fails over when its edge is gone);
+//! over the edges in turn (the run's original mode); a proxy whose streams failed before
+//! any response goes to the next edges in turn, skipping those unready (as a client fails
+//! over when its edge is gone: a proxy alone in retrying would otherwise find its dead
+//! edge ready again after each backoff);
 //! `random` picks, for every stream and
 //! every reconnect, a random edge and one of its connections, as a Kubernetes Service
 //! spreads new connections over its ready endpoints. Random channels connect lazily and
@@ -114,8 +116,9 @@ impl Balancer {
             .unwrap_or(start)
     }
 
-    /// The channel for proxy `index`'s `attempt`-th stream.
-    pub fn pick(&self, index: usize, attempt: usize) -> Pick {
+    /// The channel for proxy `index`'s `attempt`-th stream, after `failed` streams in a
+    /// row that failed before any response.
+    pub fn pick(&self, index: usize, attempt: usize, failed: usize) -> Pick {
         match self.lb {
             Lb::Spread => {
                 let j = index % self.conns.max(1);
@@ -124,7 +127,7 @@ impl Balancer {
                 let edge = if attempt == 0 {
                     own
                 } else {
-                    self.ready_from(own)
+                    self.ready_from((own + failed) % self.pools.len())
                 };
                 let pool = &self.pools[edge];
                 Pick {
@@ -167,7 +170,7 @@ mod tests {
             Balancer::connect(Lb::Random, &addrs, 2, Duration::from_secs(1), &Dial::Plain)
                 .await
                 .expect("lazy channels");
-        let picks = |b: &Balancer| (0..200).map(|i| b.pick(i, 0).edge).collect::<Vec<_>>();
+        let picks = |b: &Balancer| (0..200).map(|i| b.pick(i, 0, 0).edge).collect::<Vec<_>>();
         assert!(picks(&balancer).contains(&0) && picks(&balancer).contains(&1));
         balancer.unready(0);
         assert!(picks(&balancer).iter().all(|&e| e == 1));
@@ -191,17 +194,21 @@ mod tests {
             })
             .collect();
         let balancer = Balancer::with_pools(Lb::Spread, pools, 6);
-        let edges = |attempt| {
+        let edges = |attempt, failed| {
             (0..12)
-                .map(|i| balancer.pick(i, attempt).edge)
+                .map(|i| balancer.pick(i, attempt, failed).edge)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(edges(0), [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2]);
+        assert_eq!(edges(0, 0), [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2]);
         balancer.unready(1);
         // The first stream keeps to its edge; a reconnect goes to the next ready one.
-        assert_eq!(edges(0)[1], 1);
-        assert_eq!(edges(1), [0, 2, 2, 0, 2, 2, 0, 2, 2, 0, 2, 2]);
+        assert_eq!(edges(0, 0)[1], 1);
+        assert_eq!(edges(1, 0), [0, 2, 2, 0, 2, 2, 0, 2, 2, 0, 2, 2]);
         tokio::time::sleep(UNREADY_FOR + Duration::from_millis(50)).await;
-        assert_eq!(edges(1), edges(0));
+        assert_eq!(edges(1, 0), edges(0, 0));
+        // After failures in a row, the next edges in turn, even where none is unready
+        // (a proxy alone in retrying its dead edge).
+        assert_eq!(edges(2, 1), [1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(edges(3, 2), [2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1]);
     }
 }

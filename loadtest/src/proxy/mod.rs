@@ -231,6 +231,8 @@ async fn reconnecting<C: AdsClient>(
     reported: &mut Reported,
 ) {
     let mut backoff = ctx.limits.backoff;
+    // Streams in a row that failed before any response.
+    let mut failed = 0;
     for attempt in 0usize.. {
         if ctx.limits.max_attempts.is_some_and(|max| attempt >= max) {
             ctx.stats.gave_up.fetch_add(1, Relaxed);
@@ -246,7 +248,7 @@ async fn reconnecting<C: AdsClient>(
             }
             backoff = (backoff * 2).min(ctx.limits.max_backoff);
         }
-        let pick = balancer.pick(index, attempt);
+        let pick = balancer.pick(index, attempt, failed);
         let answered = reported.responses;
         let open_timeout = if attempt == 0 {
             ctx.limits.open_timeout
@@ -271,11 +273,13 @@ async fn reconnecting<C: AdsClient>(
                 if reported.responses > answered {
                     // The stream served: the next failure starts the backoff again.
                     backoff = ctx.limits.backoff;
+                    failed = 0;
                     let now = ctx.now_ns();
                     reported.lost_ns = Some(now);
                     ctx.stats.lost(now);
                 } else {
                     balancer.unready(pick.edge);
+                    failed += 1;
                 }
                 if e.is_handoff() {
                     Stats::add(&ctx.stats.handed_off, 1);
