@@ -37,9 +37,6 @@ const REQUEST_QUEUE: usize = 8;
 pub struct Limits {
     /// Opening a stream (until response headers).
     pub open_timeout: Duration,
-    /// Opening a stream again after one ended: short, so an open stuck on an edge that
-    /// is going away is retried elsewhere instead of holding its proxy unserved.
-    pub reopen_timeout: Duration,
     /// Queueing one request.
     pub send_timeout: Duration,
     /// The largest response accepted.
@@ -56,7 +53,6 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             open_timeout: Duration::from_secs(30),
-            reopen_timeout: Duration::from_secs(10),
             send_timeout: Duration::from_secs(10),
             max_message: 64 * 1024 * 1024,
             backoff: Duration::from_millis(500),
@@ -250,21 +246,7 @@ async fn reconnecting<C: AdsClient>(
         }
         let pick = balancer.pick(index, attempt, failed);
         let answered = reported.responses;
-        let open_timeout = if attempt == 0 {
-            ctx.limits.open_timeout
-        } else {
-            ctx.limits.reopen_timeout
-        };
-        let opened = stream(
-            ctx,
-            identity,
-            pick.channel,
-            open_timeout,
-            &mut client,
-            shutdown,
-            reported,
-        );
-        match opened.await {
+        match stream(ctx, identity, pick.channel, &mut client, shutdown, reported).await {
             Ok(()) => return,
             Err(e) => {
                 if *shutdown.borrow() {
@@ -296,7 +278,6 @@ async fn stream<C: AdsClient>(
     ctx: &RunContext,
     identity: &Identity,
     channel: Channel,
-    open_timeout: Duration,
     client: &mut C,
     shutdown: &mut watch::Receiver<bool>,
     reported: &mut Reported,
@@ -315,8 +296,8 @@ async fn stream<C: AdsClient>(
         .authorization(&identity.namespace, &identity.service_account);
     let open = transport::open(channel, C::PATH, rx, authorization);
     let mut body = tokio::select! {
-        r = tokio::time::timeout(open_timeout, open) => {
-            r.map_err(|_| StreamError::OpenTimeout(open_timeout))??
+        r = tokio::time::timeout(ctx.limits.open_timeout, open) => {
+            r.map_err(|_| StreamError::OpenTimeout(ctx.limits.open_timeout))??
         }
         _ = shutdown.wait_for(|s| *s) => return Ok(()),
     };
