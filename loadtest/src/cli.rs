@@ -1,8 +1,10 @@
 //! Command-line arguments of the `loadtest` binary.
 
 use clap::{Args, Parser, Subcommand};
+use shoal_infra::cli::UsageError;
 use shoal_loadtest::{ChangeKind, Lb};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -170,6 +172,81 @@ pub struct RunArgs {
     /// `--change storm`: edits per second.
     #[arg(long, default_value_t = 10.0)]
     pub rate: f64,
+    /// Distinct responses whose verification is remembered: a copy of one (same type,
+    /// same resource bytes) is recognised by its hash, not decoded again. 0: decode
+    /// every response every proxy receives.
+    #[arg(long, default_value_t = shoal_loadtest::client::verified::DEFAULT_CAPACITY)]
+    pub verify_cache: usize,
+    /// With --hold: every proxy whose stream ends (an edge killed or drained) must be
+    /// served again, the last within this many seconds of the first end (an edge's drain
+    /// grace); else the run fails.
+    #[arg(long)]
+    pub resync_within: Option<f64>,
     #[command(flatten)]
     pub secure: SecureArgs,
+}
+
+/// The longest wait a flag may ask for: a year (a deadline that far still fits an
+/// `Instant`; one near `Duration::MAX` would overflow it).
+const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// `seconds` of flag `flag` as a duration: a clear error, not a panic, for a value that
+/// is not a positive number of seconds up to a year (NaN, negative, infinite, 1e300).
+pub fn positive_seconds(flag: &str, seconds: f64) -> Result<Duration, UsageError> {
+    match Duration::try_from_secs_f64(seconds) {
+        Ok(d) if !d.is_zero() && seconds <= MAX_SECONDS => Ok(d),
+        _ => Err(UsageError(format!(
+            "{flag} must be a positive number of seconds, at most {MAX_SECONDS} (a year), \
+             not {seconds:?}"
+        ))),
+    }
+}
+
+/// Like [`positive_seconds`], where 0 (and a negative value, as before) means none.
+pub fn seconds_or_zero(flag: &str, seconds: f64) -> Result<Duration, UsageError> {
+    if seconds <= 0.0 {
+        return Ok(Duration::ZERO);
+    }
+    positive_seconds(flag, seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_durations_are_one_line_errors() {
+        assert_eq!(
+            positive_seconds("--timeout", 2.5).unwrap(),
+            Duration::from_millis(2500)
+        );
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e300, 1e15] {
+            let e = positive_seconds("--timeout", bad).unwrap_err().to_string();
+            assert!(e.starts_with("--timeout must be a positive number"), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+        assert_eq!(seconds_or_zero("--hold", -3.0).unwrap(), Duration::ZERO);
+        assert_eq!(seconds_or_zero("--hold", 0.0).unwrap(), Duration::ZERO);
+        assert!(seconds_or_zero("--hold", 1e300).is_err());
+        assert!(seconds_or_zero("--hold", f64::NAN).is_err());
+    }
+
+    #[test]
+    fn the_binary_parses_absurd_values_then_refuses_them() {
+        let cli = Cli::try_parse_from([
+            "loadtest",
+            "run",
+            "--xds-addr",
+            "127.0.0.1:1",
+            "--proxies",
+            "1",
+            "--timeout",
+            "1e300",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("run");
+        };
+        assert!(positive_seconds("--timeout", args.timeout).is_err());
+    }
 }

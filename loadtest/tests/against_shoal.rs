@@ -134,6 +134,14 @@ fn check_n(report: &Report, n: usize) {
     assert!(p.p99 < 5000.0, "convergence p99 {} ms", p.p99);
     assert!(!report.timed_out);
     assert!(report.edges[0].peak_rss_kib > 0, "edge memory read");
+    // Proxies of a scope get the same bytes: each distinct response is decoded once.
+    let v = report.verify_cache;
+    assert!(v.hits > 0 && v.misses > 0, "{v:?}");
+    assert!(v.hits + v.misses <= report.responses, "{v:?}");
+    assert!(v.misses < report.responses / 2, "{v:?}");
+    assert!(report.per_proxy.loadtest.peak_rss_kib > 0.0);
+    assert!(report.per_proxy.edges.peak_rss_kib > 0.0);
+    assert!(report.summary().starts_with(&format!("synced {n}/{n} ")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,4 +316,79 @@ async fn over_tls_with_tokens_against_shoal_and_its_ca() {
     println!("{ca}");
     assert_eq!((ca.issued, ca.errors), (50, 0), "{ca}");
     assert!(ca.latency_ms.is_some_and(|p| p.count == 50));
+}
+
+/// An edge killed under its proxies (`--lb spread`): each proxy it served reconnects to
+/// the next ready edge and is served again, and the run says how fast. Before spread
+/// failed over, those proxies kept dialling the dead edge and the hold never ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_edges_proxies_are_served_again_elsewhere() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mesh_dir = dir.path().join("mesh");
+    let spec = MeshSpec {
+        services: 20,
+        endpoints_per_service: 2,
+        namespaces: 4,
+        ..MeshSpec::default()
+    };
+    write_mesh(&spec, &mesh_dir).expect("write mesh");
+    let (xds_a, http_a, xds_b, http_b) = (free_port(), free_port(), free_port(), free_port());
+    let (dir_a, dir_b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&dir_a).expect("dir a");
+    std::fs::create_dir_all(&dir_b).expect("dir b");
+    let mut a = start_shoal(&mesh_dir, xds_a, http_a, &dir_a);
+    let b = start_shoal(&mesh_dir, xds_b, http_b, &dir_b);
+    assert!(
+        wait_ready(http_a, Duration::from_secs(30)),
+        "shoal a not ready"
+    );
+    assert!(
+        wait_ready(http_b, Duration::from_secs(30)),
+        "shoal b not ready"
+    );
+
+    let (phases_tx, mut phases) = tokio::sync::watch::channel("");
+    let (released_tx, released) = tokio::sync::watch::channel(false);
+    let killer = tokio::spawn(async move {
+        let _ = phases.wait_for(|p| *p == "hold").await;
+        let _ = a.child.kill();
+        let _ = a.child.wait();
+        // Long enough for every proxy of `a` to notice and go to `b`.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let _ = released_tx.send(true);
+        a
+    });
+    let report = run(RunConfig {
+        xds_addrs: vec![format!("127.0.0.1:{xds_a}"), format!("127.0.0.1:{xds_b}")],
+        proxies: 100,
+        conns: Some(4),
+        config_dir: Some(mesh_dir.clone()),
+        edge_pids: vec![b.child.id()],
+        timeout: Duration::from_secs(30),
+        hold: Duration::from_secs(30),
+        phases: Some(std::sync::Arc::new(phases_tx)),
+        hold_released: Some(released),
+        resync_within: Some(Duration::from_secs(20)),
+        limits: Limits {
+            backoff: Duration::from_millis(50),
+            ..Limits::default()
+        },
+        ..RunConfig::default()
+    })
+    .await
+    .expect("loadtest run");
+    let _a = killer.await.expect("killer");
+    println!("{report}");
+    assert_eq!(report.synced, 100, "synced");
+    assert_eq!(report.final_connected, 100, "every proxy connected again");
+    // Half the proxies were on `a` (connections alternate between the edges).
+    let r = &report.resync;
+    assert_eq!((r.streams_lost, r.served_again), (50, 50), "{r:?}");
+    assert!(r.window_ms.is_some() && r.gap_ms.is_some_and(|g| g.count == 50));
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    assert!(
+        report.summary().contains(" served_again 50/50 "),
+        "{}",
+        report.summary()
+    );
 }

@@ -4,29 +4,32 @@
 use super::decode::{DecodeError, Kind};
 use super::index::DepIndex;
 use super::tracker::Tracker;
-use super::{Outcome, Shared, decode_all, nack_status};
-use crate::wire::DeltaResponse;
+use super::verified::{Verified, Versions};
+use super::{Outcome, PackedNode, Shared, nack_status};
+use crate::wire::{DeltaResponse, scan};
+use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
+use prost::Message;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 #[derive(Debug)]
 pub struct DeltaClient {
     tracker: Tracker,
-    node: Node,
+    node: PackedNode,
     /// Per type, the version of every resource held: `initial_resource_versions` on a
-    /// reconnect, so the new server sends only what differs.
-    versions: [HashMap<String, String>; 4],
+    /// reconnect, so the new server sends only what differs. Shared between proxies
+    /// that received the same responses from the same state (see [`Verified`]).
+    versions: [Arc<Versions>; 4],
 }
 
 impl DeltaClient {
     pub fn new(shared: Arc<Shared>, node: Node) -> Self {
         DeltaClient {
+            versions: std::array::from_fn(|_| shared.empty_versions.clone()),
             tracker: Tracker::new(shared),
-            node,
-            versions: Default::default(),
+            node: PackedNode::new(&node),
         }
     }
 
@@ -44,21 +47,16 @@ impl DeltaClient {
             }
             let versions = &self.versions[kind.index()];
             out.push(DeltaDiscoveryRequest {
-                node: out.is_empty().then(|| self.node.clone()),
+                node: out.is_empty().then(|| self.node.unpack()),
                 type_url: kind.type_url().to_string(),
                 resource_names_subscribe: subscribe,
                 initial_resource_versions: versions
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
                 ..Default::default()
             });
         }
-    }
-
-    /// The snapshot version of `system_version_info` (the edge's), if it is one.
-    pub fn snapshot_version(resp: &DeltaResponse) -> Option<u64> {
-        resp.system_version_info.parse().ok()
     }
 
     pub fn expects_change(&self) -> bool {
@@ -69,12 +67,48 @@ impl DeltaClient {
         self.tracker.is_synced()
     }
 
-    /// Handles one response; pushes the requests to send onto `out`.
+    /// Handles one encoded response; pushes the requests to send onto `out`. A copy of a
+    /// response already verified (same resources, names and versions; no removals) is
+    /// recognised by its hash and not decoded; `Err` when the message is not a
+    /// `DeltaDiscoveryResponse` at all.
+    pub fn on_message(
+        &mut self,
+        msg: Bytes,
+        out: &mut Vec<DeltaDiscoveryRequest>,
+    ) -> Result<Outcome, prost::DecodeError> {
+        let mut key = None;
+        if let Some(head) = scan::head(&msg)
+            && let Some(kind) = Kind::from_type_url(head.type_url).filter(|_| !head.removes)
+        {
+            let cache = &self.tracker.shared().verified;
+            if let Some(verified) = cache.lookup(kind, head.key, head.bytes) {
+                let snapshot = head.version.parse().ok();
+                let nonce = head.nonce.to_owned();
+                return Ok(self.accept(kind, nonce, &verified, &[], snapshot, out));
+            }
+            key = Some(head.key);
+        }
+        let resp = DeltaResponse::decode(msg)?;
+        Ok(self.respond(resp, key, out))
+    }
+
+    /// Handles one decoded response (verified, never looked up: tests).
     pub fn on_response(
         &mut self,
         resp: DeltaResponse,
         out: &mut Vec<DeltaDiscoveryRequest>,
     ) -> Outcome {
+        self.respond(resp, None, out)
+    }
+
+    /// Verifies `resp` (kept under `key` when it verifies), then ACKs or NACKs it.
+    fn respond(
+        &mut self,
+        resp: DeltaResponse,
+        key: Option<u128>,
+        out: &mut Vec<DeltaDiscoveryRequest>,
+    ) -> Outcome {
+        let snapshot = resp.system_version_info.parse().ok();
         let nack = |type_url: String, nonce: String, e: DecodeError, out: &mut Vec<_>| {
             out.push(DeltaDiscoveryRequest {
                 type_url,
@@ -84,6 +118,7 @@ impl DeltaClient {
             });
             Outcome {
                 nack: Some(e),
+                snapshot,
                 ..Default::default()
             }
         };
@@ -91,35 +126,55 @@ impl DeltaClient {
             let e = DecodeError::UnknownType(resp.type_url.clone());
             return nack(resp.type_url, resp.nonce, e, out);
         };
-        let marker = &self.tracker.shared().target.marker;
-        let held: Vec<(String, String)> = resp
+        let shared = self.tracker.shared();
+        let held = resp
             .resources
             .iter()
-            .map(|r| (r.name.clone(), r.version.clone()))
+            .map(|r| (r.name.as_str().into(), r.version.as_str().into()))
             .collect();
-        let decoded = decode_all(
+        let verified = shared.verified.verify(
             kind,
-            marker,
-            resp.resources.into_iter().map(|r| match r.resource {
-                Some(a) => Ok((a.type_url, a.value)),
-                None => Err(DecodeError::MissingBody(r.name)),
+            key,
+            &shared.target.marker,
+            resp.resources.iter().map(|r| {
+                r.resource
+                    .as_ref()
+                    .ok_or_else(|| DecodeError::MissingBody(r.name.clone()))
             }),
+            held,
         );
-        let (summaries, marked) = match decoded {
-            Ok(d) => d,
-            Err(e) => return nack(resp.type_url, resp.nonce, e, out),
-        };
-        let versions = &mut self.versions[kind.index()];
-        versions.extend(held);
-        for name in &resp.removed_resources {
-            versions.remove(name);
+        match verified {
+            Ok(v) => {
+                let removed = &resp.removed_resources;
+                self.accept(kind, resp.nonce, &v, removed, snapshot, out)
+            }
+            Err(e) => nack(resp.type_url, resp.nonce, e, out),
         }
-        let applied = self
-            .tracker
-            .apply(kind, summaries, &resp.removed_resources, false);
+    }
+
+    /// Applies a verified response (upserts, and `removed`) and ACKs it, then changes
+    /// the subscriptions of the next type if the names it references changed.
+    fn accept(
+        &mut self,
+        kind: Kind,
+        nonce: String,
+        verified: &Verified,
+        removed: &[String],
+        snapshot: Option<u64>,
+        out: &mut Vec<DeltaDiscoveryRequest>,
+    ) -> Outcome {
+        let versions = &mut self.versions[kind.index()];
+        *versions = if removed.is_empty() {
+            verified.versions.get_or(versions, || {
+                Arc::new(with_upserts(versions, &verified.held, &[]))
+            })
+        } else {
+            Arc::new(with_upserts(versions, &verified.held, removed))
+        };
+        let applied = self.tracker.apply(kind, verified, removed, false);
         out.push(DeltaDiscoveryRequest {
-            type_url: resp.type_url,
-            response_nonce: resp.nonce,
+            type_url: kind.type_url().to_string(),
+            response_nonce: nonce,
             ..Default::default()
         });
         if let Some(old) = applied.children_changed {
@@ -129,8 +184,11 @@ impl DeltaClient {
             };
             let (subscribe, unsubscribe) = diff(&old, self.tracker.parents(kind));
             let versions = &mut self.versions[next.index()];
-            for name in &unsubscribe {
-                versions.remove(name);
+            if unsubscribe
+                .iter()
+                .any(|n| versions.contains_key(n.as_str()))
+            {
+                *versions = Arc::new(with_upserts(versions, &[], &unsubscribe));
             }
             out.push(DeltaDiscoveryRequest {
                 type_url: next.type_url().to_string(),
@@ -139,13 +197,28 @@ impl DeltaClient {
                 ..Default::default()
             });
         }
-        let (synced, converged) = self.tracker.settle(marked);
+        let (synced, converged) = self.tracker.settle(verified.marked);
         Outcome {
             nack: None,
             synced,
             converged,
+            snapshot,
         }
     }
+}
+
+/// `versions` with `upserts` (name, version) applied and `removed` names gone.
+fn with_upserts(
+    versions: &Versions,
+    upserts: &[(Box<str>, Box<str>)],
+    removed: &[String],
+) -> Versions {
+    let mut next = versions.clone();
+    next.extend(upserts.iter().cloned());
+    for name in removed {
+        next.remove(name.as_str());
+    }
+    next
 }
 
 /// `(added, removed)` children between two indexes (both sorted).

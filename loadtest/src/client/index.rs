@@ -4,6 +4,7 @@
 //! Proxies of one Sidecar scope receive the same clusters and listeners, so an index is
 //! interned: ten thousand proxies in ten namespaces hold ten indexes, not ten thousand.
 
+use super::decode::Summary;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
@@ -78,16 +79,22 @@ impl DepIndex {
 
     /// This index with `upserts` applied and `removed` parents gone (a Delta response);
     /// `None` when that changes nothing.
-    pub fn with_changes(&self, upserts: Vec<Entry>, removed: &[String]) -> Option<DepIndex> {
-        let changes = upserts.iter().any(|(p, c)| {
-            match self
-                .parents
-                .binary_search_by(|(q, _)| (**q).cmp(p.as_str()))
-            {
-                Ok(i) => !same(&self.parents[i].1, c),
-                Err(_) => true,
-            }
-        }) || removed.iter().any(|r| self.has_parent(r));
+    pub fn with_changes(&self, upserts: &[Summary], removed: &[String]) -> Option<DepIndex> {
+        let changes = upserts.iter().any(
+            |Summary {
+                 name: p,
+                 children: c,
+                 ..
+             }| {
+                match self
+                    .parents
+                    .binary_search_by(|(q, _)| (**q).cmp(p.as_str()))
+                {
+                    Ok(i) => !same(&self.parents[i].1, c),
+                    Err(_) => true,
+                }
+            },
+        ) || removed.iter().any(|r| self.has_parent(r));
         if !changes {
             return None;
         }
@@ -96,8 +103,8 @@ impl DepIndex {
         for r in removed {
             map.remove(r.as_str());
         }
-        for (p, c) in upserts {
-            map.insert(p.into_boxed_str(), boxed(c));
+        for s in upserts {
+            map.insert(s.name.as_str().into(), boxed(s.children.clone()));
         }
         Some(Self::from_sorted(map.into_iter().collect()))
     }
@@ -178,6 +185,15 @@ mod tests {
         (p.into(), c.iter().map(|s| s.to_string()).collect())
     }
 
+    fn up(p: &str, c: &[&str]) -> Summary {
+        let (name, children) = e(p, c);
+        Summary {
+            name,
+            children,
+            marked: false,
+        }
+    }
+
     #[test]
     fn sorted_unique_children() {
         let i = DepIndex::new(vec![e("b", &["y", "x"]), e("a", &["x"]), e("c", &[])]);
@@ -191,11 +207,8 @@ mod tests {
     #[test]
     fn delta_changes() {
         let i = DepIndex::new(vec![e("a", &["x"]), e("b", &["y"])]);
-        assert!(
-            i.with_changes(vec![e("a", &["x"])], &["zz".into()])
-                .is_none()
-        );
-        let j = i.with_changes(vec![e("c", &["z"])], &["b".into()]).unwrap();
+        assert!(i.with_changes(&[up("a", &["x"])], &["zz".into()]).is_none());
+        let j = i.with_changes(&[up("c", &["z"])], &["b".into()]).unwrap();
         let kids: Vec<&str> = j.children().iter().map(|c| &**c).collect();
         assert_eq!(kids, ["x", "z"]);
         assert!(!j.has_parent("b"));

@@ -10,13 +10,16 @@
 //!  a resource that does not decode ─► NACK (error_detail), state unchanged
 //! ```
 //! [`SotwClient`] and [`DeltaClient`] share [`tracker`]'s bookkeeping; a proxy keeps names
-//! (interned per scope) and bitsets, never decoded resources.
+//! (interned per scope) and bitsets, never decoded resources. Each distinct response is
+//! decoded once per run ([`verified`]): a copy is recognised by the hash of its encoded
+//! resources ([`crate::wire::scan`]) and only applied, with what its first copy yielded.
 
 pub mod decode;
 mod delta;
 pub mod index;
 mod sotw;
 mod tracker;
+pub mod verified;
 
 #[cfg(test)]
 mod tests;
@@ -24,11 +27,12 @@ mod tests;
 pub use decode::{DecodeError, Kind, Marker};
 pub use delta::DeltaClient;
 pub use sotw::SotwClient;
+pub use verified::{CacheReport, Verified, VerifyCache};
 
-use bytes::Bytes;
-use decode::Summary;
+use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::rpc::Status;
 use index::{DepIndex, Interner};
+use prost::Message;
 use std::sync::Arc;
 
 /// Which proxies should receive the change.
@@ -54,16 +58,43 @@ pub struct Target {
 pub struct Shared {
     pub target: Target,
     pub interner: Interner,
+    /// Responses already decoded and verified, by content.
+    pub verified: VerifyCache,
     empty: Arc<DepIndex>,
+    /// Where every Delta proxy's versions start, so that equal histories share theirs.
+    empty_versions: Arc<verified::Versions>,
 }
 
 impl Shared {
     pub fn new(target: Target) -> Arc<Self> {
+        Shared::with_cache(target, verified::DEFAULT_CAPACITY)
+    }
+
+    /// Shared state whose cache of verified responses holds about `capacity` (0: none).
+    pub fn with_cache(target: Target, capacity: usize) -> Arc<Self> {
         Arc::new(Shared {
             target,
             interner: Interner::default(),
+            verified: VerifyCache::new(capacity),
             empty: Arc::new(DepIndex::default()),
+            empty_versions: Arc::default(),
         })
+    }
+}
+
+/// A proxy's node, kept encoded between the streams that send it (a quarter of the
+/// decoded `Node`'s heap: its metadata maps are rebuilt only when a stream starts).
+#[derive(Clone, Debug)]
+pub(crate) struct PackedNode(bytes::Bytes);
+
+impl PackedNode {
+    pub fn new(node: &Node) -> Self {
+        PackedNode(node.encode_to_vec().into())
+    }
+
+    pub fn unpack(&self) -> Node {
+        // Bytes this type encoded from a `Node`: they decode.
+        Node::decode(self.0.clone()).unwrap_or_default()
     }
 }
 
@@ -76,6 +107,8 @@ pub struct Outcome {
     pub synced: bool,
     /// It carried the change and was ACKed (once per client).
     pub converged: bool,
+    /// Its snapshot version (the edge's `version_info`), if it is one.
+    pub snapshot: Option<u64>,
 }
 
 /// The google.rpc.Status of a NACK.
@@ -85,27 +118,4 @@ fn nack_status(e: &DecodeError) -> Status {
         message: e.to_string(),
         details: Vec::new(),
     }
-}
-
-/// Decodes every resource of a response of `kind`; `(summaries, any marked)`.
-fn decode_all(
-    kind: Kind,
-    marker: &Marker,
-    resources: impl Iterator<Item = Result<(Bytes, Bytes), DecodeError>>,
-) -> Result<(Vec<Summary>, bool), DecodeError> {
-    let mut out = Vec::with_capacity(resources.size_hint().0);
-    let mut marked = false;
-    for r in resources {
-        let (type_url, value) = r?;
-        if type_url != kind.type_url().as_bytes() {
-            return Err(DecodeError::TypeMismatch {
-                expected: kind.type_url(),
-                found: String::from_utf8_lossy(&type_url).into_owned(),
-            });
-        }
-        let s = decode::decode(kind, value, marker)?;
-        marked |= s.marked;
-        out.push(s);
-    }
-    Ok((out, marked))
 }

@@ -4,10 +4,13 @@
 
 use super::decode::{DecodeError, Kind};
 use super::tracker::Tracker;
-use super::{Outcome, Shared, decode_all, nack_status};
-use crate::wire::SotwResponse;
+use super::verified::Verified;
+use super::{Outcome, PackedNode, Shared, nack_status};
+use crate::wire::{SotwResponse, scan};
+use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+use prost::Message;
 use std::sync::Arc;
 
 #[derive(Debug, Default)]
@@ -21,7 +24,7 @@ struct TypeState {
 #[derive(Debug)]
 pub struct SotwClient {
     tracker: Tracker,
-    node: Node,
+    node: PackedNode,
     types: [TypeState; 4],
 }
 
@@ -29,7 +32,7 @@ impl SotwClient {
     pub fn new(shared: Arc<Shared>, node: Node) -> Self {
         SotwClient {
             tracker: Tracker::new(shared),
-            node,
+            node: PackedNode::new(&node),
             types: Default::default(),
         }
     }
@@ -52,15 +55,10 @@ impl SotwClient {
             }
             let mut req = self.request(kind, None);
             if out.is_empty() {
-                req.node = Some(self.node.clone());
+                req.node = Some(self.node.unpack());
             }
             out.push(req);
         }
-    }
-
-    /// The snapshot version of `version_info` (the edge's), if it is one.
-    pub fn snapshot_version(resp: &SotwResponse) -> Option<u64> {
-        resp.version_info.parse().ok()
     }
 
     pub fn expects_change(&self) -> bool {
@@ -71,8 +69,42 @@ impl SotwClient {
         self.tracker.is_synced()
     }
 
-    /// Handles one response; pushes the requests to send onto `out`.
+    /// Handles one encoded response; pushes the requests to send onto `out`. A copy of a
+    /// response already verified is recognised by its resources' hash and not decoded;
+    /// `Err` when the message is not a `DiscoveryResponse` at all.
+    pub fn on_message(
+        &mut self,
+        msg: Bytes,
+        out: &mut Vec<DiscoveryRequest>,
+    ) -> Result<Outcome, prost::DecodeError> {
+        let mut key = None;
+        if let Some(head) = scan::head(&msg)
+            && let Some(kind) = Kind::from_type_url(head.type_url)
+        {
+            let cache = &self.tracker.shared().verified;
+            if let Some(verified) = cache.lookup(kind, head.key, head.bytes) {
+                let (version, nonce) = (head.version.to_owned(), head.nonce.to_owned());
+                return Ok(self.accept(kind, version, nonce, &verified, out));
+            }
+            key = Some(head.key);
+        }
+        let resp = SotwResponse::decode(msg)?;
+        Ok(self.respond(resp, key, out))
+    }
+
+    /// Handles one decoded response (verified, never looked up: tests and the probe).
     pub fn on_response(&mut self, resp: SotwResponse, out: &mut Vec<DiscoveryRequest>) -> Outcome {
+        self.respond(resp, None, out)
+    }
+
+    /// Verifies `resp` (kept under `key` when it verifies), then ACKs or NACKs it.
+    fn respond(
+        &mut self,
+        resp: SotwResponse,
+        key: Option<u128>,
+        out: &mut Vec<DiscoveryRequest>,
+    ) -> Outcome {
+        let snapshot = resp.version_info.parse().ok();
         let Some(kind) = Kind::from_type_url(&resp.type_url) else {
             let e = DecodeError::UnknownType(resp.type_url.clone());
             out.push(DiscoveryRequest {
@@ -83,31 +115,44 @@ impl SotwClient {
             });
             return Outcome {
                 nack: Some(e),
+                snapshot,
                 ..Default::default()
             };
         };
-        let marker = &self.tracker.shared().target.marker;
-        let decoded = decode_all(
-            kind,
-            marker,
-            resp.resources
-                .into_iter()
-                .map(|a| Ok((a.type_url, a.value))),
-        );
-        let state = &mut self.types[kind.index()];
-        state.nonce = resp.nonce;
-        let (summaries, marked) = match decoded {
-            Ok(d) => d,
+        let shared = self.tracker.shared();
+        let resources = resp.resources.iter().map(Ok);
+        let verified =
+            shared
+                .verified
+                .verify(kind, key, &shared.target.marker, resources, Box::default());
+        match verified {
+            Ok(v) => self.accept(kind, resp.version_info, resp.nonce, &v, out),
             Err(e) => {
+                self.types[kind.index()].nonce = resp.nonce;
                 out.push(self.request(kind, Some(&e)));
-                return Outcome {
+                Outcome {
                     nack: Some(e),
+                    snapshot,
                     ..Default::default()
-                };
+                }
             }
-        };
-        state.version = resp.version_info;
-        let applied = self.tracker.apply(kind, summaries, &[], true);
+        }
+    }
+
+    /// Applies a verified response and ACKs it (then subscribes to what it references).
+    fn accept(
+        &mut self,
+        kind: Kind,
+        version: String,
+        nonce: String,
+        verified: &Verified,
+        out: &mut Vec<DiscoveryRequest>,
+    ) -> Outcome {
+        let snapshot = version.parse().ok();
+        let state = &mut self.types[kind.index()];
+        state.nonce = nonce;
+        state.version = version;
+        let applied = self.tracker.apply(kind, verified, &[], true);
         out.push(self.request(kind, None));
         if applied.children_changed.is_some() {
             let next = match kind {
@@ -116,11 +161,12 @@ impl SotwClient {
             };
             out.push(self.request(next, None));
         }
-        let (synced, converged) = self.tracker.settle(marked);
+        let (synced, converged) = self.tracker.settle(verified.marked);
         Outcome {
             nack: None,
             synced,
             converged,
+            snapshot,
         }
     }
 

@@ -14,7 +14,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     HttpConnectionManager, Rds, http_connection_manager::RouteSpecifier,
 };
 use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse, Resource,
+    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse, Resource,
 };
 use envoy_types::pb::google::protobuf::{Any, Duration};
 use prost::{Message, Name};
@@ -523,4 +523,196 @@ fn delta_nack_and_missing_body() {
     assert!(matches!(o.nack, Some(DecodeError::MissingBody(_))));
     assert!(out[0].error_detail.is_some());
     assert_eq!(out[0].response_nonce, "n1");
+}
+
+/// A real `DiscoveryResponse`, encoded as the edge sends it.
+fn sotw_bytes(kind: Kind, version: &str, nonce: &str, resources: Vec<Any>) -> bytes::Bytes {
+    DiscoveryResponse {
+        version_info: version.into(),
+        resources,
+        type_url: kind.type_url().into(),
+        nonce: nonce.into(),
+        ..Default::default()
+    }
+    .encode_to_vec()
+    .into()
+}
+
+/// The initial config of [`synced_sotw`], encoded.
+fn initial_sotw(timeout_s: i64) -> Vec<bytes::Bytes> {
+    vec![
+        sotw_bytes(
+            Kind::Cluster,
+            "1",
+            "n1",
+            vec![
+                any(&eds_cluster("outbound|80||a")),
+                any(&eds_cluster("outbound|80||b")),
+            ],
+        ),
+        sotw_bytes(
+            Kind::Listener,
+            "1",
+            "n2",
+            vec![any(&http_listener("0.0.0.0_80", "80"))],
+        ),
+        sotw_bytes(
+            Kind::Endpoint,
+            "1",
+            "n3",
+            vec![
+                any(&cla("outbound|80||a", "10.0.0.1")),
+                any(&cla("outbound|80||b", "10.0.0.2")),
+            ],
+        ),
+        sotw_bytes(Kind::Route, "1", "n4", vec![any(&routes("80", timeout_s))]),
+    ]
+}
+
+#[test]
+fn a_copy_is_not_decoded_again_and_is_answered_the_same() {
+    let shared = vs_target();
+    let (mut a, mut b) = (
+        SotwClient::new(shared.clone(), node()),
+        SotwClient::new(shared.clone(), node()),
+    );
+    let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+    a.start(&mut out_a);
+    b.start(&mut out_b);
+    let mut last = (Outcome::default(), Outcome::default());
+    for msg in initial_sotw(5) {
+        last.0 = a.on_message(msg.clone(), &mut out_a).unwrap();
+        last.1 = b.on_message(msg, &mut out_b).unwrap();
+    }
+    assert!(last.0.synced && last.1.synced);
+    assert_eq!(last.0.snapshot, Some(1));
+    assert_eq!(last.1.snapshot, Some(1));
+    // Every ACK and subscription alike.
+    assert_eq!(out_a, out_b);
+    assert!(out_a.iter().all(|r| r.error_detail.is_none()));
+    let r = shared.verified.report();
+    assert_eq!((r.misses, r.hits), (4, 4), "{r:?}");
+    assert_eq!(shared.interner.len(), 2);
+
+    // The change: the first copy is decoded and carries the marker; the copy converges.
+    let change = sotw_bytes(Kind::Route, "2", "n5", vec![any(&routes("80", 4242))]);
+    assert!(a.on_message(change.clone(), &mut out_a).unwrap().converged);
+    let copy = b.on_message(change, &mut out_b).unwrap();
+    assert!(copy.converged && copy.nack.is_none());
+    assert_eq!(out_b.last().unwrap().version_info, "2");
+    assert_eq!(shared.verified.report().hits, 5);
+}
+
+#[test]
+fn a_bad_copy_is_decoded_and_nacked_every_time() {
+    let shared = vs_target();
+    let bad = sotw_bytes(
+        Kind::Cluster,
+        "1",
+        "n1",
+        vec![Any {
+            type_url: Kind::Cluster.type_url().into(),
+            value: vec![0xff, 0xff, 0xff],
+        }],
+    );
+    for _ in 0..2 {
+        let mut c = SotwClient::new(shared.clone(), node());
+        let mut out = Vec::new();
+        let o = c.on_message(bad.clone(), &mut out).unwrap();
+        assert!(matches!(o.nack, Some(DecodeError::Resource { .. })));
+        assert!(out[0].error_detail.is_some() && out[0].version_info.is_empty());
+        assert_eq!(out[0].response_nonce, "n1");
+    }
+    let r = shared.verified.report();
+    assert_eq!((r.misses, r.hits, r.entries), (2, 0, 0));
+    // Not a response at all: the stream's error, not a NACK.
+    let mut c = SotwClient::new(shared, node());
+    assert!(
+        c.on_message(bytes::Bytes::from_static(&[0x0b]), &mut Vec::new())
+            .is_err()
+    );
+}
+
+#[test]
+fn delta_copies_are_recognised_and_resume_alike() {
+    let shared = vs_target();
+    let encode = |kind: Kind, nonce: &str, resources: Vec<(&str, Any)>, removed: &[&str]| {
+        let resp = DeltaDiscoveryResponse {
+            system_version_info: "3".into(),
+            resources: resources
+                .into_iter()
+                .map(|(n, a)| Resource {
+                    name: n.into(),
+                    version: format!("v-{n}"),
+                    resource: Some(a),
+                    ..Default::default()
+                })
+                .collect(),
+            type_url: kind.type_url().into(),
+            removed_resources: removed.iter().map(|s| s.to_string()).collect(),
+            nonce: nonce.into(),
+            ..Default::default()
+        };
+        bytes::Bytes::from(resp.encode_to_vec())
+    };
+    let responses = [
+        encode(
+            Kind::Cluster,
+            "n1",
+            vec![
+                ("outbound|80||a", any(&eds_cluster("outbound|80||a"))),
+                ("outbound|80||b", any(&eds_cluster("outbound|80||b"))),
+            ],
+            &[],
+        ),
+        encode(
+            Kind::Listener,
+            "n2",
+            vec![("l", any(&http_listener("l", "80")))],
+            &[],
+        ),
+        encode(
+            Kind::Endpoint,
+            "n3",
+            vec![("outbound|80||a", any(&cla("outbound|80||a", "10.0.0.1")))],
+            &["outbound|80||b"],
+        ),
+        encode(Kind::Route, "n4", vec![("80", any(&routes("80", 5)))], &[]),
+    ];
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let mut c = DeltaClient::new(shared.clone(), node());
+        let mut out = Vec::new();
+        c.start(&mut out);
+        let mut synced = false;
+        for msg in &responses {
+            let o = c.on_message(msg.clone(), &mut out).unwrap();
+            assert!(o.nack.is_none() && o.snapshot == Some(3));
+            synced |= o.synced;
+        }
+        assert!(synced);
+        clients.push((c, out));
+    }
+    assert_eq!(clients[0].1, clients[1].1);
+    // Three copies recognised; the one with a removal is decoded each time.
+    let r = shared.verified.report();
+    assert_eq!((r.misses, r.hits), (5, 3), "{r:?}");
+    // On a new stream both resume with the same versions, those received.
+    let resumed: Vec<Vec<DeltaDiscoveryRequest>> = clients
+        .iter_mut()
+        .map(|(c, _)| {
+            let mut out = Vec::new();
+            c.start(&mut out);
+            out
+        })
+        .collect();
+    assert_eq!(resumed[0], resumed[1]);
+    let cds = &resumed[0][0].initial_resource_versions;
+    assert_eq!(cds.len(), 2);
+    assert_eq!(cds["outbound|80||a"], "v-outbound|80||a");
+    let eds = resumed[0]
+        .iter()
+        .find(|r| r.type_url == Kind::Endpoint.type_url())
+        .unwrap();
+    assert_eq!(eds.initial_resource_versions.len(), 1, "b was removed");
 }

@@ -2,8 +2,9 @@
 //! holds (as shared [`DepIndex`]es), which endpoints and routes it has received, whether
 //! it has its initial config, and whether it has seen the change.
 
-use super::decode::{Kind, Summary};
+use super::decode::Kind;
 use super::index::DepIndex;
+use super::verified::Verified;
 use super::{Expect, Shared};
 use std::sync::Arc;
 
@@ -107,37 +108,65 @@ impl Tracker {
     }
 
     /// Applies an accepted response of `kind`: `full` (state of the world) replaces the
-    /// clusters or listeners, otherwise `summaries` are upserts and `removed` removals.
+    /// clusters or listeners, otherwise `verified` holds upserts and `removed` removals.
+    /// What follows from the same response and the same state is computed once per run
+    /// and shared (see [`Verified`]).
     pub fn apply(
         &mut self,
         kind: Kind,
-        summaries: Vec<Summary>,
+        verified: &Verified,
         removed: &[String],
         full: bool,
     ) -> Applied {
         self.acked[kind.index()] = true;
+        let interner = &self.shared.interner;
         match kind {
             Kind::Cluster | Kind::Listener => {
-                let entries = summaries
-                    .into_iter()
-                    .map(|s| (s.name, s.children))
-                    .collect();
+                let current = self.parents(kind);
                 let next = if full {
-                    Some(DepIndex::new(entries))
+                    let index = verified.index.get_or_init(|| {
+                        let entries = verified
+                            .summaries
+                            .iter()
+                            .map(|s| (s.name.clone(), s.children.clone()))
+                            .collect();
+                        interner.intern(DepIndex::new(entries))
+                    });
+                    Some(index.clone())
+                } else if removed.is_empty() {
+                    verified.upserts.get_or(current, || {
+                        let next = current.with_changes(&verified.summaries, &[]);
+                        next.map(|i| interner.intern(i))
+                    })
                 } else {
-                    self.parents(kind).with_changes(entries, removed)
+                    let next = current.with_changes(&verified.summaries, removed);
+                    next.map(|i| interner.intern(i))
                 };
-                let Some(next) = next else {
-                    return Applied::default();
-                };
-                let next = self.shared.interner.intern(next);
-                self.replace(kind, next)
+                match next {
+                    Some(next) => self.replace(kind, next),
+                    None => Applied::default(),
+                }
             }
             Kind::Endpoint | Kind::Route => {
-                let names = summaries.iter().map(|s| s.name.as_str());
+                let (index, bits) = match kind {
+                    Kind::Endpoint => (&self.clusters, &mut self.eds_seen),
+                    _ => (&self.listeners, &mut self.rds_seen),
+                };
+                let positions = verified.positions.get_or(index, || {
+                    let names = verified.summaries.iter().map(|s| s.name.as_str());
+                    names
+                        .filter_map(|n| index.child_position(n))
+                        .map(|i| i as u32)
+                        .collect()
+                });
+                for &i in positions.iter() {
+                    bits.insert(i as usize);
+                }
                 // A Delta removal of a subscribed name answers it too: it does not exist.
-                for name in names.chain(removed.iter().map(String::as_str)) {
-                    self.seen(kind, name);
+                for name in removed {
+                    if let Some(i) = index.child_position(name) {
+                        bits.insert(i);
+                    }
                 }
                 Applied::default()
             }
@@ -172,16 +201,6 @@ impl Tracker {
         }
         Applied {
             children_changed: changed.then_some(old),
-        }
-    }
-
-    fn seen(&mut self, kind: Kind, name: &str) {
-        let (index, bits) = match kind {
-            Kind::Endpoint => (&self.clusters, &mut self.eds_seen),
-            _ => (&self.listeners, &mut self.rds_seen),
-        };
-        if let Some(i) = index.child_position(name) {
-            bits.insert(i);
         }
     }
 

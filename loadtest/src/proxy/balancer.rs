@@ -1,5 +1,9 @@
 //! Which edge a stream goes to: `spread` pins each proxy to one of C connections laid
-//! over the edges in turn (the run's original mode); `random` picks, for every stream and
+//! over the edges in turn (the run's original mode); a proxy whose streams failed before
+//! any response goes to the next edges in turn, skipping those unready (as a client fails
+//! over when its edge is gone: a proxy alone in retrying would otherwise find its dead
+//! edge ready again after each backoff);
+//! `random` picks, for every stream and
 //! every reconnect, a random edge and one of its connections, as a Kubernetes Service
 //! spreads new connections over its ready endpoints. Random channels connect lazily and
 //! reconnect by themselves. An edge where a stream failed before any response (refused,
@@ -18,7 +22,8 @@ pub const UNREADY_FOR: Duration = Duration::from_secs(1);
 /// How streams are spread over `--xds-addr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Lb {
-    /// Each proxy keeps one of C connections, laid over the edges in turn.
+    /// Each proxy keeps one of C connections, laid over the edges in turn (failing over to
+    /// the next ready edge while its own is unready).
     #[default]
     Spread,
     /// Every stream and reconnect goes to a random edge.
@@ -28,8 +33,10 @@ pub enum Lb {
 #[derive(Debug)]
 pub struct Balancer {
     lb: Lb,
-    /// `Spread`: the C connections. `Random`: per edge, its connections.
+    /// Per edge, its connections (`Spread`: connection j is edge j mod E's j/E-th).
     pools: Vec<Vec<Channel>>,
+    /// `Spread`: the connections in all.
+    conns: usize,
     seed: AtomicU64,
     /// `Random`: per edge, until when (ms since `epoch`) it is left out of picks.
     unready_until_ms: Vec<AtomicU64>,
@@ -54,12 +61,12 @@ impl Balancer {
     ) -> Result<Balancer, TransportError> {
         let pools = match lb {
             Lb::Spread => {
-                let mut channels = Vec::with_capacity(conns);
+                let mut pools = vec![Vec::new(); addrs.len()];
                 for j in 0..conns {
                     let addr = &addrs[j % addrs.len()];
-                    channels.push(transport::connect(addr, timeout, dial).await?);
+                    pools[j % addrs.len()].push(transport::connect(addr, timeout, dial).await?);
                 }
-                vec![channels]
+                pools
             }
             Lb::Random => {
                 let per_edge = conns.div_ceil(addrs.len()).max(1);
@@ -73,13 +80,18 @@ impl Balancer {
                     .collect::<Result<Vec<_>, _>>()?
             }
         };
-        Ok(Balancer {
+        Ok(Balancer::with_pools(lb, pools, conns))
+    }
+
+    fn with_pools(lb: Lb, pools: Vec<Vec<Channel>>, conns: usize) -> Balancer {
+        Balancer {
             lb,
+            conns,
             unready_until_ms: pools.iter().map(|_| AtomicU64::new(0)).collect(),
             pools,
             seed: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
             epoch: Instant::now(),
-        })
+        }
     }
 
     /// A stream to `edge` failed before any response: leave it out of random picks for
@@ -94,23 +106,33 @@ impl Balancer {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// The first ready edge from `start` on, in turn; `start` when none is.
+    /// The first ready edge (with connections) from `start` on, in turn; `start` when
+    /// none is.
     fn ready_from(&self, start: usize) -> usize {
         let (n, now) = (self.pools.len(), self.now_ms());
         (0..n)
             .map(|k| (start + k) % n)
-            .find(|&e| self.unready_until_ms[e].load(Relaxed) <= now)
+            .find(|&e| !self.pools[e].is_empty() && self.unready_until_ms[e].load(Relaxed) <= now)
             .unwrap_or(start)
     }
 
-    /// The channel for proxy `index`'s `attempt`-th stream.
-    pub fn pick(&self, index: usize, attempt: usize) -> Pick {
+    /// The channel for proxy `index`'s `attempt`-th stream, after `failed` streams in a
+    /// row that failed before any response.
+    pub fn pick(&self, index: usize, attempt: usize, failed: usize) -> Pick {
         match self.lb {
             Lb::Spread => {
-                let pool = &self.pools[0];
+                let j = index % self.conns.max(1);
+                let own = j % self.pools.len();
+                // The first stream always goes to its own edge (the run's layout).
+                let edge = if attempt == 0 {
+                    own
+                } else {
+                    self.ready_from((own + failed) % self.pools.len())
+                };
+                let pool = &self.pools[edge];
                 Pick {
-                    channel: pool[index % pool.len()].clone(),
-                    edge: 0,
+                    channel: pool[(j / self.pools.len()) % pool.len()].clone(),
+                    edge,
                 }
             }
             Lb::Random => {
@@ -148,7 +170,7 @@ mod tests {
             Balancer::connect(Lb::Random, &addrs, 2, Duration::from_secs(1), &Dial::Plain)
                 .await
                 .expect("lazy channels");
-        let picks = |b: &Balancer| (0..200).map(|i| b.pick(i, 0).edge).collect::<Vec<_>>();
+        let picks = |b: &Balancer| (0..200).map(|i| b.pick(i, 0, 0).edge).collect::<Vec<_>>();
         assert!(picks(&balancer).contains(&0) && picks(&balancer).contains(&1));
         balancer.unready(0);
         assert!(picks(&balancer).iter().all(|&e| e == 1));
@@ -158,5 +180,35 @@ mod tests {
         tokio::time::sleep(UNREADY_FOR + Duration::from_millis(50)).await;
         let after = picks(&balancer);
         assert!(after.contains(&0) && after.contains(&1));
+    }
+
+    #[tokio::test]
+    async fn spread_keeps_its_layout_and_fails_over_while_an_edge_is_unready() {
+        let lazy = |addr: &str| transport::connect_lazy(addr, Duration::from_secs(1), &Dial::Plain);
+        // Six connections over three edges: connection j is edge j mod 3's.
+        let pools = (1..=3)
+            .map(|e| {
+                (0..2)
+                    .map(|_| lazy(&format!("127.0.0.1:{e}")).unwrap())
+                    .collect()
+            })
+            .collect();
+        let balancer = Balancer::with_pools(Lb::Spread, pools, 6);
+        let edges = |attempt, failed| {
+            (0..12)
+                .map(|i| balancer.pick(i, attempt, failed).edge)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(edges(0, 0), [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2]);
+        balancer.unready(1);
+        // The first stream keeps to its edge; a reconnect goes to the next ready one.
+        assert_eq!(edges(0, 0)[1], 1);
+        assert_eq!(edges(1, 0), [0, 2, 2, 0, 2, 2, 0, 2, 2, 0, 2, 2]);
+        tokio::time::sleep(UNREADY_FOR + Duration::from_millis(50)).await;
+        assert_eq!(edges(1, 0), edges(0, 0));
+        // After failures in a row, the next edges in turn, even where none is unready
+        // (a proxy alone in retrying its dead edge).
+        assert_eq!(edges(2, 1), [1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(edges(3, 2), [2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1]);
     }
 }

@@ -16,7 +16,7 @@ pub use stats::Stats;
 
 use crate::client::{DeltaClient, Outcome, Shared, SotwClient};
 use crate::secure::Security;
-use crate::wire::{self, DeltaResponse, SotwResponse, framing::Framer};
+use crate::wire::{self, framing::Framer};
 use bytes::Bytes;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use prost::Message;
@@ -112,26 +112,28 @@ impl StreamError {
 /// A state machine the task can drive.
 trait AdsClient: Send {
     type Request: Message;
-    type Response: Message + Default;
     const PATH: &'static str;
     fn start(&mut self, out: &mut Vec<Self::Request>);
-    fn snapshot_version(resp: &Self::Response) -> Option<u64>;
-    fn on_response(&mut self, resp: Self::Response, out: &mut Vec<Self::Request>) -> Outcome;
+    fn on_message(
+        &mut self,
+        msg: Bytes,
+        out: &mut Vec<Self::Request>,
+    ) -> Result<Outcome, prost::DecodeError>;
     fn expects_change(&self) -> bool;
 }
 
 impl AdsClient for SotwClient {
     type Request = DiscoveryRequest;
-    type Response = SotwResponse;
     const PATH: &'static str = wire::SOTW_PATH;
-    fn snapshot_version(resp: &SotwResponse) -> Option<u64> {
-        SotwClient::snapshot_version(resp)
-    }
     fn start(&mut self, out: &mut Vec<DiscoveryRequest>) {
         SotwClient::start(self, out)
     }
-    fn on_response(&mut self, resp: SotwResponse, out: &mut Vec<DiscoveryRequest>) -> Outcome {
-        SotwClient::on_response(self, resp, out)
+    fn on_message(
+        &mut self,
+        msg: Bytes,
+        out: &mut Vec<DiscoveryRequest>,
+    ) -> Result<Outcome, prost::DecodeError> {
+        SotwClient::on_message(self, msg, out)
     }
     fn expects_change(&self) -> bool {
         SotwClient::expects_change(self)
@@ -140,20 +142,16 @@ impl AdsClient for SotwClient {
 
 impl AdsClient for DeltaClient {
     type Request = DeltaDiscoveryRequest;
-    type Response = DeltaResponse;
     const PATH: &'static str = wire::DELTA_PATH;
-    fn snapshot_version(resp: &DeltaResponse) -> Option<u64> {
-        DeltaClient::snapshot_version(resp)
-    }
     fn start(&mut self, out: &mut Vec<DeltaDiscoveryRequest>) {
         DeltaClient::start(self, out)
     }
-    fn on_response(
+    fn on_message(
         &mut self,
-        resp: DeltaResponse,
+        msg: Bytes,
         out: &mut Vec<DeltaDiscoveryRequest>,
-    ) -> Outcome {
-        DeltaClient::on_response(self, resp, out)
+    ) -> Result<Outcome, prost::DecodeError> {
+        DeltaClient::on_message(self, msg, out)
     }
     fn expects_change(&self) -> bool {
         DeltaClient::expects_change(self)
@@ -171,6 +169,8 @@ struct Reported {
     version: u64,
     synced: bool,
     converged: bool,
+    /// When the last stream that had served ended, until a later stream serves.
+    lost_ns: Option<u64>,
 }
 
 /// Runs proxy `index` until `shutdown` turns true. A stream that fails or is closed by
@@ -227,6 +227,8 @@ async fn reconnecting<C: AdsClient>(
     reported: &mut Reported,
 ) {
     let mut backoff = ctx.limits.backoff;
+    // Streams in a row that failed before any response.
+    let mut failed = 0;
     for attempt in 0usize.. {
         if ctx.limits.max_attempts.is_some_and(|max| attempt >= max) {
             ctx.stats.gave_up.fetch_add(1, Relaxed);
@@ -242,7 +244,7 @@ async fn reconnecting<C: AdsClient>(
             }
             backoff = (backoff * 2).min(ctx.limits.max_backoff);
         }
-        let pick = balancer.pick(index, attempt);
+        let pick = balancer.pick(index, attempt, failed);
         let answered = reported.responses;
         match stream(ctx, identity, pick.channel, &mut client, shutdown, reported).await {
             Ok(()) => return,
@@ -253,8 +255,13 @@ async fn reconnecting<C: AdsClient>(
                 if reported.responses > answered {
                     // The stream served: the next failure starts the backoff again.
                     backoff = ctx.limits.backoff;
+                    failed = 0;
+                    let now = ctx.now_ns();
+                    reported.lost_ns = Some(now);
+                    ctx.stats.lost(now);
                 } else {
                     balancer.unready(pick.edge);
+                    failed += 1;
                 }
                 if e.is_handoff() {
                     Stats::add(&ctx.stats.handed_off, 1);
@@ -317,9 +324,14 @@ async fn stream<C: AdsClient>(
             }
         };
         framer.push(data, |m| messages.push(m))?;
-        if !reported.answered && !messages.is_empty() {
-            reported.answered = true;
-            stats.first_response(ctx.now_ns().saturating_sub(opened_ns));
+        if !messages.is_empty() {
+            if !reported.answered {
+                reported.answered = true;
+                stats.first_response(ctx.now_ns().saturating_sub(opened_ns));
+            }
+            if let Some(lost_ns) = reported.lost_ns.take() {
+                stats.served_again(lost_ns, ctx.now_ns());
+            }
         }
         for msg in messages.drain(..) {
             let len = (msg.len() + wire::framing::HEADER_LEN) as u64;
@@ -332,9 +344,9 @@ async fn stream<C: AdsClient>(
                     Stats::add(&stats.pushes_unneeded, 1);
                 }
             }
-            let resp = C::Response::decode(msg)?;
+            let outcome = client.on_message(msg, &mut out)?;
             reported.responses += 1;
-            if let Some(version) = C::snapshot_version(&resp) {
+            if let Some(version) = outcome.snapshot {
                 if version < reported.version {
                     Stats::add(&stats.version_regressions, 1);
                     stats.sample(|| {
@@ -347,7 +359,6 @@ async fn stream<C: AdsClient>(
                 }
                 reported.version = reported.version.max(version);
             }
-            let outcome = client.on_response(resp, &mut out);
             if let Some(e) = &outcome.nack {
                 Stats::add(&stats.nacks, 1);
                 stats.sample(|| format!("{} NACK: {e}", identity.node_id()));

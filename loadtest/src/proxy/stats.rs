@@ -37,6 +37,16 @@ pub struct Stats {
     pub converged_expected: AtomicUsize,
     /// When the last proxy synced.
     pub last_sync_ns: AtomicU64,
+    /// Streams that had served and then ended (an edge died, drained or handed the
+    /// proxy off), and proxies served again on a later stream after such an end.
+    pub streams_lost: AtomicU64,
+    pub served_again: AtomicU64,
+    /// When the first served stream ended, and when the last proxy was served again
+    /// (0 until then): the window every proxy took to be served again.
+    pub first_loss_ns: AtomicU64,
+    pub last_served_again_ns: AtomicU64,
+    /// Per proxy served again, from its stream's end to the next stream's first response.
+    served_again_after: Mutex<Vec<u64>>,
     converged_at: Mutex<Vec<u64>>,
     /// Per proxy, from its first stream's open to its first response.
     first_response: Mutex<Vec<u64>>,
@@ -62,6 +72,33 @@ impl Stats {
             self.converged_expected.fetch_add(1, Relaxed);
         }
         self.converged.fetch_add(1, Relaxed);
+    }
+
+    /// A stream that had served ended at `at_ns`.
+    pub fn lost(&self, at_ns: u64) {
+        self.streams_lost.fetch_add(1, Relaxed);
+        // 0 is "none yet".
+        let at_ns = at_ns.max(1);
+        let _ = self.first_loss_ns.fetch_update(Relaxed, Relaxed, |first| {
+            (first == 0 || at_ns < first).then_some(at_ns)
+        });
+    }
+
+    /// A proxy whose served stream ended at `lost_ns` got a response again at `at_ns`.
+    pub fn served_again(&self, lost_ns: u64, at_ns: u64) {
+        self.served_again.fetch_add(1, Relaxed);
+        self.last_served_again_ns.fetch_max(at_ns, Relaxed);
+        self.served_again_after
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(at_ns.saturating_sub(lost_ns));
+    }
+
+    pub fn served_again_after(&self) -> Vec<u64> {
+        self.served_again_after
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// A proxy's first response came `after_ns` after it opened its first stream.

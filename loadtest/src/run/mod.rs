@@ -14,7 +14,7 @@ mod report;
 
 pub use change::{ChangeError, ChangeKind, Plan};
 pub use probe::{ProbeError, wait_for_cluster};
-pub use report::{ChangeReport, Percentiles, ProcReport, Report};
+pub use report::{ChangeReport, Cost, PerProxy, Percentiles, ProcReport, Report, Resync};
 
 use crate::client::{Shared, Target};
 use crate::mesh::{self, MeshError};
@@ -83,6 +83,11 @@ pub struct RunConfig {
     pub hold_released: Option<watch::Receiver<bool>>,
     /// TLS and per-proxy tokens, as the agent connects to 15012 (default: plaintext).
     pub security: Security,
+    /// Distinct responses whose verification is remembered (0: decode every copy).
+    pub verify_cache: usize,
+    /// Every proxy whose served stream ends (an edge killed) must be served again, the
+    /// last within this of the first end; `None`: reported, not checked.
+    pub resync_within: Option<Duration>,
 }
 
 impl Default for RunConfig {
@@ -105,6 +110,8 @@ impl Default for RunConfig {
             phases: None,
             hold_released: None,
             security: Security::default(),
+            verify_cache: crate::client::verified::DEFAULT_CAPACITY,
+            resync_within: None,
         }
     }
 }
@@ -228,7 +235,7 @@ pub async fn run(config: RunConfig) -> Result<Report> {
 
     let stats = Arc::new(Stats::default());
     let ctx = Arc::new(RunContext {
-        shared: Shared::new(target),
+        shared: Shared::with_cache(target, config.verify_cache),
         stats: stats.clone(),
         start: Instant::now(),
         delta: config.delta,
@@ -310,9 +317,12 @@ pub async fn run(config: RunConfig) -> Result<Report> {
                 }
             } => {}
         }
-        // Then every proxy must hold the config: synced again wherever it went.
+        // Then every proxy must be connected again wherever it went, and every one whose
+        // stream ended served again.
         let reconnected_synced = wait_until(config.timeout, || {
-            (stats.connected.load(Relaxed) >= n).then_some(())
+            let lost = stats.streams_lost.load(Relaxed);
+            (stats.connected.load(Relaxed) >= n && stats.served_again.load(Relaxed) >= lost)
+                .then_some(())
         })
         .await;
         timed_out |= reconnected_synced.is_none();
@@ -331,7 +341,18 @@ pub async fn run(config: RunConfig) -> Result<Report> {
     if drained.is_err() {
         tasks.abort_all();
     }
-    let after = sample_all();
+    // An edge that exited (killed during the hold) keeps its last reading.
+    let after: Vec<ProcSample> = sample_all()
+        .into_iter()
+        .zip(&at_sync)
+        .map(|(after, at_sync)| {
+            if after == ProcSample::default() {
+                *at_sync
+            } else {
+                after
+            }
+        })
+        .collect();
     let after_sync_s = (synced_at.elapsed().as_secs_f64() * 100.0).round() / 100.0;
 
     let ms: Vec<f64> = stats
@@ -347,6 +368,28 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         .map(|(i, pid)| ProcReport::new(pid.clone(), before[i], at_sync[i], after[i]))
         .collect();
     let (edges, me) = procs.split_at(pids.len());
+    let per_proxy = PerProxy {
+        edges: report::Cost::of(edges, n),
+        loadtest: report::Cost::of(me, n),
+    };
+    let (first_loss, last_served) = (
+        stats.first_loss_ns.load(Relaxed),
+        stats.last_served_again_ns.load(Relaxed),
+    );
+    let resync = Resync {
+        streams_lost: Stats::get(&stats.streams_lost),
+        served_again: Stats::get(&stats.served_again),
+        window_ms: (first_loss > 0 && last_served >= first_loss)
+            .then(|| ((last_served - first_loss) as f64 / 1e5).round() / 10.0),
+        gap_ms: Percentiles::of(
+            stats
+                .served_again_after()
+                .into_iter()
+                .map(|ns| ns as f64 / 1e6)
+                .collect(),
+        ),
+        within_ms: config.resync_within.map(|d| d.as_secs_f64() * 1000.0),
+    };
     Ok(Report {
         proxies: n,
         connected,
@@ -391,6 +434,9 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         timed_out,
         edges: edges.to_vec(),
         loadtest: me[0].clone(),
+        per_proxy,
+        verify_cache: ctx.shared.verified.report(),
+        resync,
         error_samples: stats.samples(),
     })
 }

@@ -2,6 +2,7 @@
 
 use super::change::ChangeKind;
 use super::procfs::ProcSample;
+use crate::client::CacheReport;
 use serde::Serialize;
 use std::fmt;
 
@@ -57,12 +58,16 @@ pub struct ProcReport {
     pub peak_rss_kib: u64,
     /// `VmRSS` at the end of the run.
     pub rss_kib: u64,
+    /// `VmRSS` before the proxies connected.
+    pub rss_kib_before: u64,
     /// `VmRSS` once every proxy had its initial config (or the sync wait ended).
     pub rss_kib_at_sync: u64,
     /// CPU seconds since the process started.
     pub cpu_s: f64,
     /// CPU seconds during this run.
     pub cpu_s_run: f64,
+    /// CPU seconds from the first connection to the end of the initial sync.
+    pub cpu_s_sync: f64,
     /// CPU seconds from the end of the initial sync to the end of the run (the changes,
     /// settle and hold): over `Report::after_sync_s`, the CPUs used under the changes.
     pub cpu_s_after_sync: f64,
@@ -74,9 +79,11 @@ impl ProcReport {
             pid,
             peak_rss_kib: after.peak_rss_kib,
             rss_kib: after.rss_kib,
+            rss_kib_before: before.rss_kib,
             rss_kib_at_sync: at_sync.rss_kib,
             cpu_s: round2(after.cpu_s),
             cpu_s_run: round2(after.cpu_s - before.cpu_s),
+            cpu_s_sync: round2(at_sync.cpu_s - before.cpu_s),
             cpu_s_after_sync: round2(after.cpu_s - at_sync.cpu_s),
         }
     }
@@ -84,6 +91,67 @@ impl ProcReport {
 
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// One side's cost per proxy: the edges together, or the loadtest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Cost {
+    /// CPU milliseconds per proxy during the initial sync, and during the whole run.
+    pub cpu_ms_sync: f64,
+    pub cpu_ms_run: f64,
+    /// KiB per proxy: RSS grown from before the proxies connected to the end of the
+    /// sync, and the peak RSS (everything the processes hold) over the proxies.
+    pub rss_kib_sync: f64,
+    pub peak_rss_kib: f64,
+}
+
+impl Cost {
+    /// The cost of `procs` together over `proxies`.
+    pub fn of<'a>(procs: impl IntoIterator<Item = &'a ProcReport>, proxies: usize) -> Cost {
+        let n = proxies.max(1) as f64;
+        let mut c = Cost::default();
+        for p in procs {
+            c.cpu_ms_sync += p.cpu_s_sync * 1000.0;
+            c.cpu_ms_run += p.cpu_s_run * 1000.0;
+            c.rss_kib_sync += p.rss_kib_at_sync.saturating_sub(p.rss_kib_before) as f64;
+            c.peak_rss_kib += p.peak_rss_kib as f64;
+        }
+        Cost {
+            cpu_ms_sync: round3(c.cpu_ms_sync / n),
+            cpu_ms_run: round3(c.cpu_ms_run / n),
+            rss_kib_sync: round2(c.rss_kib_sync / n),
+            peak_rss_kib: round2(c.peak_rss_kib / n),
+        }
+    }
+}
+
+/// Per proxy, what the edges and the loadtest cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PerProxy {
+    /// Every `--edge-pid` together (absent pids count nothing).
+    pub edges: Cost,
+    pub loadtest: Cost,
+}
+
+/// Proxies whose served stream ended (an edge killed, drained, handing off) and that
+/// were served again on another stream.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Resync {
+    /// Served streams that ended, and those whose proxy was served again.
+    pub streams_lost: u64,
+    pub served_again: u64,
+    /// From the first such end to the last proxy served again (to hold against the
+    /// edges' drain grace).
+    pub window_ms: Option<f64>,
+    /// Per proxy, from its stream's end to its next first response.
+    pub gap_ms: Option<Percentiles>,
+    /// The bound asked for (`--resync-within`): a longer window, or a proxy left
+    /// unserved, fails the run.
+    pub within_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -140,6 +208,11 @@ pub struct Report {
     pub timed_out: bool,
     pub edges: Vec<ProcReport>,
     pub loadtest: ProcReport,
+    /// CPU and memory per proxy, of the edges and of the loadtest.
+    pub per_proxy: PerProxy,
+    /// Responses decoded and verified once, and copies recognised.
+    pub verify_cache: CacheReport,
+    pub resync: Resync,
     /// The first errors and NACKs, for diagnosis.
     pub error_samples: Vec<String>,
 }
@@ -161,7 +234,60 @@ impl Report {
         if self.timed_out {
             failures.push("a wait (sync, convergence or reconnect) ended at --timeout".into());
         }
+
+        let r = &self.resync;
+        if let Some(within) = r.within_ms {
+            if r.served_again < r.streams_lost {
+                failures.push(format!(
+                    "{} of {} proxies whose stream ended were not served again",
+                    r.streams_lost - r.served_again,
+                    r.streams_lost
+                ));
+            }
+            if r.window_ms.is_some_and(|w| w > within) {
+                failures.push(format!(
+                    "proxies were served again within {} ms, not {within} ms",
+                    r.window_ms.unwrap_or_default()
+                ));
+            }
+        }
         failures
+    }
+
+    /// The run on one line, for scripts and logs.
+    pub fn summary(&self) -> String {
+        let p = |p: &Option<Percentiles>, f: fn(&Percentiles) -> f64| {
+            p.as_ref().map_or("-".to_string(), |p| format!("{}", f(p)))
+        };
+        let (e, l) = (&self.per_proxy.edges, &self.per_proxy.loadtest);
+        let mut line = format!(
+            "synced {}/{} initial_sync_s {} change_p50_ms {} change_p99_ms {} \
+             first_response_p99_ms {} nacks {} version_regressions {} \
+             edge_cpu_ms_per_proxy {} edge_rss_kib_per_proxy {} \
+             loadtest_cpu_ms_per_proxy {} loadtest_peak_rss_kib_per_proxy {}",
+            self.synced,
+            self.proxies,
+            self.initial_sync_s.map_or("-".into(), |s| s.to_string()),
+            p(&self.convergence_ms, |p| p.p50),
+            p(&self.convergence_ms, |p| p.p99),
+            p(&self.time_to_first_response_ms, |p| p.p99),
+            self.nacks,
+            self.version_regressions,
+            e.cpu_ms_sync,
+            e.rss_kib_sync,
+            l.cpu_ms_sync,
+            l.peak_rss_kib,
+        );
+        let r = &self.resync;
+        if r.streams_lost > 0 {
+            line += &format!(
+                " served_again {}/{} resync_window_ms {}",
+                r.served_again,
+                r.streams_lost,
+                r.window_ms.map_or("-".into(), |w| w.to_string())
+            );
+        }
+        line
     }
 }
 
@@ -290,6 +416,50 @@ impl fmt::Display for Report {
                     p.cpu_s_run,
                     p.cpu_s_after_sync,
                     self.after_sync_s
+                ),
+            )?;
+        }
+        let cost = |c: &Cost| {
+            format!(
+                "CPU {:.3} ms at sync ({:.3} ms in the run), RSS {:.1} KiB grown at sync, \
+                 {:.1} KiB peak",
+                c.cpu_ms_sync, c.cpu_ms_run, c.rss_kib_sync, c.peak_rss_kib
+            )
+        };
+        if !self.edges.is_empty() {
+            row(f, "edges per proxy", cost(&self.per_proxy.edges))?;
+        }
+        row(f, "loadtest / proxy", cost(&self.per_proxy.loadtest))?;
+        let v = &self.verify_cache;
+        row(
+            f,
+            "verified",
+            format!(
+                "{} responses decoded ({:.1} MiB), {} copies recognised ({:.1} MiB); \
+                 cache {} of {}, {} evicted",
+                v.misses,
+                v.bytes_verified as f64 / (1024.0 * 1024.0),
+                v.hits,
+                v.bytes_skipped as f64 / (1024.0 * 1024.0),
+                v.entries,
+                v.capacity,
+                v.evictions
+            ),
+        )?;
+        let r = &self.resync;
+        if r.streams_lost > 0 {
+            row(
+                f,
+                "served again",
+                format!(
+                    "{} of {} proxies whose stream ended, within {} ms; gap {}",
+                    r.served_again,
+                    r.streams_lost,
+                    r.window_ms.map_or("-".into(), |w| w.to_string()),
+                    match &r.gap_ms {
+                        Some(p) => format!("p50 {} ms  p99 {} ms  max {} ms", p.p50, p.p99, p.max),
+                        None => "-".into(),
+                    }
                 ),
             )?;
         }

@@ -1,8 +1,10 @@
-//! The ADS wire, below tonic's codecs: gRPC length-prefixed framing, and views of the
+//! The ADS wire, below tonic's codecs: gRPC length-prefixed framing, a scan of a response
+//! that reads its strings and hashes its resources without decoding it, and views of the
 //! responses whose resource bodies stay slices of the received bytes (no copy before each
 //! resource is decoded into its Envoy type).
 
 pub mod framing;
+pub mod scan;
 mod views;
 
 pub use views::{DeltaResource, DeltaResponse, RawAny, SotwResponse};
