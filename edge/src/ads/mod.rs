@@ -7,6 +7,21 @@
 //!  proxy ──requests──► transport ──► stream task: SotwStream / DeltaStream ◄── PushJob
 //!        ◄─responses── bounded channel of encoded responses ◄── (send timeout) ◄──────┘
 //! ```
+//!
+//! Imports run one way, down this picture (a module uses only those below it):
+//!
+//! ```text
+//!  server, handoff, dispatch          XdsServer: wiring, drain, hand-off, pushes
+//!  service                            the gRPC service: admits a stream, routes it
+//!  connection                         the stream task: serves, or relays, one stream
+//!  relay                              copies a stream's frames to and from its owner
+//!  shared                             what every task shares (config, registry, ...)
+//!  registry   ownership               connected streams │ ring view, relays, channels
+//!  protocol                           SotW / Delta behind one trait
+//!  sotw, delta ─► sent, status, source, scope, limits, error
+//!  transport, outbound                the wire: framing, encoded responses, gRPC paths,
+//!                                     relay headers; the response body
+//! ```
 
 mod config;
 mod connection;
@@ -17,12 +32,14 @@ mod handoff;
 mod limits;
 mod metrics;
 mod outbound;
+mod ownership;
 mod protocol;
 mod registry;
 mod relay;
 pub mod scope;
 mod sent;
 mod server;
+mod service;
 mod shared;
 pub mod sotw;
 pub mod source;

@@ -25,22 +25,21 @@ use super::outbound::Outbound;
 use super::protocol::Protocol;
 use super::shared::Shared;
 use super::transport::frame;
-use crate::membership::Ring;
+use super::transport::relay_header::{RELAYED_BY, RELAYED_IDENTITY, identity_header};
 use crate::proxy::Proxy;
-use crate::tls::PeerInfo;
-use crate::tls::client::RelayConnector;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use http::header::{CONTENT_TYPE, HeaderValue, TE};
 use http_body::{Body as _, Frame};
-use shoal_proto::security::{AuthMethod, Identity, SpiffeId};
 use shoal_proto::transport::Member;
-use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tonic::Status;
+use tonic::codegen::Service;
+use tracing::{Instrument, debug, info, warn};
 
 /// How long a relay waits for the owner to take the stream (its response headers) before
 /// serving the proxy here. An owner that is down refuses at once (or within the 1 s
@@ -48,184 +47,6 @@ use std::time::Duration;
 /// proxies here instead only moves them again at the next re-home: measured at 1,500
 /// proxies opening at once, 2 s left ~20% of them away from their owner.
 const RELAY_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
-use tokio::sync::{mpsc, oneshot, watch};
-use tonic::Status;
-use tonic::codegen::Service;
-use tonic::transport::{Channel, Endpoint};
-use tracing::{Instrument, debug, info, warn};
-
-/// The header that marks a relayed stream, naming the edge that relays it.
-pub const RELAYED_BY: &str = "x-shoal-relayed-by";
-/// The identity the relaying edge authenticated the proxy as: `<spiffe id>;<method>`, or
-/// `anonymous` for a stream it took on plaintext.
-pub const RELAYED_IDENTITY: &str = "x-shoal-relayed-identity";
-
-/// The identity a relayed stream carries. `Ok(None)`: not relayed. A stream with relay
-/// headers is refused PERMISSION_DENIED unless its peer is an edge: its TLS client
-/// certificate, verified against the mesh root, names `edge`.
-pub(crate) fn relayed_identity(
-    edge: &SpiffeId,
-    peer: Option<&PeerInfo>,
-    headers: &http::HeaderMap,
-) -> Result<Option<Identity>, Status> {
-    if !headers.contains_key(RELAYED_BY) && !headers.contains_key(RELAYED_IDENTITY) {
-        return Ok(None);
-    }
-    let presented = match peer {
-        None => "a plaintext stream".to_string(),
-        Some(p) => match &p.spiffe {
-            Some(id) if id == edge => {
-                let value = headers
-                    .get(RELAYED_IDENTITY)
-                    .map(|v| v.to_str().unwrap_or("\u{fffd}"))
-                    .unwrap_or("anonymous");
-                return parse_identity(value).map(Some).map_err(|reason| {
-                    Status::invalid_argument(format!("{RELAYED_IDENTITY} {value:?}: {reason}"))
-                });
-            }
-            Some(id) => format!("a client certificate for {id}"),
-            None => "no edge client certificate".to_string(),
-        },
-    };
-    Err(Status::permission_denied(format!(
-        "{RELAYED_BY} / {RELAYED_IDENTITY} are taken only from another Shoal edge (a client \
-         certificate for {edge} under the mesh root); this stream presents {presented}"
-    )))
-}
-
-/// The [`RELAYED_IDENTITY`] value of `identity`.
-pub(crate) fn identity_header(identity: &Identity) -> String {
-    match identity.principal() {
-        None => "anonymous".into(),
-        Some(p) => format!("{};{}", p.spiffe_id(), p.method.as_str()),
-    }
-}
-
-fn parse_identity(value: &str) -> Result<Identity, String> {
-    if value == "anonymous" {
-        return Ok(Identity::Anonymous);
-    }
-    let (id, method) = value
-        .split_once(';')
-        .ok_or("expected <spiffe id>;<method> or anonymous")?;
-    let method = [AuthMethod::Jwt, AuthMethod::ClientCertificate]
-        .into_iter()
-        .find(|m| m.as_str() == method)
-        .ok_or_else(|| format!("unknown method {method:?}"))?;
-    let id = SpiffeId::parse(id).map_err(|e| e.to_string())?;
-    Ok(Identity::authenticated(id.into_principal(method)))
-}
-
-const RELAY_STREAM_WINDOW: u32 = 256 * 1024;
-const RELAY_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
-
-/// This edge's view of ownership.
-pub(crate) struct Placement {
-    pub me: String,
-    pub ring: watch::Receiver<Arc<Ring>>,
-}
-
-/// How long a new stream waits for this edge's first ring (the members read after it
-/// registered) before it is refused with a retryable status: without the ring, the edge
-/// would take the proxy as its own and move it again later.
-const RING_WAIT: Duration = Duration::from_secs(5);
-
-impl Placement {
-    /// The member that owns `proxy_id`, when it is another edge; waits (within
-    /// [`RING_WAIT`]) for the first ring.
-    pub async fn owner_elsewhere(&self, proxy_id: &str) -> Result<Option<Member>, Status> {
-        let mut ring = self.ring.clone();
-        if !matches!(
-            tokio::time::timeout(RING_WAIT, crate::membership::known(&mut ring)).await,
-            Ok(true)
-        ) {
-            return Err(Status::unavailable(
-                "this edge has not read the edge ring yet (membership bucket); reconnect",
-            ));
-        }
-        let ring = ring.borrow();
-        Ok(ring.owner(proxy_id).filter(|m| m.id != self.me).cloned())
-    }
-}
-
-/// The streams this edge relays, and its connections to the other edges.
-#[derive(Default)]
-pub(crate) struct Relays {
-    channels: Mutex<HashMap<String, Channel>>,
-    active: Mutex<HashMap<u64, Relayed>>,
-    next: AtomicU64,
-}
-
-struct Relayed {
-    proxy: String,
-    owner: String,
-    close: watch::Sender<bool>,
-}
-
-impl Relays {
-    fn channel(&self, addr: &str, tls: &RelayConnector) -> Result<Channel, String> {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = channels.get(addr) {
-            return Ok(c.clone());
-        }
-        // `http`: TLS is the connector's (mTLS as the edge identity), not tonic's.
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| e.to_string())?
-            .connect_timeout(Duration::from_secs(1))
-            .tcp_nodelay(true)
-            // Relayed responses are copied down as they arrive: a small per-stream window
-            // keeps what waits in a relay small, a large connection window keeps many
-            // relayed streams from waiting on each other.
-            .initial_stream_window_size(RELAY_STREAM_WINDOW)
-            .initial_connection_window_size(RELAY_CONNECTION_WINDOW)
-            .connect_with_connector_lazy(tls.clone());
-        channels.insert(addr.to_string(), channel.clone());
-        Ok(channel)
-    }
-
-    /// Relayed streams now.
-    pub fn len(&self) -> usize {
-        self.active.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    /// `(proxy, owner)` of every relayed stream.
-    pub fn streams(&self) -> Vec<(String, String)> {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        active
-            .values()
-            .map(|r| (r.proxy.clone(), r.owner.clone()))
-            .collect()
-    }
-
-    /// Ends the relay of `proxy` with a retryable status; false if none.
-    pub fn hand_off(&self, proxy: &str) -> bool {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        let mut found = false;
-        for r in active.values().filter(|r| r.proxy == proxy) {
-            r.close.send_replace(true);
-            found = true;
-        }
-        found
-    }
-
-    fn insert(&self, proxy: &str, owner: &str) -> (u64, watch::Receiver<bool>) {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (close, closed) = watch::channel(false);
-        let relayed = Relayed {
-            proxy: proxy.to_string(),
-            owner: owner.to_string(),
-            close,
-        };
-        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        active.insert(id, relayed);
-        (id, closed)
-    }
-
-    fn remove(&self, id: u64) {
-        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        active.remove(&id);
-    }
-}
 
 /// A request body fed from a channel of gRPC frames.
 struct Frames(mpsc::Receiver<Bytes>);

@@ -1,0 +1,126 @@
+//! This edge's view of ownership: who owns which proxy under the ring
+//! ([`Placement`]), and the streams it relays to owners with the connections it holds to
+//! them ([`Relays`]). Stream tasks, the service and the hand-off task read it; it knows
+//! none of them.
+
+use crate::membership::Ring;
+use crate::tls::client::RelayConnector;
+use shoal_proto::transport::Member;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tonic::Status;
+use tonic::transport::{Channel, Endpoint};
+
+const RELAY_STREAM_WINDOW: u32 = 256 * 1024;
+const RELAY_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
+
+/// This edge's view of ownership.
+pub(crate) struct Placement {
+    pub me: String,
+    pub ring: watch::Receiver<Arc<Ring>>,
+}
+
+/// How long a new stream waits for this edge's first ring (the members read after it
+/// registered) before it is refused with a retryable status: without the ring, the edge
+/// would take the proxy as its own and move it again later.
+const RING_WAIT: Duration = Duration::from_secs(5);
+
+impl Placement {
+    /// The member that owns `proxy_id`, when it is another edge; waits (within
+    /// [`RING_WAIT`]) for the first ring.
+    pub async fn owner_elsewhere(&self, proxy_id: &str) -> Result<Option<Member>, Status> {
+        let mut ring = self.ring.clone();
+        if !matches!(
+            tokio::time::timeout(RING_WAIT, crate::membership::known(&mut ring)).await,
+            Ok(true)
+        ) {
+            return Err(Status::unavailable(
+                "this edge has not read the edge ring yet (membership bucket); reconnect",
+            ));
+        }
+        let ring = ring.borrow();
+        Ok(ring.owner(proxy_id).filter(|m| m.id != self.me).cloned())
+    }
+}
+
+/// The streams this edge relays, and its connections to the other edges.
+#[derive(Default)]
+pub(crate) struct Relays {
+    channels: Mutex<HashMap<String, Channel>>,
+    active: Mutex<HashMap<u64, Relayed>>,
+    next: AtomicU64,
+}
+
+struct Relayed {
+    proxy: String,
+    owner: String,
+    close: watch::Sender<bool>,
+}
+
+impl Relays {
+    pub fn channel(&self, addr: &str, tls: &RelayConnector) -> Result<Channel, String> {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = channels.get(addr) {
+            return Ok(c.clone());
+        }
+        // `http`: TLS is the connector's (mTLS as the edge identity), not tonic's.
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| e.to_string())?
+            .connect_timeout(Duration::from_secs(1))
+            .tcp_nodelay(true)
+            // Relayed responses are copied down as they arrive: a small per-stream window
+            // keeps what waits in a relay small, a large connection window keeps many
+            // relayed streams from waiting on each other.
+            .initial_stream_window_size(RELAY_STREAM_WINDOW)
+            .initial_connection_window_size(RELAY_CONNECTION_WINDOW)
+            .connect_with_connector_lazy(tls.clone());
+        channels.insert(addr.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    /// Relayed streams now.
+    pub fn len(&self) -> usize {
+        self.active.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// `(proxy, owner)` of every relayed stream.
+    pub fn streams(&self) -> Vec<(String, String)> {
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        active
+            .values()
+            .map(|r| (r.proxy.clone(), r.owner.clone()))
+            .collect()
+    }
+
+    /// Ends the relay of `proxy` with a retryable status; false if none.
+    pub fn hand_off(&self, proxy: &str) -> bool {
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let mut found = false;
+        for r in active.values().filter(|r| r.proxy == proxy) {
+            r.close.send_replace(true);
+            found = true;
+        }
+        found
+    }
+
+    pub fn insert(&self, proxy: &str, owner: &str) -> (u64, watch::Receiver<bool>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (close, closed) = watch::channel(false);
+        let relayed = Relayed {
+            proxy: proxy.to_string(),
+            owner: owner.to_string(),
+            close,
+        };
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        active.insert(id, relayed);
+        (id, closed)
+    }
+
+    pub fn remove(&self, id: u64) {
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        active.remove(&id);
+    }
+}
