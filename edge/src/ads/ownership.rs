@@ -3,6 +3,7 @@
 //! them ([`Relays`]). Stream tasks, the service and the hand-off task read it; it knows
 //! none of them.
 
+use super::error::Ending;
 use crate::membership::Ring;
 use crate::tls::client::RelayConnector;
 use shoal_proto::transport::Member;
@@ -57,7 +58,7 @@ pub(crate) struct Relays {
 struct Relayed {
     proxy: String,
     owner: String,
-    close: watch::Sender<bool>,
+    close: watch::Sender<Option<Ending>>,
 }
 
 impl Relays {
@@ -95,26 +96,69 @@ impl Relays {
             .collect()
     }
 
-    /// Ends the relay of `proxy` with a retryable status; false if none.
-    pub fn hand_off(&self, proxy: &str) -> bool {
+    /// Ends the relays of `proxy` for `why` (with a retryable status); false if none.
+    pub fn end(&self, proxy: &str, why: Ending) -> bool {
         let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
         let mut found = false;
         for r in active.values().filter(|r| r.proxy == proxy) {
-            r.close.send_replace(true);
+            end(&r.close, why);
             found = true;
         }
         found
     }
 
-    pub fn insert(&self, proxy: &str, owner: &str) -> (u64, watch::Receiver<bool>) {
+    /// Ends the relays of `proxy` to any edge but `owner` for `why`; false if none.
+    pub fn end_unless_to(&self, proxy: &str, owner: Option<&str>, why: Ending) -> bool {
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let mut found = false;
+        for r in active
+            .values()
+            .filter(|r| r.proxy == proxy && Some(r.owner.as_str()) != owner)
+        {
+            end(&r.close, why);
+            found = true;
+        }
+        found
+    }
+
+    /// Forgets the connections to edges that are not in `ring` (they left it): a
+    /// channel reconnects forever, and an edge that comes back gets a fresh one.
+    pub fn retain_channels(&self, ring: &Ring) {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels.retain(|addr, _| ring.members().iter().any(|m| m.xds_addr == *addr));
+    }
+
+    /// The edges this edge holds a relay connection to, by address.
+    #[cfg(test)]
+    pub fn channel_addrs(&self) -> Vec<String> {
+        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut addrs: Vec<String> = channels.keys().cloned().collect();
+        addrs.sort();
+        addrs
+    }
+
+    /// Ends every relay for `why`.
+    pub fn end_all(&self, why: Ending) {
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        for r in active.values() {
+            end(&r.close, why);
+        }
+    }
+
+    /// Records a relay of `proxy` to `owner`; an older relay of the same proxy is told
+    /// to end ([`Ending::Replaced`]): one session per proxy ID.
+    pub fn insert(&self, proxy: &str, owner: &str) -> (u64, watch::Receiver<Option<Ending>>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (close, closed) = watch::channel(false);
+        let (close, closed) = watch::channel(None);
         let relayed = Relayed {
             proxy: proxy.to_string(),
             owner: owner.to_string(),
             close,
         };
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        for older in active.values().filter(|r| r.proxy == proxy) {
+            end(&older.close, Ending::Replaced);
+        }
         active.insert(id, relayed);
         (id, closed)
     }
@@ -123,4 +167,15 @@ impl Relays {
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
         active.remove(&id);
     }
+}
+
+/// Tells a relay to end for `why`; the first reason given wins.
+fn end(close: &watch::Sender<Option<Ending>>, why: Ending) {
+    close.send_if_modified(|e| {
+        let first = e.is_none();
+        if first {
+            *e = Some(why);
+        }
+        first
+    });
 }

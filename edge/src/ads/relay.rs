@@ -20,7 +20,7 @@
 //! relay ends with a retryable status, and the proxy reconnects, through the Service, to
 //! be relayed to its new owner.
 
-use super::error::AdsError;
+use super::error::{AdsError, Ending};
 use super::outbound::Outbound;
 use super::protocol::Protocol;
 use super::shared::Shared;
@@ -34,9 +34,10 @@ use http_body::{Body as _, Frame};
 use shoal_proto::transport::Member;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 use tonic::Status;
 use tonic::codegen::Service;
 use tracing::{Instrument, debug, info, warn};
@@ -63,7 +64,12 @@ impl http_body::Body for Frames {
     }
 }
 
-/// Relays the stream to `owner`. `Err` gives the stream back, untouched but for its
+/// A stream given back to be served here: its first request, the rest, and its place
+/// under `--max-streams`.
+pub(crate) type Back<M, S> = (<M as Protocol>::Request, S, OwnedSemaphorePermit);
+
+/// Relays the stream to `owner`; the relay holds `permit` (its place under
+/// `--max-streams`) while it lasts. `Err` gives the stream back, untouched but for its
 /// first request, when the owner cannot take it: the caller serves it itself.
 pub(crate) async fn relay<M, S>(
     shared: &Arc<Shared>,
@@ -71,21 +77,22 @@ pub(crate) async fn relay<M, S>(
     proxy: &Proxy,
     first: M::Request,
     inbound: S,
-) -> Result<Outbound, (M::Request, S)>
+    permit: OwnedSemaphorePermit,
+) -> Result<Outbound, Back<M, S>>
 where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
 {
     let (Some(placement), Some(tls)) = (shared.placement.get(), shared.relay_tls.get()) else {
         debug!(owner = %owner.id, "no TLS to relay with; serving here");
-        return Err((first, inbound));
+        return Err((first, inbound, permit));
     };
     let proxy_id = proxy.id.as_str();
     let mut channel = match shared.relays.channel(&owner.xds_addr, tls) {
         Ok(c) => c,
         Err(e) => {
             warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
-            return Err((first, inbound));
+            return Err((first, inbound, permit));
         }
     };
     let (tx, rx) = mpsc::channel::<Bytes>(shared.config.stream_buffer.max(1));
@@ -120,16 +127,25 @@ where
         Ok(Ok(body)) => body,
         Ok(Err(e)) => {
             debug!(owner = %owner.id, error = %e, "owner cannot take the stream; serving here");
-            return Err((first, inbound));
+            return Err((first, inbound, permit));
         }
         Err(_) => {
             debug!(owner = %owner.id, "owner slow to take the stream; serving here");
-            return Err((first, inbound));
+            return Err((first, inbound, permit));
         }
     };
     let (out_tx, out_rx) = mpsc::channel(shared.config.stream_buffer.max(1));
     let (close_tx, close_rx) = oneshot::channel();
     let (id, closed) = shared.relays.insert(proxy_id, &owner.id);
+    // One session per proxy ID: a stream of the same proxy served here ends.
+    if let Some(served) = shared.registry.proxy(proxy_id) {
+        served.end(Ending::Replaced);
+    }
+    // A drain that began while the owner was taking the stream: end_all ran before the
+    // insert, so the relay ends here.
+    if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
+        shared.relays.end(proxy_id, Ending::Draining);
+    }
     shared.metrics.relayed.inc();
     let span =
         tracing::info_span!("relay", protocol = M::NAME, proxy = %proxy_id, owner = %owner.id);
@@ -139,6 +155,7 @@ where
         async move {
             info!("relaying to the proxy's owner");
             task.await;
+            drop(permit);
             shared.relays.remove(id);
             shared.metrics.relayed.dec();
         }
@@ -154,15 +171,16 @@ async fn pump<M, S>(
     mut body: tonic::body::Body,
     down: mpsc::Sender<Bytes>,
     close: oneshot::Sender<Status>,
-    mut closed: watch::Receiver<bool>,
+    mut closed: watch::Receiver<Option<Ending>>,
 ) where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
 {
     let status = loop {
         tokio::select! {
-            _ = async { drop(closed.wait_for(|c| *c).await) } => {
-                break Some(AdsError::HandedOff.to_status());
+            why = async { closed.wait_for(Option::is_some).await.ok().and_then(|w| *w) } => {
+                let why = why.unwrap_or(Ending::HandedOff);
+                break Some(AdsError::from(why).to_status());
             }
             req = inbound.next() => match req {
                 Some(Ok(req)) => {
@@ -214,3 +232,6 @@ fn trailer_status(trailers: Option<&http::HeaderMap>) -> Status {
         .to_string();
     Status::new(tonic::Code::from_i32(code), message)
 }
+
+#[cfg(test)]
+mod tests;
