@@ -1,6 +1,7 @@
 //! The task behind one ADS stream: it owns the stream's state machine and moves bytes
 //! between it, the proxy and the push queue. Nothing here decides protocol questions.
 
+use super::body::AdsBody;
 use super::error::{AdsError, Ending};
 use super::outbound::Outbound;
 use super::protocol::Protocol;
@@ -57,7 +58,7 @@ pub(crate) async fn accept<M, S>(
     shared: &Arc<Shared>,
     mut inbound: S,
     who: Who,
-) -> Result<Outbound, Status>
+) -> Result<AdsBody, Status>
 where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
@@ -121,7 +122,7 @@ where
     let (first, inbound, permit) = match owner {
         Some(owner) => {
             match relay::relay::<M, S>(shared, owner, &proxy, first, inbound, permit).await {
-                Ok(outbound) => return Ok(outbound),
+                Ok(relayed) => return Ok(relayed.into()),
                 Err(back) => back,
             }
         }
@@ -150,7 +151,7 @@ where
         )
         .instrument(span),
     );
-    Ok(Outbound::new(out_rx, close_rx))
+    Ok(Outbound::new(out_rx, close_rx).into())
 }
 
 /// The node's metadata `SERVICE_ACCOUNT`, where it gives one.

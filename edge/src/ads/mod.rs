@@ -14,7 +14,8 @@
 //!  server, handoff, dispatch          XdsServer: wiring, drain, hand-off, pushes
 //!  service                            the gRPC service: admits a stream, routes it
 //!  connection                         the stream task: serves, or relays, one stream
-//!  relay                              copies a stream's frames to and from its owner
+//!  body                               a stream's response body: served or relayed
+//!  relay                              passes a stream's frames to and from its owner
 //!  shared                             what every task shares (config, registry, ...)
 //!  registry   ownership               connected streams │ ring view, relays, channels
 //!  protocol                           SotW / Delta behind one trait
@@ -23,6 +24,7 @@
 //!                                     relay headers; the response body
 //! ```
 
+mod body;
 mod config;
 mod connection;
 pub mod delta;
@@ -46,6 +48,7 @@ pub mod source;
 pub mod status;
 mod transport;
 
+pub use body::AdsBody;
 pub use config::XdsConfig;
 pub use delta::DeltaStream;
 pub use dispatch::proxy_needs_push;

@@ -3,12 +3,13 @@
 //! them ([`Relays`]). Stream tasks, the service and the hand-off task read it; it knows
 //! none of them.
 
-use super::error::Ending;
+use super::error::{AdsError, Ending};
 use crate::membership::Ring;
 use crate::tls::client::RelayConnector;
+use futures::task::AtomicWaker;
 use shoal_proto::transport::Member;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -58,7 +59,7 @@ pub(crate) struct Relays {
 struct Relayed {
     proxy: String,
     owner: String,
-    close: watch::Sender<Option<Ending>>,
+    link: Arc<RelayLink>,
 }
 
 impl Relays {
@@ -101,7 +102,7 @@ impl Relays {
         let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
         let mut found = false;
         for r in active.values().filter(|r| r.proxy == proxy) {
-            end(&r.close, why);
+            r.link.end(why);
             found = true;
         }
         found
@@ -115,7 +116,7 @@ impl Relays {
             .values()
             .filter(|r| r.proxy == proxy && Some(r.owner.as_str()) != owner)
         {
-            end(&r.close, why);
+            r.link.end(why);
             found = true;
         }
         found
@@ -141,26 +142,25 @@ impl Relays {
     pub fn end_all(&self, why: Ending) {
         let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
         for r in active.values() {
-            end(&r.close, why);
+            r.link.end(why);
         }
     }
 
-    /// Records a relay of `proxy` to `owner`; an older relay of the same proxy is told
-    /// to end ([`Ending::Replaced`]): one session per proxy ID.
-    pub fn insert(&self, proxy: &str, owner: &str) -> (u64, watch::Receiver<Option<Ending>>) {
+    /// Records a relay of `proxy` to `owner`, ended through `link`; an older relay of
+    /// the same proxy is told to end ([`Ending::Replaced`]): one session per proxy ID.
+    pub fn insert(&self, proxy: &str, owner: &str, link: Arc<RelayLink>) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (close, closed) = watch::channel(None);
         let relayed = Relayed {
             proxy: proxy.to_string(),
             owner: owner.to_string(),
-            close,
+            link,
         };
         let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
         for older in active.values().filter(|r| r.proxy == proxy) {
-            end(&older.close, Ending::Replaced);
+            older.link.end(Ending::Replaced);
         }
         active.insert(id, relayed);
-        (id, closed)
+        id
     }
 
     pub fn remove(&self, id: u64) {
@@ -169,13 +169,77 @@ impl Relays {
     }
 }
 
-/// Tells a relay to end for `why`; the first reason given wins.
-fn end(close: &watch::Sender<Option<Ending>>, why: Ending) {
-    close.send_if_modified(|e| {
-        let first = e.is_none();
-        if first {
-            *e = Some(why);
+/// What ends a relay, shared by its two bodies and [`Relays`]: why (set once), the
+/// proxy's refused request when that is why, and the wakers of both bodies.
+#[derive(Default)]
+pub(crate) struct RelayLink {
+    state: AtomicU8,
+    failure: Mutex<Option<Box<Status>>>,
+    /// The body of the request to the owner (the proxy's requests).
+    pub up: AtomicWaker,
+    /// The body of the response to the proxy (the owner's responses).
+    pub down: AtomicWaker,
+}
+
+const LIVE: u8 = 0;
+const HANDED_OFF: u8 = 1;
+const REPLACED: u8 = 2;
+const DRAINING: u8 = 3;
+/// The proxy sent a request its stream cannot take.
+const FAILED: u8 = 4;
+/// The proxy's response ended.
+const CLOSED: u8 = 5;
+
+impl RelayLink {
+    /// Ends the relay for `why`, unless it ends already.
+    pub fn end(&self, why: Ending) {
+        self.set(match why {
+            Ending::HandedOff => HANDED_OFF,
+            Ending::Replaced => REPLACED,
+            Ending::Draining => DRAINING,
+        });
+    }
+
+    /// Ends the relay with `status`, that of a request the proxy's stream refused.
+    pub fn fail(&self, status: Status) {
+        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(status));
+        self.set(FAILED);
+    }
+
+    /// The proxy's response ended: the request to the owner ends too.
+    pub fn close(&self) {
+        self.set(CLOSED);
+    }
+
+    pub fn ended(&self) -> bool {
+        self.state.load(Ordering::Acquire) != LIVE
+    }
+
+    /// The status to end the proxy's response with, once the relay ends here.
+    pub fn status(&self) -> Option<Status> {
+        let why = match self.state.load(Ordering::Acquire) {
+            LIVE | CLOSED => return None,
+            HANDED_OFF => Ending::HandedOff,
+            REPLACED => Ending::Replaced,
+            DRAINING => Ending::Draining,
+            _ => {
+                let failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+                return Some(failure.as_deref().cloned().unwrap_or_else(|| {
+                    Status::invalid_argument("the proxy sent a request its stream refused")
+                }));
+            }
+        };
+        Some(AdsError::from(why).to_status())
+    }
+
+    fn set(&self, state: u8) {
+        if self
+            .state
+            .compare_exchange(LIVE, state, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            self.up.wake();
+            self.down.wake();
         }
-        first
-    });
+    }
 }

@@ -1,14 +1,20 @@
 //! Ownership by relay: a stream that reaches an edge that does not own its proxy (the
 //! Service picked an edge at random) is relayed, bytes only, to the owner, which
 //! generates and pushes its config. The relaying edge decodes nothing of the responses;
-//! it re-frames the proxy's requests (they are small) and copies the owner's response
-//! frames and final status back.
+//! it re-frames the proxy's requests (they are small) and passes the owner's response
+//! frames and trailers through.
 //!
 //! ```text
 //!  proxy ──► edge A (not owner) ──mTLS, x-shoal-relayed-by: A,──► edge B (owner) ─ generates
 //!                                  x-shoal-relayed-identity
-//!        ◄──────── response frames, copied ◄────────────────────┘
+//!        ◄──────── response frames, passed through ◄────────────┘
 //! ```
+//!
+//! A relay costs its edge no task, channel or buffer of its own: the proxy's request
+//! stream is the body of the request to the owner ([`Up`], each request framed as it is
+//! read), and the owner's response body is the proxy's ([`Relayed`], frames passed on as
+//! they arrive, within the HTTP/2 stream window). What a relay keeps besides its two
+//! HTTP/2 streams is a [`RelayLink`]: why it ends, and the two wakers to tell.
 //!
 //! Relays run over mTLS between edges: the relaying edge presents its own certificate
 //! (the edge SPIFFE ID) and the proxy's identity in [`RELAYED_IDENTITY`]; the owner takes
@@ -20,27 +26,28 @@
 //! relay ends with a retryable status, and the proxy reconnects, through the Service, to
 //! be relayed to its new owner.
 
-use super::error::{AdsError, Ending};
-use super::outbound::Outbound;
+use super::error::Ending;
+use super::ownership::RelayLink;
 use super::protocol::Protocol;
 use super::shared::Shared;
 use super::transport::frame;
 use super::transport::relay_header::{RELAYED_BY, RELAYED_IDENTITY, identity_header};
 use crate::proxy::Proxy;
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use http::header::{CONTENT_TYPE, HeaderValue, TE};
-use http_body::{Body as _, Frame};
+use http_body::{Body, Frame, SizeHint};
 use shoal_proto::transport::Member;
+use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tonic::Status;
 use tonic::codegen::Service;
-use tracing::{Instrument, debug, info, warn};
+use tracing::{debug, info, warn};
 
 /// How long a relay waits for the owner to take the stream (its response headers) before
 /// serving the proxy here. An owner that is down refuses at once (or within the 1 s
@@ -48,21 +55,6 @@ use tracing::{Instrument, debug, info, warn};
 /// proxies here instead only moves them again at the next re-home: measured at 1,500
 /// proxies opening at once, 2 s left ~20% of them away from their owner.
 const RELAY_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A request body fed from a channel of gRPC frames.
-struct Frames(mpsc::Receiver<Bytes>);
-
-impl http_body::Body for Frames {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        self.0.poll_recv(cx).map(|m| m.map(|b| Ok(Frame::data(b))))
-    }
-}
 
 /// A stream given back to be served here: its first request, the rest, and its place
 /// under `--max-streams`.
@@ -78,7 +70,7 @@ pub(crate) async fn relay<M, S>(
     first: M::Request,
     inbound: S,
     permit: OwnedSemaphorePermit,
-) -> Result<Outbound, Back<M, S>>
+) -> Result<Relayed, Back<M, S>>
 where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
@@ -95,9 +87,16 @@ where
             return Err((first, inbound, permit));
         }
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(shared.config.stream_buffer.max(1));
-    let _ = tx.try_send(frame(&first));
-    let mut req = http::Request::new(tonic::body::Body::new(Frames(rx)));
+    // The proxy's requests go up once the owner takes the stream; until then only the
+    // first, and the stream stays here to be served if the owner does not.
+    let link = Arc::new(RelayLink::default());
+    let (hand_over, handed) = oneshot::channel();
+    let up = Up::<S> {
+        first: Some(frame(&first)),
+        inbound: Inbound::Waiting(handed),
+        link: link.clone(),
+    };
+    let mut req = http::Request::new(tonic::body::Body::new(up));
     *req.method_mut() = http::Method::POST;
     *req.uri_mut() = http::Uri::from_static(M::PATH);
     let headers = req.headers_mut();
@@ -134,103 +133,168 @@ where
             return Err((first, inbound, permit));
         }
     };
-    let (out_tx, out_rx) = mpsc::channel(shared.config.stream_buffer.max(1));
-    let (close_tx, close_rx) = oneshot::channel();
-    let (id, closed) = shared.relays.insert(proxy_id, &owner.id);
+    let id = shared.relays.insert(proxy_id, &owner.id, link.clone());
     // One session per proxy ID: a stream of the same proxy served here ends.
     if let Some(served) = shared.registry.proxy(proxy_id) {
         served.end(Ending::Replaced);
     }
-    // A drain that began while the owner was taking the stream: end_all ran before the
+    // A drain that began while the owner was taking the stream: `end_all` ran before the
     // insert, so the relay ends here.
     if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
-        shared.relays.end(proxy_id, Ending::Draining);
+        link.end(Ending::Draining);
+    }
+    if hand_over.send(inbound).is_err() {
+        // hyper dropped the request body: the owner's stream is gone already.
+        link.end(Ending::HandedOff);
     }
     shared.metrics.relayed.inc();
-    let span =
-        tracing::info_span!("relay", protocol = M::NAME, proxy = %proxy_id, owner = %owner.id);
-    let task = pump::<M, S>(inbound, tx, body, out_tx, close_tx, closed);
-    let shared = shared.clone();
-    tokio::spawn(
-        async move {
-            info!("relaying to the proxy's owner");
-            task.await;
-            drop(permit);
-            shared.relays.remove(id);
-            shared.metrics.relayed.dec();
-        }
-        .instrument(span),
-    );
-    Ok(Outbound::new(out_rx, close_rx))
+    info!(protocol = M::NAME, proxy = %proxy_id, owner = %owner.id, "relaying to the proxy's owner");
+    Ok(Relayed {
+        body,
+        link,
+        done: false,
+        _held: Held {
+            shared: shared.clone(),
+            id,
+            _permit: permit,
+        },
+    })
 }
 
-/// Copies requests up and responses down until either side ends or the relay is closed.
-async fn pump<M, S>(
-    mut inbound: S,
-    up: mpsc::Sender<Bytes>,
-    mut body: tonic::body::Body,
-    down: mpsc::Sender<Bytes>,
-    close: oneshot::Sender<Status>,
-    mut closed: watch::Receiver<Option<Ending>>,
-) where
-    M: Protocol,
-    S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
+/// The proxy's request stream, as the body of the relayed request: its first request,
+/// then each as it is read, framed; it ends when the relay does.
+struct Up<S> {
+    first: Option<Bytes>,
+    inbound: Inbound<S>,
+    link: Arc<RelayLink>,
+}
+
+enum Inbound<S> {
+    /// Until the owner takes the stream.
+    Waiting(oneshot::Receiver<S>),
+    Reading(S),
+}
+
+impl<S, R> Body for Up<S>
+where
+    S: Stream<Item = Result<R, Status>> + Unpin + Send + 'static,
+    R: prost::Message,
 {
-    let status = loop {
-        tokio::select! {
-            why = async { closed.wait_for(Option::is_some).await.ok().and_then(|w| *w) } => {
-                let why = why.unwrap_or(Ending::HandedOff);
-                break Some(AdsError::from(why).to_status());
-            }
-            req = inbound.next() => match req {
-                Some(Ok(req)) => {
-                    if up.send(frame(&req)).await.is_err() {
-                        break Some(Status::unavailable("the owner ended the relayed stream; reconnect"));
-                    }
-                }
-                Some(Err(status)) => break Some(status),
-                None => break None,
-            },
-            frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)) => match frame {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => {
-                        if down.send(data).await.is_err() {
-                            break None;
-                        }
-                    }
-                    Err(frame) => break Some(trailer_status(frame.trailers_ref())),
-                },
-                Some(Err(status)) => {
-                    break Some(Status::unavailable(format!(
-                        "the proxy's owner went away ({}); reconnect",
-                        status.message()
-                    )));
-                }
-                None => break Some(Status::unavailable("the owner ended the stream; reconnect")),
-            },
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        this.link.up.register(cx.waker());
+        if this.link.ended() {
+            return Poll::Ready(None);
         }
-    };
-    if let Some(status) = status {
-        let _ = close.send(status);
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        loop {
+            match &mut this.inbound {
+                Inbound::Waiting(handed) => match ready!(Pin::new(handed).poll(cx)) {
+                    Ok(inbound) => this.inbound = Inbound::Reading(inbound),
+                    Err(_) => return Poll::Ready(None),
+                },
+                Inbound::Reading(inbound) => {
+                    return match ready!(Pin::new(inbound).poll_next(cx)) {
+                        Some(Ok(req)) => Poll::Ready(Some(Ok(Frame::data(frame(&req))))),
+                        // A request the proxy's stream cannot take: it ends the relay with
+                        // that status, and the owner's stream with the proxy's half-close.
+                        Some(Err(status)) => {
+                            this.link.fail(status);
+                            Poll::Ready(None)
+                        }
+                        None => Poll::Ready(None),
+                    };
+                }
+            }
+        }
     }
 }
 
-/// The gRPC status in an upstream's trailers.
-fn trailer_status(trailers: Option<&http::HeaderMap>) -> Status {
-    let Some(trailers) = trailers else {
-        return Status::unavailable("the owner ended the stream; reconnect");
-    };
-    let code = trailers
-        .get("grpc-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<i32>().ok())
-        .unwrap_or(tonic::Code::Unavailable as i32);
-    let message = trailers
-        .get("grpc-message")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    Status::new(tonic::Code::from_i32(code), message)
+/// The owner's response body, as the proxy's: frames passed on as they arrive, the
+/// owner's trailers as its status, or a retryable status when the relay is ended here
+/// (hand-off, drain, a newer stream of the proxy) or the owner goes away.
+pub(crate) struct Relayed {
+    body: tonic::body::Body,
+    link: Arc<RelayLink>,
+    done: bool,
+    _held: Held,
+}
+
+/// What a relay holds while it lasts, given back when the proxy's response ends.
+struct Held {
+    shared: Arc<Shared>,
+    id: u64,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.shared.relays.remove(self.id);
+        self.shared.metrics.relayed.dec();
+    }
+}
+
+impl Drop for Relayed {
+    fn drop(&mut self) {
+        // The proxy is gone, or told: the request to the owner ends too.
+        self.link.close();
+    }
+}
+
+impl Relayed {
+    fn end(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.done = true;
+        Poll::Ready(Some(Ok(Frame::trailers(super::outbound::trailers(status)))))
+    }
+}
+
+impl Body for Relayed {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        self.link.down.register(cx.waker());
+        if let Some(status) = self.link.status() {
+            return self.end(&status);
+        }
+        match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
+            Some(Ok(frame)) => {
+                if frame.is_trailers() {
+                    self.done = true;
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Some(Err(status)) => self.end(&Status::unavailable(format!(
+                "the proxy's owner went away ({}); reconnect",
+                status.message()
+            ))),
+            None => self.end(&Status::unavailable(
+                "the owner ended the stream; reconnect",
+            )),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
 }
 
 #[cfg(test)]

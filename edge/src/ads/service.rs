@@ -1,11 +1,11 @@
 //! The ADS gRPC service of one listener: tonic's server (HTTP/2, graceful shutdown)
 //! routes the service's requests here, and this admits each stream (compression, relay
 //! headers, credentials) and hands it, as a stream of decoded requests, to its task
-//! (`connection`), whose encoded responses make the response body ([`Outbound`]).
+//! (`connection`), whose encoded responses make the response body ([`AdsBody`]).
 
+use super::body::AdsBody;
 use super::connection::{self, Who};
 use super::delta::DeltaStream;
-use super::outbound::Outbound;
 use super::protocol::Protocol;
 use super::shared::Shared;
 use super::sotw::SotwStream;
@@ -66,7 +66,7 @@ where
     B: Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: std::fmt::Display,
 {
-    type Response = http::Response<Outbound>;
+    type Response = http::Response<AdsBody>;
     type Error = Infallible;
     type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
 
@@ -100,7 +100,7 @@ async fn open<M: Protocol, B>(
     shared: Arc<Shared>,
     listener: &Listener,
     req: http::Request<B>,
-) -> http::Response<Outbound>
+) -> http::Response<AdsBody>
 where
     B: Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: std::fmt::Display,
@@ -112,7 +112,7 @@ where
             "request compression {encoding:?} is not supported; turn off gRPC compression \
              on the xDS client"
         ))
-        .into_http::<Outbound>();
+        .into_http::<AdsBody>();
         refused
             .headers_mut()
             .insert("grpc-accept-encoding", HeaderValue::from_static("identity"));

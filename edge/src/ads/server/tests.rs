@@ -42,7 +42,8 @@ async fn open(s: &XdsServer, node_id: &str, type_url: &str) -> (Inbound, Result<
         ReceiverStream::new(rx),
         crate::ads::connection::Who::anonymous(),
     )
-    .await;
+    .await
+    .map(crate::ads::AdsBody::served);
     (tx, out)
 }
 

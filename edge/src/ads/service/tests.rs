@@ -64,7 +64,7 @@ fn first_sotw() -> DiscoveryRequest {
 }
 
 /// The status of a trailers-only response.
-fn refusal(resp: &http::Response<Outbound>) -> Status {
+fn refusal(resp: &http::Response<AdsBody>) -> Status {
     assert!(resp.body().is_end_stream(), "trailers-only");
     assert_eq!(resp.headers()[CONTENT_TYPE], "application/grpc");
     Status::from_header_map(resp.headers()).expect("grpc-status in the headers")
