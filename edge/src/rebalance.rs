@@ -1,14 +1,17 @@
-//! The rebalance task: moves the proxies this edge serves but no longer owns.
+//! The rebalance task: moves the proxies this edge serves but no longer owns, and ends
+//! the relays that lead to an edge that no longer owns their proxy.
 //!
 //! ```text
 //!  ring change ──► wait one heartbeat (every edge holds the new ring) ──┐
-//!  every --rehome-interval (proxies served away from an owner that     ├─► to_rebalance ──► hand_off, paced
-//!      could not be reached when they connected) ─────────────────────┘
+//!  every --rehome-interval (proxies served away from an owner that     ├─► Handoff::on_ring (re-plan)
+//!      could not be reached when they connected) ─────────────────────┘        │
+//!                                                    next_batch, paced ◄────────┘
+//!                                                    ──► end those streams (retryable)
 //! ```
 
 use crate::ads::XdsServer;
 use crate::membership::Ring;
-use crate::placement::Pacer;
+use crate::placement::{Handoff, Pacer};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +39,13 @@ pub(crate) async fn run(
     config: RebalanceConfig,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut pacer = Pacer::new(config.rate, (config.rate / 10.0).ceil() as usize);
+    let Some(me) = xds.member_id().map(str::to_string) else {
+        return;
+    };
+    let mut plan = Handoff::new(
+        me,
+        Pacer::new(config.rate, (config.rate / 10.0).ceil() as usize),
+    );
     let mut shutdown = std::pin::pin!(shutdown);
     let mut rehome = (!config.rehome_every.is_zero()).then(|| {
         let every = config.rehome_every;
@@ -44,7 +53,9 @@ pub(crate) async fn run(
         rehome.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         rehome
     });
+    let mut handed = 0;
     loop {
+        let next = plan.next_in(std::time::Instant::now());
         let why = tokio::select! {
             _ = &mut shutdown => return,
             changed = ring.changed() => {
@@ -65,20 +76,31 @@ pub(crate) async fn run(
                     None => std::future::pending().await,
                 }
             } => "sending home the proxies served here for another edge",
+            _ = async {
+                match next {
+                    Some(wait) => tokio::time::sleep(wait.max(Duration::from_millis(1))).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                handed += xds.hand_off_batch(&mut plan);
+                if plan.pending() == 0 {
+                    info!(handed, "rebalance done");
+                    handed = 0;
+                }
+                continue;
+            }
         };
         let current = ring.borrow_and_update().clone();
-        let moving = xds.to_rebalance(&current);
-        if moving.is_empty() {
+        xds.forget_departed(&current);
+        xds.plan(&mut plan, Ring::clone(&current));
+        if plan.pending() == 0 {
             continue;
         }
         info!(
-            proxies = moving.len(),
+            proxies = plan.pending(),
             members = current.members().len(),
             "{why}"
         );
-        tokio::select! {
-            _ = &mut shutdown => return,
-            handed = xds.hand_off(moving, &mut pacer) => info!(handed, "rebalance done"),
-        }
+        handed += xds.hand_off_batch(&mut plan);
     }
 }

@@ -1,7 +1,8 @@
 //! The task behind one ADS stream: it owns the stream's state machine and moves bytes
 //! between it, the proxy and the push queue. Nothing here decides protocol questions.
 
-use super::error::AdsError;
+use super::body::AdsBody;
+use super::error::{AdsError, Ending};
 use super::outbound::Outbound;
 use super::protocol::Protocol;
 use super::registry::{Connection, PushJob};
@@ -57,7 +58,7 @@ pub(crate) async fn accept<M, S>(
     shared: &Arc<Shared>,
     mut inbound: S,
     who: Who,
-) -> Result<Outbound, Status>
+) -> Result<AdsBody, Status>
 where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
@@ -118,12 +119,14 @@ where
         (false, Some(placement)) => placement.owner_elsewhere(&proxy.id).await?,
         _ => None,
     };
-    let (first, inbound) = match owner {
-        Some(owner) => match relay::relay::<M, S>(shared, owner, &proxy, first, inbound).await {
-            Ok(outbound) => return Ok(outbound),
-            Err(back) => back,
-        },
-        None => (first, inbound),
+    let (first, inbound, permit) = match owner {
+        Some(owner) => {
+            match relay::relay::<M, S>(shared, owner, &proxy, first, inbound, permit).await {
+                Ok(relayed) => return Ok(relayed.into()),
+                Err(back) => back,
+            }
+        }
+        None => (first, inbound, permit),
     };
     let (out_tx, out_rx) = mpsc::channel(shared.config.stream_buffer.max(1));
     let (close_tx, close_rx) = oneshot::channel();
@@ -148,7 +151,7 @@ where
         )
         .instrument(span),
     );
-    Ok(Outbound::new(out_rx, close_rx))
+    Ok(Outbound::new(out_rx, close_rx).into())
 }
 
 /// The node's metadata `SERVICE_ACCOUNT`, where it gives one.
@@ -216,6 +219,8 @@ pub(crate) async fn serve<M, S>(
         .registry
         .insert(proxy.clone(), M::NAME, scope, push_tx, admitted.relayed_in);
     tracing::Span::current().record("conn", conn.id);
+    // One session per proxy ID: a relay of the same proxy from this edge ends too.
+    shared.relays.end(&conn.proxy.id, Ending::Replaced);
     shared.metrics.connected.inc();
     let _registered = Registered {
         shared: shared.clone(),
@@ -317,7 +322,7 @@ impl<M: Protocol> StreamTask<M> {
         S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
     {
         let mut draining = self.shared.draining.subscribe();
-        let mut handoff = std::pin::pin!(self.conn.handoff_requested());
+        let mut ending = std::pin::pin!(self.conn.ending());
         {
             // A storm of new streams generates its first responses a bounded number at a
             // time; the rest wait here, holding only their first request.
@@ -333,7 +338,7 @@ impl<M: Protocol> StreamTask<M> {
                 _ = async { drop(draining.wait_for(|d| *d).await) } => {
                     return Err(AdsError::ShuttingDown.into());
                 }
-                _ = &mut handoff => return Err(AdsError::HandedOff.into()),
+                why = &mut ending => return Err(AdsError::from(why).into()),
                 job = pushes.recv() => match job {
                     Some(job) => Box::pin(self.on_push(job)),
                     None => return Err(AdsError::ShuttingDown.into()),

@@ -1,6 +1,7 @@
 //! The dispatcher: turns each snapshot update into queued pushes for the connections it
 //! concerns, and hands queued pushes to their streams under the throttle.
 
+use super::error::Ending;
 use super::registry::{Connection, PushJob};
 use super::shared::Shared;
 use crate::proxy::{InterceptionMode, ProxyKind};
@@ -35,6 +36,7 @@ impl Shared {
         }
         self.queue.close();
         self.draining.send_replace(true);
+        self.relays.end_all(Ending::Draining);
     }
 
     /// Queues `event` for every connection it concerns.

@@ -25,6 +25,9 @@ pub enum AdsError {
     /// Another edge is to serve the proxy (a ring change, or this edge draining).
     #[error("the proxy was handed off to another edge")]
     HandedOff,
+    /// A newer stream of the same proxy ID reached this edge and took this one's place.
+    #[error("a newer stream of this proxy replaced this one")]
+    Replaced,
     #[error("this edge already serves its maximum of {0} xDS streams")]
     TooManyStreams(usize),
     #[error("new streams arrive faster than this edge admits them ({0}/s)")]
@@ -42,6 +45,27 @@ pub enum AdsError {
     /// The proxy went away: nothing to tell it.
     #[error("the proxy closed the stream")]
     ClientGone,
+}
+
+/// Why a live stream (served or relayed) is asked to end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// Another edge is to serve the proxy.
+    HandedOff,
+    /// A newer stream of the same proxy ID took its place here.
+    Replaced,
+    /// This edge is draining.
+    Draining,
+}
+
+impl From<Ending> for AdsError {
+    fn from(e: Ending) -> AdsError {
+        match e {
+            Ending::HandedOff => AdsError::HandedOff,
+            Ending::Replaced => AdsError::Replaced,
+            Ending::Draining => AdsError::ShuttingDown,
+        }
+    }
 }
 
 pub type Result<T, E = AdsError> = std::result::Result<T, E>;
@@ -82,6 +106,11 @@ impl AdsError {
             AdsError::HandedOff => Status::unavailable(
                 "handed off: another edge now serves this proxy; reconnect (through the \
                  edge Service) and resume",
+            ),
+            AdsError::Replaced => Status::unavailable(
+                "replaced: a newer stream with this node id connected to this edge, which \
+                 keeps one stream per proxy; if this client is still live, two proxies share \
+                 one node id (give each its own)",
             ),
             AdsError::TooManyStreams(n) => Status::resource_exhausted(format!(
                 "edge at its limit of {n} xDS streams; retry against another edge, raise \

@@ -1,9 +1,12 @@
 //! Handing proxies to other edges: each stream named ends with a retryable UNAVAILABLE,
 //! at a pace, so the proxies reconnect (through the edge Service) a few at a time and
-//! keep their config meanwhile (Envoy holds the last one it accepted).
+//! keep their config meanwhile (Envoy holds the last one it accepted). What moves and
+//! when is planned by [`Handoff`] (pure); this acts on its batches.
 
+use super::error::Ending;
 use super::server::XdsServer;
-use crate::placement::Pacer;
+use crate::membership::Ring;
+use crate::placement::{Handoff, Pacer};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -16,24 +19,42 @@ impl XdsServer {
         self.shared.refusing.store(true, Ordering::Release);
     }
 
-    /// Hands off `proxies` (those still connected) at `pacer`'s pace; returns how many
-    /// were handed off.
-    pub async fn hand_off(&self, proxies: Vec<String>, pacer: &mut Pacer) -> usize {
+    /// This edge's member ID in the ring; `None` when it does not own by ring.
+    pub(crate) fn member_id(&self) -> Option<&str> {
+        self.shared.placement.get().map(|p| p.me.as_str())
+    }
+
+    /// Re-plans `plan` under `ring` with what this edge holds: the proxies it placed here
+    /// (not relayed in) and the streams it relays.
+    pub(crate) fn plan(&self, plan: &mut Handoff, ring: Ring) {
+        let placed: Vec<String> = self
+            .shared
+            .registry
+            .placed_here()
+            .into_iter()
+            .map(|c| c.proxy.id.clone())
+            .collect();
+        let relayed = self.shared.relays.streams();
+        plan.on_ring(
+            ring,
+            placed.iter().map(String::as_str),
+            relayed.iter().map(|(p, o)| (p.as_str(), o.as_str())),
+        );
+    }
+
+    /// Hands off the proxies `plan` releases now; returns how many streams it ended. Out
+    /// of a drain, a proxy moves only if it still must under the plan's ring (it may have
+    /// reconnected to the right edge meanwhile).
+    pub(crate) fn hand_off_batch(&self, plan: &mut Handoff) -> usize {
+        let now = std::time::Instant::now();
         let mut handed = 0;
-        for proxy in proxies {
-            loop {
-                let now = std::time::Instant::now();
-                if pacer.take(now, 1) == 1 {
-                    break;
-                }
-                tokio::time::sleep(pacer.wait(now).max(Duration::from_millis(1))).await;
-            }
-            let local = self
-                .shared
-                .registry
-                .proxy(&proxy)
-                .map(|conn| conn.hand_off());
-            if local.is_some() || self.shared.relays.hand_off(&proxy) {
+        for proxy in plan.next_batch(now) {
+            let moved = if plan.draining() {
+                self.hand_off(&proxy)
+            } else {
+                self.hand_off_if_moved(&proxy, plan.ring())
+            };
+            if moved {
                 self.shared.metrics.handoffs.inc();
                 handed += 1;
             }
@@ -41,30 +62,37 @@ impl XdsServer {
         handed
     }
 
-    /// The proxies to move under `ring`: those placed here whose owner is now another
-    /// edge, and relayed ones whose owner changed (or is now this edge).
-    pub fn to_rebalance(&self, ring: &crate::membership::Ring) -> Vec<String> {
-        let Some(placement) = self.shared.placement.get() else {
-            return Vec::new();
+    /// Ends every stream of `proxy` here, served or relayed.
+    fn hand_off(&self, proxy: &str) -> bool {
+        let served = self.shared.registry.proxy(proxy).map(|c| c.hand_off());
+        let relayed = self.shared.relays.end(proxy, Ending::HandedOff);
+        served.is_some() || relayed
+    }
+
+    /// Ends the stream of `proxy` placed here if another edge owns it under `ring`, and
+    /// its relays to an edge that no longer owns it.
+    fn hand_off_if_moved(&self, proxy: &str, ring: &Ring) -> bool {
+        let Some(me) = self.member_id() else {
+            return false;
         };
-        let me = placement.me.as_str();
-        let mut moving: Vec<String> = self
+        let served = match self.shared.registry.proxy(proxy) {
+            Some(c) if !c.relayed_in && !ring.owns(me, proxy) => {
+                c.hand_off();
+                true
+            }
+            _ => false,
+        };
+        let owner = ring.owner(proxy).map(|m| m.id.as_str());
+        let relayed = self
             .shared
-            .registry
-            .placed_here()
-            .into_iter()
-            .filter(|c| !ring.owns(me, &c.proxy.id))
-            .map(|c| c.proxy.id.clone())
-            .collect();
-        moving.extend(
-            self.shared
-                .relays
-                .streams()
-                .into_iter()
-                .filter(|(proxy, owner)| ring.owner(proxy).is_none_or(|m| m.id != *owner))
-                .map(|(proxy, _)| proxy),
-        );
-        moving
+            .relays
+            .end_unless_to(proxy, owner, Ending::HandedOff);
+        served || relayed
+    }
+
+    /// Forgets the relay connections to edges that left `ring`.
+    pub(crate) fn forget_departed(&self, ring: &Ring) {
+        self.shared.relays.retain_channels(ring);
     }
 
     /// Drain: refuses new streams and hands off every proxy held, spread over `window`
@@ -73,25 +101,27 @@ impl XdsServer {
     pub async fn drain_streams(&self, window: Duration, min_rate: f64) {
         self.stop_accepting();
         let deadline = Instant::now() + window;
-        let mut proxies = self.shared.registry.proxy_ids();
-        proxies.extend(
-            self.shared
-                .relays
-                .streams()
-                .into_iter()
-                .map(|(proxy, _)| proxy),
-        );
-        let total = proxies.len();
-        let rate = (total as f64 / window.as_secs_f64().max(0.001)).max(min_rate);
+        let mut held = self.shared.registry.proxy_ids();
+        held.extend(self.shared.relays.streams().into_iter().map(|(p, _)| p));
+        let rate = (held.len() as f64 / window.as_secs_f64().max(0.001)).max(min_rate);
         // Bursts of a tenth of a second's worth keep the pace smooth.
-        let mut pacer = Pacer::new(rate, (rate / 10.0).ceil() as usize);
+        let pacer = Pacer::new(rate, (rate / 10.0).ceil() as usize);
+        let mut plan = Handoff::new(self.member_id().unwrap_or_default(), pacer);
+        plan.drain(held.iter().map(String::as_str));
         info!(
-            proxies = total,
+            proxies = plan.pending(),
             rate,
             ?window,
             "draining: handing off every proxy"
         );
-        let handed = self.hand_off(proxies, &mut pacer).await;
+        let mut handed = 0;
+        loop {
+            handed += self.hand_off_batch(&mut plan);
+            match plan.next_in(std::time::Instant::now()) {
+                Some(wait) => tokio::time::sleep(wait.max(Duration::from_millis(1))).await,
+                None => break,
+            }
+        }
         while (self.shared.registry.len() > 0 || self.shared.relays.len() > 0)
             && Instant::now() < deadline
         {
@@ -99,7 +129,7 @@ impl XdsServer {
         }
         info!(
             handed,
-            left = self.shared.registry.len(),
+            left = self.shared.registry.len() + self.shared.relays.len(),
             "draining: hand-off done"
         );
     }

@@ -7,7 +7,24 @@
 //!  proxy ──requests──► transport ──► stream task: SotwStream / DeltaStream ◄── PushJob
 //!        ◄─responses── bounded channel of encoded responses ◄── (send timeout) ◄──────┘
 //! ```
+//!
+//! Imports run one way, down this picture (a module uses only those below it):
+//!
+//! ```text
+//!  server, handoff, dispatch          XdsServer: wiring, drain, hand-off, pushes
+//!  service                            the gRPC service: admits a stream, routes it
+//!  connection                         the stream task: serves, or relays, one stream
+//!  body                               a stream's response body: served or relayed
+//!  relay                              passes a stream's frames to and from its owner
+//!  shared                             what every task shares (config, registry, ...)
+//!  registry   ownership               connected streams │ ring view, relays, channels
+//!  protocol                           SotW / Delta behind one trait
+//!  sotw, delta ─► sent, status, source, scope, limits, error
+//!  transport, outbound                the wire: framing, encoded responses, gRPC paths,
+//!                                     relay headers; the response body
+//! ```
 
+mod body;
 mod config;
 mod connection;
 pub mod delta;
@@ -17,18 +34,21 @@ mod handoff;
 mod limits;
 mod metrics;
 mod outbound;
+mod ownership;
 mod protocol;
 mod registry;
 mod relay;
 pub mod scope;
 mod sent;
 mod server;
+mod service;
 mod shared;
 pub mod sotw;
 pub mod source;
 pub mod status;
 mod transport;
 
+pub use body::AdsBody;
 pub use config::XdsConfig;
 pub use delta::DeltaStream;
 pub use dispatch::proxy_needs_push;

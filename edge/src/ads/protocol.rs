@@ -1,13 +1,15 @@
 //! What the stream driver needs from a protocol's state machine: SotW and Delta alike.
 
+use super::delta::DeltaStream;
 use super::error::Result;
 use super::scope::PushScope;
+use super::sotw::SotwStream;
 use super::source::ResourceSource;
 use super::status::{Reply, TypeStatus};
 use super::transport::{
-    DeltaResponse as DeltaDiscoveryResponse, SotwResponse as DiscoveryResponse,
+    DELTA_PATH, DeltaResponse as DeltaDiscoveryResponse, SOTW_PATH,
+    SotwResponse as DiscoveryResponse,
 };
-use super::{DeltaStream, SotwStream};
 use crate::proxy::Proxy;
 use crate::xds::GenerateError;
 use bytes::Bytes;
@@ -49,7 +51,7 @@ impl Protocol for SotwStream {
     type Request = DiscoveryRequest;
     type Response = DiscoveryResponse;
     const NAME: &'static str = "sotw";
-    const PATH: &'static str = super::transport::SOTW_PATH;
+    const PATH: &'static str = SOTW_PATH;
 
     fn new(proxy: Proxy, max_names: usize) -> Self {
         SotwStream::new(proxy).with_max_names(max_names)
@@ -95,7 +97,7 @@ impl Protocol for DeltaStream {
     type Request = DeltaDiscoveryRequest;
     type Response = DeltaDiscoveryResponse;
     const NAME: &'static str = "delta";
-    const PATH: &'static str = super::transport::DELTA_PATH;
+    const PATH: &'static str = DELTA_PATH;
 
     fn new(proxy: Proxy, max_names: usize) -> Self {
         DeltaStream::new(proxy).with_max_names(max_names)

@@ -1,5 +1,6 @@
 //! The connected proxies: what the dispatcher enumerates and `/debug/syncz` shows.
 
+use super::error::Ending;
 use super::scope::short_type;
 use super::status::TypeStatus;
 use crate::proxy::Proxy;
@@ -34,8 +35,8 @@ pub(crate) struct Connection {
     inbound: Mutex<Option<Arc<[InboundPort]>>>,
     /// The stream's sync state, published by its task after every step.
     status: watch::Sender<Vec<TypeStatus>>,
-    /// Set to hand the proxy off: its stream ends with a retryable status.
-    handoff: watch::Sender<bool>,
+    /// Set to end the stream with a retryable status: handed off or replaced.
+    ending: watch::Sender<Option<Ending>>,
     /// Relayed here by another edge: that edge moves it on a ring change, not this one.
     pub relayed_in: bool,
 }
@@ -59,14 +60,30 @@ impl Connection {
 
     /// Ends the stream with a retryable status, so the proxy reconnects elsewhere.
     pub fn hand_off(&self) {
-        self.handoff.send_replace(true);
+        self.end(Ending::HandedOff);
     }
 
-    /// Resolves once the stream is to be handed off.
-    pub fn handoff_requested(&self) -> impl Future<Output = ()> + Send + 'static + use<> {
-        let mut rx = self.handoff.subscribe();
+    /// Asks the stream's task to end it for `why` (the first reason given wins).
+    pub fn end(&self, why: Ending) {
+        self.ending.send_if_modified(|e| {
+            let first = e.is_none();
+            if first {
+                *e = Some(why);
+            }
+            first
+        });
+    }
+
+    /// Resolves, with the reason, once the stream is to end.
+    pub fn ending(&self) -> impl Future<Output = Ending> + Send + 'static + use<> {
+        let mut rx = self.ending.subscribe();
         async move {
-            let _ = rx.wait_for(|h| *h).await;
+            let why = rx.wait_for(Option::is_some).await.ok().and_then(|e| *e);
+            match why {
+                Some(why) => why,
+                // The connection is gone, and its task with it.
+                None => std::future::pending().await,
+            }
         }
     }
 
@@ -126,12 +143,14 @@ struct Conns {
     /// Every live stream, by connection id (what the push queue names).
     by_id: HashMap<u64, Arc<Connection>>,
     /// The newest stream of each proxy: where placement and handoff find a proxy. A
-    /// proxy that reconnects before its old stream ends has both in `by_id`, and the new
-    /// one here.
+    /// proxy that reconnects before its old stream ends has both in `by_id` (until the
+    /// old one, told to end, is gone), and the new one here.
     by_proxy: HashMap<String, Arc<Connection>>,
 }
 
 impl Registry {
+    /// Registers a stream; an older stream of the same proxy is told to end
+    /// ([`Ending::Replaced`]): one session per proxy ID.
     pub fn insert(
         &self,
         proxy: Proxy,
@@ -151,13 +170,16 @@ impl Registry {
             scope: Mutex::new(scope),
             inbound: Mutex::new(None),
             status: watch::Sender::new(Vec::new()),
-            handoff: watch::Sender::new(false),
+            ending: watch::Sender::new(None),
             relayed_in,
         });
         let mut conns = self.write();
         conns.by_id.insert(id, conn.clone());
-        conns.by_proxy.insert(conn.proxy.id.clone(), conn.clone());
+        let older = conns.by_proxy.insert(conn.proxy.id.clone(), conn.clone());
         drop(conns);
+        if let Some(older) = older {
+            older.end(Ending::Replaced);
+        }
         conn
     }
 

@@ -1,14 +1,20 @@
 //! Ownership by relay: a stream that reaches an edge that does not own its proxy (the
 //! Service picked an edge at random) is relayed, bytes only, to the owner, which
 //! generates and pushes its config. The relaying edge decodes nothing of the responses;
-//! it re-frames the proxy's requests (they are small) and copies the owner's response
-//! frames and final status back.
+//! it re-frames the proxy's requests (they are small) and passes the owner's response
+//! frames and trailers through.
 //!
 //! ```text
 //!  proxy ──► edge A (not owner) ──mTLS, x-shoal-relayed-by: A,──► edge B (owner) ─ generates
 //!                                  x-shoal-relayed-identity
-//!        ◄──────── response frames, copied ◄────────────────────┘
+//!        ◄──────── response frames, passed through ◄────────────┘
 //! ```
+//!
+//! A relay costs its edge no task, channel or buffer of its own: the proxy's request
+//! stream is the body of the request to the owner ([`Up`], each request framed as it is
+//! read), and the owner's response body is the proxy's ([`Relayed`], frames passed on as
+//! they arrive, within the HTTP/2 stream window). What a relay keeps besides its two
+//! HTTP/2 streams is a [`RelayLink`]: why it ends, and the two wakers to tell.
 //!
 //! Relays run over mTLS between edges: the relaying edge presents its own certificate
 //! (the edge SPIFFE ID) and the proxy's identity in [`RELAYED_IDENTITY`]; the owner takes
@@ -20,27 +26,28 @@
 //! relay ends with a retryable status, and the proxy reconnects, through the Service, to
 //! be relayed to its new owner.
 
-use super::error::AdsError;
-use super::outbound::Outbound;
+use super::error::Ending;
+use super::ownership::RelayLink;
 use super::protocol::Protocol;
 use super::shared::Shared;
 use super::transport::frame;
-use crate::membership::Ring;
+use super::transport::relay_header::{RELAYED_BY, RELAYED_IDENTITY, identity_header};
 use crate::proxy::Proxy;
-use crate::tls::PeerInfo;
-use crate::tls::client::RelayConnector;
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use http::header::{CONTENT_TYPE, HeaderValue, TE};
-use http_body::{Body as _, Frame};
-use shoal_proto::security::{AuthMethod, Identity, SpiffeId};
+use http_body::{Body, Frame, SizeHint};
 use shoal_proto::transport::Member;
-use std::collections::HashMap;
+use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tonic::Status;
+use tonic::codegen::Service;
+use tracing::{debug, info, warn};
 
 /// How long a relay waits for the owner to take the stream (its response headers) before
 /// serving the proxy here. An owner that is down refuses at once (or within the 1 s
@@ -48,201 +55,13 @@ use std::time::Duration;
 /// proxies here instead only moves them again at the next re-home: measured at 1,500
 /// proxies opening at once, 2 s left ~20% of them away from their owner.
 const RELAY_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
-use tokio::sync::{mpsc, oneshot, watch};
-use tonic::Status;
-use tonic::codegen::Service;
-use tonic::transport::{Channel, Endpoint};
-use tracing::{Instrument, debug, info, warn};
 
-/// The header that marks a relayed stream, naming the edge that relays it.
-pub const RELAYED_BY: &str = "x-shoal-relayed-by";
-/// The identity the relaying edge authenticated the proxy as: `<spiffe id>;<method>`, or
-/// `anonymous` for a stream it took on plaintext.
-pub const RELAYED_IDENTITY: &str = "x-shoal-relayed-identity";
+/// A stream given back to be served here: its first request, the rest, and its place
+/// under `--max-streams`.
+pub(crate) type Back<M, S> = (<M as Protocol>::Request, S, OwnedSemaphorePermit);
 
-/// The identity a relayed stream carries. `Ok(None)`: not relayed. A stream with relay
-/// headers is refused PERMISSION_DENIED unless its peer is an edge: its TLS client
-/// certificate, verified against the mesh root, names `edge`.
-pub(crate) fn relayed_identity(
-    edge: &SpiffeId,
-    peer: Option<&PeerInfo>,
-    headers: &http::HeaderMap,
-) -> Result<Option<Identity>, Status> {
-    if !headers.contains_key(RELAYED_BY) && !headers.contains_key(RELAYED_IDENTITY) {
-        return Ok(None);
-    }
-    let presented = match peer {
-        None => "a plaintext stream".to_string(),
-        Some(p) => match &p.spiffe {
-            Some(id) if id == edge => {
-                let value = headers
-                    .get(RELAYED_IDENTITY)
-                    .map(|v| v.to_str().unwrap_or("\u{fffd}"))
-                    .unwrap_or("anonymous");
-                return parse_identity(value).map(Some).map_err(|reason| {
-                    Status::invalid_argument(format!("{RELAYED_IDENTITY} {value:?}: {reason}"))
-                });
-            }
-            Some(id) => format!("a client certificate for {id}"),
-            None => "no edge client certificate".to_string(),
-        },
-    };
-    Err(Status::permission_denied(format!(
-        "{RELAYED_BY} / {RELAYED_IDENTITY} are taken only from another Shoal edge (a client \
-         certificate for {edge} under the mesh root); this stream presents {presented}"
-    )))
-}
-
-/// The [`RELAYED_IDENTITY`] value of `identity`.
-pub(crate) fn identity_header(identity: &Identity) -> String {
-    match identity.principal() {
-        None => "anonymous".into(),
-        Some(p) => format!("{};{}", p.spiffe_id(), p.method.as_str()),
-    }
-}
-
-fn parse_identity(value: &str) -> Result<Identity, String> {
-    if value == "anonymous" {
-        return Ok(Identity::Anonymous);
-    }
-    let (id, method) = value
-        .split_once(';')
-        .ok_or("expected <spiffe id>;<method> or anonymous")?;
-    let method = [AuthMethod::Jwt, AuthMethod::ClientCertificate]
-        .into_iter()
-        .find(|m| m.as_str() == method)
-        .ok_or_else(|| format!("unknown method {method:?}"))?;
-    let id = SpiffeId::parse(id).map_err(|e| e.to_string())?;
-    Ok(Identity::authenticated(id.into_principal(method)))
-}
-
-const RELAY_STREAM_WINDOW: u32 = 256 * 1024;
-const RELAY_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
-
-/// This edge's view of ownership.
-pub(crate) struct Placement {
-    pub me: String,
-    pub ring: watch::Receiver<Arc<Ring>>,
-}
-
-/// How long a new stream waits for this edge's first ring (the members read after it
-/// registered) before it is refused with a retryable status: without the ring, the edge
-/// would take the proxy as its own and move it again later.
-const RING_WAIT: Duration = Duration::from_secs(5);
-
-impl Placement {
-    /// The member that owns `proxy_id`, when it is another edge; waits (within
-    /// [`RING_WAIT`]) for the first ring.
-    pub async fn owner_elsewhere(&self, proxy_id: &str) -> Result<Option<Member>, Status> {
-        let mut ring = self.ring.clone();
-        if !matches!(
-            tokio::time::timeout(RING_WAIT, crate::membership::known(&mut ring)).await,
-            Ok(true)
-        ) {
-            return Err(Status::unavailable(
-                "this edge has not read the edge ring yet (membership bucket); reconnect",
-            ));
-        }
-        let ring = ring.borrow();
-        Ok(ring.owner(proxy_id).filter(|m| m.id != self.me).cloned())
-    }
-}
-
-/// The streams this edge relays, and its connections to the other edges.
-#[derive(Default)]
-pub(crate) struct Relays {
-    channels: Mutex<HashMap<String, Channel>>,
-    active: Mutex<HashMap<u64, Relayed>>,
-    next: AtomicU64,
-}
-
-struct Relayed {
-    proxy: String,
-    owner: String,
-    close: watch::Sender<bool>,
-}
-
-impl Relays {
-    fn channel(&self, addr: &str, tls: &RelayConnector) -> Result<Channel, String> {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = channels.get(addr) {
-            return Ok(c.clone());
-        }
-        // `http`: TLS is the connector's (mTLS as the edge identity), not tonic's.
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| e.to_string())?
-            .connect_timeout(Duration::from_secs(1))
-            .tcp_nodelay(true)
-            // Relayed responses are copied down as they arrive: a small per-stream window
-            // keeps what waits in a relay small, a large connection window keeps many
-            // relayed streams from waiting on each other.
-            .initial_stream_window_size(RELAY_STREAM_WINDOW)
-            .initial_connection_window_size(RELAY_CONNECTION_WINDOW)
-            .connect_with_connector_lazy(tls.clone());
-        channels.insert(addr.to_string(), channel.clone());
-        Ok(channel)
-    }
-
-    /// Relayed streams now.
-    pub fn len(&self) -> usize {
-        self.active.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-
-    /// `(proxy, owner)` of every relayed stream.
-    pub fn streams(&self) -> Vec<(String, String)> {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        active
-            .values()
-            .map(|r| (r.proxy.clone(), r.owner.clone()))
-            .collect()
-    }
-
-    /// Ends the relay of `proxy` with a retryable status; false if none.
-    pub fn hand_off(&self, proxy: &str) -> bool {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        let mut found = false;
-        for r in active.values().filter(|r| r.proxy == proxy) {
-            r.close.send_replace(true);
-            found = true;
-        }
-        found
-    }
-
-    fn insert(&self, proxy: &str, owner: &str) -> (u64, watch::Receiver<bool>) {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (close, closed) = watch::channel(false);
-        let relayed = Relayed {
-            proxy: proxy.to_string(),
-            owner: owner.to_string(),
-            close,
-        };
-        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        active.insert(id, relayed);
-        (id, closed)
-    }
-
-    fn remove(&self, id: u64) {
-        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        active.remove(&id);
-    }
-}
-
-/// A request body fed from a channel of gRPC frames.
-struct Frames(mpsc::Receiver<Bytes>);
-
-impl http_body::Body for Frames {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        self.0.poll_recv(cx).map(|m| m.map(|b| Ok(Frame::data(b))))
-    }
-}
-
-/// Relays the stream to `owner`. `Err` gives the stream back, untouched but for its
+/// Relays the stream to `owner`; the relay holds `permit` (its place under
+/// `--max-streams`) while it lasts. `Err` gives the stream back, untouched but for its
 /// first request, when the owner cannot take it: the caller serves it itself.
 pub(crate) async fn relay<M, S>(
     shared: &Arc<Shared>,
@@ -250,26 +69,34 @@ pub(crate) async fn relay<M, S>(
     proxy: &Proxy,
     first: M::Request,
     inbound: S,
-) -> Result<Outbound, (M::Request, S)>
+    permit: OwnedSemaphorePermit,
+) -> Result<Relayed, Back<M, S>>
 where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
 {
     let (Some(placement), Some(tls)) = (shared.placement.get(), shared.relay_tls.get()) else {
         debug!(owner = %owner.id, "no TLS to relay with; serving here");
-        return Err((first, inbound));
+        return Err((first, inbound, permit));
     };
     let proxy_id = proxy.id.as_str();
     let mut channel = match shared.relays.channel(&owner.xds_addr, tls) {
         Ok(c) => c,
         Err(e) => {
             warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
-            return Err((first, inbound));
+            return Err((first, inbound, permit));
         }
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(shared.config.stream_buffer.max(1));
-    let _ = tx.try_send(frame(&first));
-    let mut req = http::Request::new(tonic::body::Body::new(Frames(rx)));
+    // The proxy's requests go up once the owner takes the stream; until then only the
+    // first, and the stream stays here to be served if the owner does not.
+    let link = Arc::new(RelayLink::default());
+    let (hand_over, handed) = oneshot::channel();
+    let up = Up::<S> {
+        first: Some(frame(&first)),
+        inbound: Inbound::Waiting(handed),
+        link: link.clone(),
+    };
+    let mut req = http::Request::new(tonic::body::Body::new(up));
     *req.method_mut() = http::Method::POST;
     *req.uri_mut() = http::Uri::from_static(M::PATH);
     let headers = req.headers_mut();
@@ -299,97 +126,176 @@ where
         Ok(Ok(body)) => body,
         Ok(Err(e)) => {
             debug!(owner = %owner.id, error = %e, "owner cannot take the stream; serving here");
-            return Err((first, inbound));
+            return Err((first, inbound, permit));
         }
         Err(_) => {
             debug!(owner = %owner.id, "owner slow to take the stream; serving here");
-            return Err((first, inbound));
+            return Err((first, inbound, permit));
         }
     };
-    let (out_tx, out_rx) = mpsc::channel(shared.config.stream_buffer.max(1));
-    let (close_tx, close_rx) = oneshot::channel();
-    let (id, closed) = shared.relays.insert(proxy_id, &owner.id);
+    let id = shared.relays.insert(proxy_id, &owner.id, link.clone());
+    // One session per proxy ID: a stream of the same proxy served here ends.
+    if let Some(served) = shared.registry.proxy(proxy_id) {
+        served.end(Ending::Replaced);
+    }
+    // A drain that began while the owner was taking the stream: `end_all` ran before the
+    // insert, so the relay ends here.
+    if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
+        link.end(Ending::Draining);
+    }
+    if hand_over.send(inbound).is_err() {
+        // hyper dropped the request body: the owner's stream is gone already.
+        link.end(Ending::HandedOff);
+    }
     shared.metrics.relayed.inc();
-    let span =
-        tracing::info_span!("relay", protocol = M::NAME, proxy = %proxy_id, owner = %owner.id);
-    let task = pump::<M, S>(inbound, tx, body, out_tx, close_tx, closed);
-    let shared = shared.clone();
-    tokio::spawn(
-        async move {
-            info!("relaying to the proxy's owner");
-            task.await;
-            shared.relays.remove(id);
-            shared.metrics.relayed.dec();
-        }
-        .instrument(span),
-    );
-    Ok(Outbound::new(out_rx, close_rx))
+    info!(protocol = M::NAME, proxy = %proxy_id, owner = %owner.id, "relaying to the proxy's owner");
+    Ok(Relayed {
+        body,
+        link,
+        done: false,
+        _held: Held {
+            shared: shared.clone(),
+            id,
+            _permit: permit,
+        },
+    })
 }
 
-/// Copies requests up and responses down until either side ends or the relay is closed.
-async fn pump<M, S>(
-    mut inbound: S,
-    up: mpsc::Sender<Bytes>,
-    mut body: tonic::body::Body,
-    down: mpsc::Sender<Bytes>,
-    close: oneshot::Sender<Status>,
-    mut closed: watch::Receiver<bool>,
-) where
-    M: Protocol,
-    S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
+/// The proxy's request stream, as the body of the relayed request: its first request,
+/// then each as it is read, framed; it ends when the relay does.
+struct Up<S> {
+    first: Option<Bytes>,
+    inbound: Inbound<S>,
+    link: Arc<RelayLink>,
+}
+
+enum Inbound<S> {
+    /// Until the owner takes the stream.
+    Waiting(oneshot::Receiver<S>),
+    Reading(S),
+}
+
+impl<S, R> Body for Up<S>
+where
+    S: Stream<Item = Result<R, Status>> + Unpin + Send + 'static,
+    R: prost::Message,
 {
-    let status = loop {
-        tokio::select! {
-            _ = async { drop(closed.wait_for(|c| *c).await) } => {
-                break Some(AdsError::HandedOff.to_status());
-            }
-            req = inbound.next() => match req {
-                Some(Ok(req)) => {
-                    if up.send(frame(&req)).await.is_err() {
-                        break Some(Status::unavailable("the owner ended the relayed stream; reconnect"));
-                    }
-                }
-                Some(Err(status)) => break Some(status),
-                None => break None,
-            },
-            frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)) => match frame {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => {
-                        if down.send(data).await.is_err() {
-                            break None;
-                        }
-                    }
-                    Err(frame) => break Some(trailer_status(frame.trailers_ref())),
-                },
-                Some(Err(status)) => {
-                    break Some(Status::unavailable(format!(
-                        "the proxy's owner went away ({}); reconnect",
-                        status.message()
-                    )));
-                }
-                None => break Some(Status::unavailable("the owner ended the stream; reconnect")),
-            },
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        this.link.up.register(cx.waker());
+        if this.link.ended() {
+            return Poll::Ready(None);
         }
-    };
-    if let Some(status) = status {
-        let _ = close.send(status);
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        loop {
+            match &mut this.inbound {
+                Inbound::Waiting(handed) => match ready!(Pin::new(handed).poll(cx)) {
+                    Ok(inbound) => this.inbound = Inbound::Reading(inbound),
+                    Err(_) => return Poll::Ready(None),
+                },
+                Inbound::Reading(inbound) => {
+                    return match ready!(Pin::new(inbound).poll_next(cx)) {
+                        Some(Ok(req)) => Poll::Ready(Some(Ok(Frame::data(frame(&req))))),
+                        // A request the proxy's stream cannot take: it ends the relay with
+                        // that status, and the owner's stream with the proxy's half-close.
+                        Some(Err(status)) => {
+                            this.link.fail(status);
+                            Poll::Ready(None)
+                        }
+                        None => Poll::Ready(None),
+                    };
+                }
+            }
+        }
     }
 }
 
-/// The gRPC status in an upstream's trailers.
-fn trailer_status(trailers: Option<&http::HeaderMap>) -> Status {
-    let Some(trailers) = trailers else {
-        return Status::unavailable("the owner ended the stream; reconnect");
-    };
-    let code = trailers
-        .get("grpc-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<i32>().ok())
-        .unwrap_or(tonic::Code::Unavailable as i32);
-    let message = trailers
-        .get("grpc-message")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    Status::new(tonic::Code::from_i32(code), message)
+/// The owner's response body, as the proxy's: frames passed on as they arrive, the
+/// owner's trailers as its status, or a retryable status when the relay is ended here
+/// (hand-off, drain, a newer stream of the proxy) or the owner goes away.
+pub(crate) struct Relayed {
+    body: tonic::body::Body,
+    link: Arc<RelayLink>,
+    done: bool,
+    _held: Held,
 }
+
+/// What a relay holds while it lasts, given back when the proxy's response ends.
+struct Held {
+    shared: Arc<Shared>,
+    id: u64,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.shared.relays.remove(self.id);
+        self.shared.metrics.relayed.dec();
+    }
+}
+
+impl Drop for Relayed {
+    fn drop(&mut self) {
+        // The proxy is gone, or told: the request to the owner ends too.
+        self.link.close();
+    }
+}
+
+impl Relayed {
+    fn end(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.done = true;
+        Poll::Ready(Some(Ok(Frame::trailers(super::outbound::trailers(status)))))
+    }
+}
+
+impl Body for Relayed {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        self.link.down.register(cx.waker());
+        if let Some(status) = self.link.status() {
+            return self.end(&status);
+        }
+        match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
+            Some(Ok(frame)) => {
+                if frame.is_trailers() {
+                    self.done = true;
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Some(Err(status)) => self.end(&Status::unavailable(format!(
+                "the proxy's owner went away ({}); reconnect",
+                status.message()
+            ))),
+            None => self.end(&Status::unavailable(
+                "the owner ended the stream; reconnect",
+            )),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -2,10 +2,10 @@
 
 use super::config::XdsConfig;
 use super::metrics::Metrics;
+use super::ownership::Placement;
 use super::registry::Registry;
-use super::relay::Placement;
+pub use super::service::AdsService;
 use super::shared::Shared;
-pub use super::transport::AdsService;
 use crate::membership::Ring;
 use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};

@@ -3,8 +3,8 @@
 
 use super::config::XdsConfig;
 use super::metrics::Metrics;
+use super::ownership::{Placement, Relays};
 use super::registry::Registry;
-use super::relay::{Placement, Relays};
 use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};
 use crate::xds::Generator;

@@ -1,10 +1,11 @@
 //! Placement, without I/O: under a ring, which of the proxies connected here this edge
-//! owns, which must move to another edge, and at what pace. The handoff task feeds it
-//! ring changes and connections and acts on what it returns.
+//! owns, which must move to another edge (and which relays lead to an edge that no
+//! longer owns their proxy), and at what pace. The rebalance task (`rebalance.rs`) and
+//! the drain feed it ring changes and what is connected, and act on what it returns.
 //!
 //! ```text
-//!  ring change / connect / disconnect ──► Handoff ──► next_batch(now) ──► close (retryable)
-//!                                           │
+//!  ring change / rehome tick / drain ──► Handoff ──► next_batch(now) ──► close (retryable)
+//!  (served here, relayed: proxy → owner)    │
 //!                                      Pacer: token bucket, `--handoff-rate` per second
 //! ```
 
@@ -22,6 +23,20 @@ pub struct Split {
     pub owned: BTreeSet<String>,
     /// Owned by another live edge: to be handed off.
     pub foreign: BTreeSet<String>,
+}
+
+/// The relayed proxies among `relayed` (`(proxy, owner relayed to)`) whose owner under
+/// `ring` is no longer the edge they are relayed to (it left, or another edge, or this
+/// one, owns them now).
+pub fn moved_relays<'a>(
+    ring: &Ring,
+    relayed: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeSet<String> {
+    relayed
+        .into_iter()
+        .filter(|(proxy, owner)| ring.owner(proxy).is_none_or(|m| m.id != *owner))
+        .map(|(proxy, _)| proxy.to_string())
+        .collect()
 }
 
 /// Splits `connected` proxies by owner under `ring`. A proxy is owned here when the ring
@@ -48,6 +63,8 @@ pub struct Handoff {
     pending: VecDeque<String>,
     queued: BTreeSet<String>,
     pacer: Pacer,
+    /// Set by [`Handoff::drain`]: every proxy moves, whoever owns it.
+    draining: bool,
 }
 
 impl Handoff {
@@ -58,27 +75,48 @@ impl Handoff {
             pending: VecDeque::new(),
             queued: BTreeSet::new(),
             pacer,
+            draining: false,
         }
     }
 
-    /// A new ring: re-plans every connected proxy. Proxies this edge owns again leave the
-    /// plan; newly foreign ones join it.
-    pub fn on_ring<'a>(&mut self, ring: Ring, connected: impl IntoIterator<Item = &'a str>) {
+    /// A new ring (or the same, to re-plan): re-plans every proxy served here
+    /// (`connected`) and every relayed one (`relayed`: `(proxy, owner relayed to)`).
+    /// Proxies this edge owns again, and relays whose owner is unchanged, leave the plan;
+    /// newly foreign proxies and relays to an edge that no longer owns them join it.
+    pub fn on_ring<'a>(
+        &mut self,
+        ring: Ring,
+        connected: impl IntoIterator<Item = &'a str>,
+        relayed: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) {
         self.ring = ring;
-        let split = split(&self.ring, &self.me, connected);
-        self.pending.retain(|p| split.foreign.contains(p));
-        self.queued.retain(|p| split.foreign.contains(p));
-        for proxy in split.foreign {
-            if self.queued.insert(proxy.clone()) {
-                self.pending.push_back(proxy);
-            }
+        let mut moving = split(&self.ring, &self.me, connected).foreign;
+        moving.extend(moved_relays(&self.ring, relayed));
+        self.pending.retain(|p| moving.contains(p));
+        self.queued.retain(|p| moving.contains(p));
+        for proxy in moving {
+            self.queue(proxy);
+        }
+    }
+
+    /// This edge drains: every proxy it holds (served or relayed) moves, at the pace.
+    pub fn drain<'a>(&mut self, held: impl IntoIterator<Item = &'a str>) {
+        self.draining = true;
+        for proxy in held {
+            self.queue(proxy.to_string());
+        }
+    }
+
+    fn queue(&mut self, proxy: String) {
+        if self.queued.insert(proxy.clone()) {
+            self.pending.push_back(proxy);
         }
     }
 
     /// A proxy connected here: planned for a move if another edge owns it.
     pub fn on_connect(&mut self, proxy: &str) {
-        if !self.ring.owns(&self.me, proxy) && self.queued.insert(proxy.to_string()) {
-            self.pending.push_back(proxy.to_string());
+        if !self.ring.owns(&self.me, proxy) {
+            self.queue(proxy.to_string());
         }
     }
 
@@ -110,6 +148,11 @@ impl Handoff {
 
     pub fn ring(&self) -> &Ring {
         &self.ring
+    }
+
+    /// Draining: a proxy released moves whoever owns it (else only if it still must).
+    pub fn draining(&self) -> bool {
+        self.draining
     }
 }
 

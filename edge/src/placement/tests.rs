@@ -57,14 +57,14 @@ fn the_plan_follows_the_ring_and_connections() {
     let ps = proxies(400);
     let connected = || ps.iter().map(String::as_str);
     let mut h = Handoff::new("edge-0", Pacer::new(1000.0, 1000));
-    h.on_ring(ring(1), connected());
+    h.on_ring(ring(1), connected(), []);
     assert_eq!(h.pending(), 0, "alone, edge-0 owns everything");
-    h.on_ring(ring(2), connected());
+    h.on_ring(ring(2), connected(), []);
     let foreign = split(&ring(2), "edge-0", connected()).foreign;
     assert_eq!(h.pending(), foreign.len());
     assert!(foreign.len() > 100 && foreign.len() < 300);
     // Re-planning the same ring queues nothing twice.
-    h.on_ring(ring(2), connected());
+    h.on_ring(ring(2), connected(), []);
     assert_eq!(h.pending(), foreign.len());
     // A foreign proxy that left needs no move; one that arrives does.
     let gone = foreign.iter().next().unwrap().clone();
@@ -73,7 +73,7 @@ fn the_plan_follows_the_ring_and_connections() {
     h.on_connect(&gone);
     assert_eq!(h.pending(), foreign.len());
     // The second edge leaves: everything is owned here again.
-    h.on_ring(ring(1), connected());
+    h.on_ring(ring(1), connected(), []);
     assert_eq!(h.pending(), 0);
 }
 
@@ -81,7 +81,7 @@ fn the_plan_follows_the_ring_and_connections() {
 fn moves_are_paced() {
     let ps = proxies(400);
     let mut h = Handoff::new("edge-0", Pacer::new(10.0, 5));
-    h.on_ring(ring(2), ps.iter().map(String::as_str));
+    h.on_ring(ring(2), ps.iter().map(String::as_str), []);
     let total = h.pending();
     let t0 = Instant::now();
     assert_eq!(h.next_batch(t0).len(), 5, "a burst first");
@@ -106,4 +106,64 @@ fn moves_are_paced() {
         took >= expected && took < expected + Duration::from_secs(3),
         "{took:?}"
     );
+}
+
+#[test]
+fn relays_to_an_edge_that_no_longer_owns_their_proxy_are_planned() {
+    let ps = proxies(400);
+    let (two, three) = (ring(2), ring(3));
+    // edge-0 relays every proxy it does not own to its owner under two edges.
+    let relayed: Vec<(&str, &str)> = ps
+        .iter()
+        .filter_map(|p| {
+            let owner = two.owner(p).unwrap();
+            (owner.id != "edge-0").then_some((p.as_str(), owner.id.as_str()))
+        })
+        .collect();
+    let mut h = Handoff::new("edge-0", Pacer::new(1000.0, 1000));
+    h.on_ring(two.clone(), [], relayed.iter().copied());
+    assert_eq!(h.pending(), 0, "every relay leads to its owner");
+    // A third edge takes some of edge-1's proxies: their relays must move.
+    h.on_ring(three.clone(), [], relayed.iter().copied());
+    let moved = moved_relays(&three, relayed.iter().copied());
+    assert!(!moved.is_empty() && moved.len() < relayed.len());
+    assert!(moved.iter().all(|p| three.owner(p).unwrap().id == "edge-2"));
+    assert_eq!(h.pending(), moved.len());
+    // Back to two edges: they lead to their owner again.
+    h.on_ring(two.clone(), [], relayed.iter().copied());
+    assert_eq!(h.pending(), 0);
+    // edge-1 leaves: its relays move (to edge-0 itself, or be relayed elsewhere).
+    h.on_ring(ring(1), [], relayed.iter().copied());
+    assert_eq!(h.pending(), relayed.len());
+}
+
+#[test]
+fn a_proxy_both_served_and_relayed_here_is_planned_once() {
+    let ps = proxies(50);
+    let foreign: Vec<&str> = ps
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !ring(2).owns("edge-0", p))
+        .collect();
+    let mut h = Handoff::new("edge-0", Pacer::new(1000.0, 1000));
+    h.on_ring(
+        ring(2),
+        foreign.iter().copied(),
+        foreign.iter().map(|p| (*p, "edge-9")),
+    );
+    assert_eq!(h.pending(), foreign.len());
+}
+
+#[test]
+fn a_drain_moves_everything_held_at_the_pace() {
+    let ps = proxies(100);
+    let mut h = Handoff::new("edge-0", Pacer::new(10.0, 10));
+    h.on_ring(ring(1), ps.iter().map(String::as_str), []);
+    assert_eq!(h.pending(), 0);
+    h.drain(ps.iter().map(String::as_str));
+    h.drain(ps.iter().map(String::as_str));
+    assert_eq!(h.pending(), 100, "each proxy once");
+    let t0 = Instant::now();
+    assert_eq!(h.next_batch(t0).len(), 10);
+    assert_eq!(h.next_in(t0), Some(Duration::from_millis(100)));
 }

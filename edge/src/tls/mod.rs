@@ -57,4 +57,4 @@ pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

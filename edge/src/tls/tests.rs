@@ -28,7 +28,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status, Streaming};
 
-const WEB: &str = "spiffe://cluster.local/ns/a/sa/web";
+pub(crate) const WEB: &str = "spiffe://cluster.local/ns/a/sa/web";
 
 fn certified(leaf: &Leaf) -> Arc<CertifiedKey> {
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf.key_der.clone()));
@@ -48,9 +48,9 @@ fn roots(ca: &TestCa) -> Arc<RootCertStore> {
 }
 
 /// An edge serving secure ADS on loopback.
-struct TestEdge {
-    xds: XdsServer,
-    addr: SocketAddr,
+pub(crate) struct TestEdge {
+    pub xds: XdsServer,
+    pub addr: SocketAddr,
     cert: watch::Sender<Arc<CertifiedKey>>,
     _snapshots: watch::Sender<Arc<PushContext>>,
 }
@@ -64,6 +64,16 @@ fn edge_on(
     listener: TcpListener,
     ring: Option<(&str, watch::Receiver<Arc<Ring>>)>,
 ) -> TestEdge {
+    edge_with(ca, listener, ring, XdsConfig::default())
+}
+
+/// An edge on `listener` with `config`; owning by `ring` and relaying when given one.
+pub(crate) fn edge_with(
+    ca: &TestCa,
+    listener: TcpListener,
+    ring: Option<(&str, watch::Receiver<Arc<Ring>>)>,
+    config: XdsConfig,
+) -> TestEdge {
     let leaf = ca.issue(&["127.0.0.1"], Some(EDGE_SPIFFE));
     let (cert, cert_rx) = watch::channel(certified(&leaf));
     let material = TlsMaterial {
@@ -72,12 +82,7 @@ fn edge_on(
     };
     let (snapshots, rx) = watch::channel(Arc::new(PushContext::empty()));
     let mut registry = prometheus_client::registry::Registry::default();
-    let xds = XdsServer::new(
-        XdsConfig::default(),
-        Arc::new(Generator::new()),
-        rx,
-        &mut registry,
-    );
+    let xds = XdsServer::new(config, Arc::new(Generator::new()), rx, &mut registry);
     if let Some((me, ring)) = ring {
         xds.own_by_ring(me, ring);
         xds.relay_over_tls(&material).unwrap();
@@ -124,7 +129,7 @@ fn client_config(ca: &TestCa, leaf: Option<&Leaf>) -> Arc<ClientConfig> {
     Arc::new(config)
 }
 
-async fn client(
+pub(crate) async fn client(
     addr: SocketAddr,
     ca: &TestCa,
     leaf: Option<&Leaf>,
@@ -153,7 +158,7 @@ fn first(node: &str) -> DiscoveryRequest {
 }
 
 /// Opens a SotW stream whose first request names `node`; the sender keeps it open.
-async fn open(
+pub(crate) async fn open(
     client: &mut AggregatedDiscoveryServiceClient<Channel>,
     node: &str,
     headers: &[(&'static str, &'static str)],

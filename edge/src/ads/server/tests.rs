@@ -42,7 +42,8 @@ async fn open(s: &XdsServer, node_id: &str, type_url: &str) -> (Inbound, Result<
         ReceiverStream::new(rx),
         crate::ads::connection::Who::anonymous(),
     )
-    .await;
+    .await
+    .map(crate::ads::AdsBody::served);
     (tx, out)
 }
 
@@ -90,6 +91,45 @@ async fn streams_beyond_the_limit_are_refused() {
     let (_in2, out2) = open(&s, NODE, CLUSTER).await;
     assert_eq!(out2.err().unwrap().code(), Code::ResourceExhausted);
     assert_eq!(s.connected(), 1);
+}
+
+/// One session per proxy ID: a new stream of a proxy replaces the older one, which ends
+/// at once with a retryable status (not left for a drain to wait on).
+#[tokio::test(start_paused = true)]
+async fn a_second_stream_of_a_proxy_replaces_the_first() {
+    let (s, _tx) = server(XdsConfig::default(), PushContext::empty());
+    let (_in1, out1) = open(&s, NODE, CLUSTER).await;
+    let mut out1 = out1.unwrap();
+    assert!(
+        out1.next_message::<DiscoveryResponse>()
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    let (_in2, out2) = open(&s, NODE, CLUSTER).await;
+    let mut out2 = out2.unwrap();
+    assert!(
+        out2.next_message::<DiscoveryResponse>()
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    let status = out1
+        .next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status}");
+    assert!(status.message().contains("replaced"), "{status}");
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(s.connected(), 1, "the registry holds the newer stream only");
+    assert_eq!(s.proxy_ids(), [NODE]);
+    // The newer stream is served on.
+    let conn = s.shared.registry.proxy(NODE).unwrap();
+    assert_eq!(s.shared.registry.all().len(), 1);
+    assert!(s.shared.registry.get(conn.id).is_some());
 }
 
 /// A storm of new streams above `max_requests_per_second`: a second's worth is admitted

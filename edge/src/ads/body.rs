@@ -1,0 +1,90 @@
+//! The response body of an ADS stream: encoded responses from a stream task served here
+//! ([`Outbound`]), or the owner's frames passed through a relay ([`Relayed`]).
+
+use super::outbound::Outbound;
+use super::relay::Relayed;
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// The response body of an ADS stream.
+#[derive(Default)]
+pub struct AdsBody(Inner);
+
+enum Inner {
+    Served(Outbound),
+    Relayed(Relayed),
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner::Served(Outbound::default())
+    }
+}
+
+impl From<Outbound> for AdsBody {
+    fn from(o: Outbound) -> Self {
+        AdsBody(Inner::Served(o))
+    }
+}
+
+impl From<Relayed> for AdsBody {
+    fn from(r: Relayed) -> Self {
+        AdsBody(Inner::Relayed(r))
+    }
+}
+
+impl Body for AdsBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match &mut self.0 {
+            Inner::Served(o) => Pin::new(o).poll_frame(cx),
+            Inner::Relayed(r) => Pin::new(r).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.0 {
+            Inner::Served(o) => o.is_end_stream(),
+            Inner::Relayed(r) => r.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.0 {
+            Inner::Served(o) => o.size_hint(),
+            Inner::Relayed(r) => r.size_hint(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl AdsBody {
+    /// The stream served here (tests of serving).
+    pub(crate) fn served(self) -> Outbound {
+        match self.0 {
+            Inner::Served(o) => o,
+            Inner::Relayed(_) => panic!("a relayed stream"),
+        }
+    }
+}
+
+#[cfg(test)]
+impl AdsBody {
+    /// The next response, decoded, or the closing status, of a stream served here.
+    pub(crate) async fn next_message<T: prost::Message + Default>(
+        &mut self,
+    ) -> Option<Result<T, tonic::Status>> {
+        match &mut self.0 {
+            Inner::Served(o) => o.next_message().await,
+            Inner::Relayed(_) => panic!("a relayed stream"),
+        }
+    }
+}
