@@ -18,6 +18,7 @@
 mod clusters;
 mod convert;
 pub mod discovery;
+mod object;
 pub mod remote;
 mod resources;
 mod state;
@@ -30,16 +31,18 @@ use crate::sync::SyncError;
 use discovery::LabelSelector;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, ListParams, TypeMeta};
+use kube::api::{Api, ListParams, TypeMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
+use object::ApiObject;
 use shoal_proto::config::Kind;
 use state::{State, Target};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One watch: what it feeds, the type of what it lists (`apiVersion`, `kind`), and where.
-type Watch = ((Target, TypeMeta), Api<DynamicObject>);
+type Watch = ((Target, TypeMeta), Api<ApiObject>);
 
 /// The Kubernetes registry's source name: its objects' `Origin::source` and KV key segment.
 pub const SOURCE: &str = "kubernetes";
@@ -148,18 +151,16 @@ impl Source for KubeSource {
             .map(|(index, ((target, types), api))| {
                 // A real API server lists built-in kinds' items without apiVersion and
                 // kind: every object is typed by the resource watched, never by itself.
+                let types = Arc::new(types);
                 watcher::watcher(api, watcher::Config::default())
                     .default_backoff()
-                    .map(move |event| {
-                        let event = event.map(|e| e.modify(|o| convert::typed(o, &types)));
-                        (index, target, event)
-                    })
+                    .map(move |event| (index, (target, types.clone()), event))
                     .boxed()
             });
         let mut events = futures::stream::select_all(streams);
         tokio::pin!(shutdown);
         loop {
-            let (index, target, event) = tokio::select! {
+            let (index, (target, types), event) = tokio::select! {
                 () = &mut shutdown => break,
                 next = events.next() => match next {
                     Some(next) => next,
@@ -171,7 +172,7 @@ impl Source for KubeSource {
                     if let Some(health) = &self.health {
                         health.reachable();
                     }
-                    state.on_event(&mut sink, &origin, index, target, event);
+                    state.on_event(&mut sink, &origin, index, (target, &*types), event);
                 }
                 Err(error) => {
                     tracing::warn!(kind = %target, %error, "kubernetes watch failed; retrying with backoff");

@@ -4,9 +4,10 @@
 
 use super::convert::{self, Converted};
 use super::discovery::{Discovery, LabelSelector, Selection};
+use super::object::ApiObject;
 use crate::registry::{Rejection, Warning};
 use crate::source::SourceSink;
-use kube::api::DynamicObject;
+use kube::api::TypeMeta;
 use kube::runtime::watcher::Event;
 use shoal_proto::config::topology::NodeLocalities;
 use shoal_proto::config::{ConfigKey, Kind};
@@ -91,18 +92,20 @@ impl State {
         sink: &mut SourceSink,
         origin: &str,
         index: usize,
-        target: Target,
-        event: Event<DynamicObject>,
+        (target, types): (Target, &TypeMeta),
+        event: Event<ApiObject>,
     ) {
         let kind = match target {
             Target::Config(kind) => kind,
             Target::Nodes => return self.on_node_event(sink, index, event),
-            Target::Unsupported(_) => return self.on_unsupported_event(origin, index, event),
+            Target::Unsupported(_) => {
+                return self.on_unsupported_event(origin, index, types, event);
+            }
         };
         match event {
             Event::Init => self.relisting[index] = Some(BTreeSet::new()),
             Event::InitApply(object) => {
-                if let Some(key) = self.apply(sink, origin, kind, &object) {
+                if let Some(key) = self.apply(sink, origin, (kind, types), &object) {
                     self.relisting[index].get_or_insert_default().insert(key);
                 }
             }
@@ -120,7 +123,7 @@ impl State {
                 self.listed[index] = true;
             }
             Event::Apply(object) => {
-                if let Some(key) = self.apply(sink, origin, kind, &object) {
+                if let Some(key) = self.apply(sink, origin, (kind, types), &object) {
                     self.held[index].insert(key);
                 }
             }
@@ -144,8 +147,14 @@ impl State {
 
     /// An object of a kind Shoal does not implement: reported while it exists. A relist
     /// starts the watch's reports afresh.
-    fn on_unsupported_event(&mut self, origin: &str, index: usize, event: Event<DynamicObject>) {
-        let id = |o: &DynamicObject| {
+    fn on_unsupported_event(
+        &mut self,
+        origin: &str,
+        index: usize,
+        types: &TypeMeta,
+        event: Event<ApiObject>,
+    ) {
+        let id = |o: &ApiObject| {
             (
                 index,
                 o.metadata.namespace.clone().unwrap_or_default(),
@@ -159,7 +168,7 @@ impl State {
                 self.rejections_changed |= self.unsupported.len() != before;
             }
             Event::InitApply(object) | Event::Apply(object) => {
-                if let Converted::Rejected(report) = convert::convert(&object, origin) {
+                if let Converted::Rejected(report) = convert::convert(&object, types, origin) {
                     self.unsupported.insert(id(&object), report);
                     self.rejections_changed = true;
                 }
@@ -215,8 +224,8 @@ impl State {
     }
 
     /// A Node event: its locality, rewritten onto its Pods when it moved.
-    fn on_node_event(&mut self, sink: &mut SourceSink, index: usize, event: Event<DynamicObject>) {
-        let name = |object: &DynamicObject| object.metadata.name.clone().unwrap_or_default();
+    fn on_node_event(&mut self, sink: &mut SourceSink, index: usize, event: Event<ApiObject>) {
+        let name = |object: &ApiObject| object.metadata.name.clone().unwrap_or_default();
         match event {
             Event::Init => self.relisting_nodes = Some(BTreeSet::new()),
             Event::InitApply(node) => {
@@ -239,7 +248,7 @@ impl State {
         }
     }
 
-    fn set_node(&mut self, sink: &mut SourceSink, node: &DynamicObject) {
+    fn set_node(&mut self, sink: &mut SourceSink, node: &ApiObject) {
         let Some(name) = &node.metadata.name else {
             return;
         };
@@ -277,11 +286,11 @@ impl State {
         &mut self,
         sink: &mut SourceSink,
         origin: &str,
-        kind: Kind,
-        object: &DynamicObject,
+        (kind, types): (Kind, &TypeMeta),
+        object: &ApiObject,
     ) -> Option<ConfigKey> {
         let key = convert::key_of(kind, object)?;
-        match convert::convert(object, origin) {
+        match convert::convert(object, types, origin) {
             Converted::Config(mut config, warnings) => {
                 for warning in &warnings {
                     tracing::warn!(%key, "{warning}");

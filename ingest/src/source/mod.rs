@@ -14,7 +14,7 @@
 use crate::metrics::{KindLabel, Metrics};
 use crate::registry::{Rejection, Rejections, Warning, Warnings};
 use crate::retry::{RetryConfig, retry};
-use crate::sync::{self, Change, EventBuffer, SyncError, WriterHandle};
+use crate::sync::{self, Change, Changed, EventBuffer, SyncError, WriterHandle};
 use shoal_infra::admin::Readiness;
 use shoal_proto::change::TriggerReason;
 use shoal_proto::config::{Config, ConfigKey, Kind, Origin};
@@ -175,7 +175,11 @@ impl SourceSink {
         publish: bool,
         protected: impl Fn(&ConfigKey) -> bool,
     ) -> Result<(), SyncError> {
-        for change in self.events.drain() {
+        for Changed { key, at } in self.events.drain() {
+            // The object as the store holds it now (none: deleted). A key changed twice
+            // in one batch is written twice, both times as it is now: the same end state.
+            let config = self.get(&key).cloned().map(Box::new);
+            let change = Change { key, config, at };
             self.out.writer.send(change, publish).await?;
         }
         self.release_kv_only(protected).await
@@ -189,15 +193,18 @@ impl SourceSink {
         &mut self,
         protected: impl Fn(&ConfigKey) -> bool,
     ) -> Result<(), SyncError> {
-        self.commit(false, |_| true).await?;
-        self.store.mark_synced();
-        let written = self.out.writer.flush().await?;
+        // The KV as it is before the load is written: the load only writes keys the
+        // store holds, which the plan keeps, so the keys to delete are the same, and a
+        // first load does not read back every object it has just written.
         let kv = self.out.kv.clone();
         let entries = retry("kv_entries", self.out.retry, &self.out.metrics, || {
             kv.entries()
         })
         .await
         .map_err(SyncError::Kv)?;
+        self.commit(false, |_| true).await?;
+        self.store.mark_synced();
+        let written = self.out.writer.flush().await?;
         let store = &self.store;
         let plan = sync::plan(
             &entries,

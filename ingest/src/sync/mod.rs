@@ -47,9 +47,19 @@ pub(crate) struct Change {
     pub at: SystemTime,
 }
 
+/// One store event, by key: what it wrote is read from the store when the batch is
+/// sent, so a batch holds no copy of the objects (a large cluster's initial load is one
+/// batch of every object).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Changed {
+    pub key: ConfigKey,
+    /// When the store saw the change: the push's start time.
+    pub at: SystemTime,
+}
+
 /// The changes the store's handler recorded since the last drain.
 #[derive(Clone, Default)]
-pub(crate) struct EventBuffer(Arc<Mutex<Vec<Change>>>);
+pub(crate) struct EventBuffer(Arc<Mutex<Vec<Changed>>>);
 
 impl EventBuffer {
     /// The handler to register on the ConfigStore (all kinds).
@@ -70,16 +80,15 @@ impl EventBuffer {
                 })
                 .inc();
             tracing::debug!(%key, event = name, "config event");
-            let change = Change {
+            let changed = Changed {
                 key,
-                config: event.new.cloned().map(Box::new),
                 at: SystemTime::now(),
             };
-            buffer.lock().expect("event buffer poisoned").push(change);
+            buffer.lock().expect("event buffer poisoned").push(changed);
         })
     }
 
-    pub fn drain(&self) -> Vec<Change> {
+    pub fn drain(&self) -> Vec<Changed> {
         std::mem::take(&mut *self.0.lock().expect("event buffer poisoned"))
     }
 }

@@ -47,28 +47,25 @@ impl Store {
             }
             None => (self.revision, None),
         };
-        let objects = self.snapshot_after(resource, snapshot, after.as_ref())?;
         let limit = request
             .limit
             .filter(|limit| *limit > 0)
             .unwrap_or(usize::MAX);
-        let mut selected = objects
-            .iter()
-            .filter(|(_, object)| request.selection.matches(object));
-        let items: Vec<_> = selected.by_ref().take(limit).collect();
-        let more = selected.next().is_some();
-        let continue_token = match items.last() {
-            Some((last, _)) if more => Some(token(snapshot, last)),
-            _ => None,
-        };
-        Ok(ListPage {
-            revision: snapshot,
-            items: items
+        let selection = &request.selection;
+        if snapshot == self.revision {
+            // Nothing was written since the snapshot: the current objects are it, read
+            // from the key after the last one served (a page costs its own length, not
+            // the length of what follows it).
+            let lower = after.as_ref().map_or(Bound::Unbounded, Bound::Excluded);
+            let objects = self
+                .objects
+                .get(resource)
                 .into_iter()
-                .map(|(_, object)| object.clone())
-                .collect(),
-            continue_token,
-        })
+                .flat_map(|all| all.range((lower, Bound::Unbounded)));
+            return Ok(page(snapshot, objects, selection, limit));
+        }
+        let objects = self.snapshot_after(resource, snapshot, after.as_ref())?;
+        Ok(page(snapshot, objects.iter(), selection, limit))
     }
 
     /// The objects of `resource` after key `after`, as they were at revision `snapshot`.
@@ -101,6 +98,31 @@ impl Store {
             };
         }
         Ok(objects)
+    }
+}
+
+/// The first `limit` objects of `objects` (in key order) that `selection` selects, and a
+/// continue token when more follow.
+fn page<'a>(
+    snapshot: u64,
+    objects: impl Iterator<Item = (&'a ObjectKey, &'a Arc<Value>)>,
+    selection: &Selection,
+    limit: usize,
+) -> ListPage {
+    let mut selected = objects.filter(|(_, object)| selection.matches(object));
+    let items: Vec<_> = selected.by_ref().take(limit).collect();
+    let more = selected.next().is_some();
+    let continue_token = match items.last() {
+        Some((last, _)) if more => Some(token(snapshot, last)),
+        _ => None,
+    };
+    ListPage {
+        revision: snapshot,
+        items: items
+            .into_iter()
+            .map(|(_, object)| object.clone())
+            .collect(),
+        continue_token,
     }
 }
 

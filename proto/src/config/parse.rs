@@ -4,6 +4,7 @@
 //! line and the others still load. Errors name the object when its header could be read.
 
 use super::{Config, ConfigMeta, Kind, Spec, istio, k8s, mesh, security, validate};
+use doc::{DecodeError, Doc};
 pub use ignored::{Ignored, parse_ignored};
 pub use nodes::{NodeLabels, parse_nodes};
 use serde::Deserialize;
@@ -138,6 +139,43 @@ fn parse_document(
     index: usize,
     doc: &str,
 ) -> Result<Option<Parsed>, ParseError> {
+    // Go's YAML reads `[1.2.3.4, 2001:db8::1]`; libyaml needs the `:` scalar quoted.
+    let quoted = flow::quote_colon_scalars(doc);
+    parse_object(location, index, Doc::Yaml(&quoted), None)
+}
+
+/// Parses one object as the Kubernetes API serves it: JSON, typed by `types`
+/// (`apiVersion`, `kind`: the resource it was listed or watched from, since the items of
+/// a built-in kind's list do not say what they are). Errors name `source`, line 1.
+///
+/// It is decoded with serde_json into the same types, and validated the same way, as a
+/// document of the directory. An object that does not pass is read again as the
+/// directory reads it (JSON is YAML), whose verdict stands: both registries accept and
+/// reject the same objects, with the same reasons (YAML also reads what JSON does not,
+/// such as a number where a string is due).
+pub fn parse_api_object(
+    source: &str,
+    types: (&str, &str),
+    json: &str,
+) -> Result<Option<Parsed>, ParseError> {
+    let location = Location {
+        source: source.to_string(),
+        line: 1,
+    };
+    parse_object(location.clone(), 0, Doc::Json(json), Some(types)).or_else(|_| {
+        let quoted = flow::quote_colon_scalars(json);
+        parse_object(location, 0, Doc::Yaml(&quoted), Some(types))
+    })
+}
+
+/// Parses one object; `types` (`apiVersion`, `kind`), when given, say what it is
+/// whatever it says itself.
+fn parse_object(
+    location: Location,
+    index: usize,
+    doc: Doc<'_>,
+    types: Option<(&str, &str)>,
+) -> Result<Option<Parsed>, ParseError> {
     let fail = |object: String, reason: String, line_in_doc: Option<usize>| ParseError {
         location: Location {
             source: location.source.clone(),
@@ -147,13 +185,13 @@ fn parse_document(
         reason,
         rejected: None,
     };
-    // Go's YAML reads `[1.2.3.4, 2001:db8::1]`; libyaml needs the `:` scalar quoted.
-    let quoted = flow::quote_colon_scalars(doc);
-    let doc: &str = &quoted;
-    let header: Header = serde_norway::from_str(doc).map_err(|e| {
-        let line = e.location().map(|l| l.line());
-        fail(format!("document {}", index + 1), yaml_reason(&e), line)
-    })?;
+    let mut header: Header = doc
+        .decode()
+        .map_err(|e| fail(format!("document {}", index + 1), e.reason, e.line))?;
+    if let Some((api_version, kind)) = types {
+        header.api_version = api_version.to_string();
+        header.kind = kind.to_string();
+    }
     if header.api_version.is_empty() || header.kind.is_empty() {
         return Err(fail(
             format!("document {}", index + 1),
@@ -214,21 +252,18 @@ fn parse_document(
     if meta.name.is_empty() {
         return Err(fail(object, "metadata.name is required".into(), None));
     }
-    let yaml_fail = |e: serde_norway::Error| {
-        let line = e.location().map(|l| l.line());
-        fail(object.clone(), yaml_reason(&e), line)
-    };
+    let decode_fail = |e: DecodeError| fail(object.clone(), e.reason, e.line);
     let spec = if kind == Kind::MeshConfig {
         // Only the mesh config's ConfigMap concerns a mesh; every other is not read.
         if !mesh::is_mesh_configmap(&meta.name) {
             return Ok(None);
         }
-        match mesh_config::mesh_config(doc).map_err(yaml_fail)? {
+        match mesh_config::mesh_config(doc).map_err(decode_fail)? {
             Some(mesh) => Spec::MeshConfig(mesh),
             None => return Ok(None),
         }
     } else {
-        decode_spec(kind, &meta, doc).map_err(yaml_fail)?
+        decode_spec(kind, &meta, doc).map_err(decode_fail)?
     };
     if let Spec::Secret(secret) = &spec
         && !secret.has_tls_material()
@@ -255,28 +290,17 @@ fn parse_document(
     }))
 }
 
-fn yaml_reason(e: &serde_norway::Error) -> String {
-    // The location is reported separately, as file:line.
-    let text = e.to_string();
-    match text.find(" at line ") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    }
+fn spec_of<S: DeserializeOwned + Default>(doc: Doc<'_>) -> Result<S, DecodeError> {
+    Ok(doc.decode::<WithSpec<S>>()?.spec.unwrap_or_default())
 }
 
-fn spec_of<S: DeserializeOwned + Default>(doc: &str) -> Result<S, serde_norway::Error> {
-    Ok(serde_norway::from_str::<WithSpec<S>>(doc)?
-        .spec
-        .unwrap_or_default())
-}
-
-fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_norway::Error> {
+fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: Doc<'_>) -> Result<Spec, DecodeError> {
     Ok(match kind {
         Kind::Namespace => Spec::Namespace(k8s::NamespaceSpec {}),
         Kind::Service => Spec::Service(service_spec(doc)?),
         Kind::Pod => Spec::Pod(pod_spec(doc)?),
         Kind::EndpointSlice => {
-            let mut slice: k8s::EndpointSliceSpec = serde_norway::from_str(doc)?;
+            let mut slice: k8s::EndpointSliceSpec = doc.decode()?;
             slice.service_name = meta
                 .labels
                 .get("kubernetes.io/service-name")
@@ -284,7 +308,7 @@ fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_n
                 .unwrap_or_default();
             Spec::EndpointSlice(slice)
         }
-        Kind::Endpoints => Spec::Endpoints(serde_norway::from_str(doc)?),
+        Kind::Endpoints => Spec::Endpoints(doc.decode()?),
         Kind::ServiceEntry => Spec::ServiceEntry(spec_of::<istio::ServiceEntry>(doc)?),
         Kind::WorkloadEntry => Spec::WorkloadEntry(spec_of::<istio::WorkloadEntry>(doc)?),
         Kind::WorkloadGroup => Spec::WorkloadGroup(spec_of::<istio::WorkloadGroup>(doc)?),
@@ -307,7 +331,7 @@ fn decode_spec(kind: Kind, meta: &ConfigMeta, doc: &str) -> Result<Spec, serde_n
 }
 
 /// Reads a Service's spec, and from its status the load balancer's addresses.
-fn service_spec(doc: &str) -> Result<k8s::ServiceSpec, serde_norway::Error> {
+fn service_spec(doc: Doc<'_>) -> Result<k8s::ServiceSpec, DecodeError> {
     #[derive(Default, Deserialize)]
     #[serde(rename_all = "camelCase", default)]
     struct RawStatus {
@@ -331,7 +355,7 @@ fn service_spec(doc: &str) -> Result<k8s::ServiceSpec, serde_norway::Error> {
         spec: Option<k8s::ServiceSpec>,
         status: Option<RawStatus>,
     }
-    let raw: RawService = serde_norway::from_str(doc)?;
+    let raw: RawService = doc.decode()?;
     let mut spec = raw.spec.unwrap_or_default();
     spec.load_balancer_ingress = raw
         .status
@@ -346,7 +370,7 @@ fn service_spec(doc: &str) -> Result<k8s::ServiceSpec, serde_norway::Error> {
 }
 
 /// Reads a full Pod (spec and status) into the digest the registry uses.
-fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
+fn pod_spec(doc: Doc<'_>) -> Result<k8s::PodSpec, DecodeError> {
     #[derive(Default, Deserialize)]
     #[serde(rename_all = "camelCase", default)]
     struct RawPod {
@@ -386,7 +410,7 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
         condition_type: String,
         status: String,
     }
-    let raw: RawPod = serde_norway::from_str(doc)?;
+    let raw: RawPod = doc.decode()?;
     let ready_condition = raw
         .status
         .conditions
@@ -416,6 +440,7 @@ fn pod_spec(doc: &str) -> Result<k8s::PodSpec, serde_norway::Error> {
     })
 }
 
+mod doc;
 mod flow;
 mod ignored;
 mod list;
@@ -424,6 +449,8 @@ mod nodes;
 mod secret;
 mod unsupported;
 
+#[cfg(test)]
+mod api_tests;
 #[cfg(test)]
 mod security_tests;
 #[cfg(test)]

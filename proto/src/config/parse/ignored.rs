@@ -2,6 +2,7 @@
 //! `kubectl get -o yaml` dump): [`super::parse_documents`] skips them, and this names
 //! each one, so that nothing read is dropped without a word.
 
+use super::doc::Doc;
 use super::{Header, Location, list, unsupported};
 use crate::config::Kind;
 
@@ -27,7 +28,7 @@ pub fn parse_ignored(source: &str, text: &str) -> Vec<Ignored> {
         if api_version.is_empty()
             || kind.is_empty()
             || Kind::from_api(api_version, kind).is_some()
-            || unsupported::unsupported_kind(api_version, kind, &doc).is_some()
+            || unsupported::unsupported_kind(api_version, kind, Doc::Yaml(&doc)).is_some()
             || (api_version == "v1" && kind == "Node")
         {
             continue;

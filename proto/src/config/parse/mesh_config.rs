@@ -3,8 +3,8 @@
 //! invalid value, rejects the ConfigMap with the field named.
 
 use super::super::mesh::MeshConfig;
+use super::doc::{DecodeError, Doc};
 use serde::Deserialize;
-use serde::de::Error as _;
 use std::collections::BTreeMap;
 
 #[derive(Default, Deserialize)]
@@ -15,8 +15,8 @@ struct RawConfigMap {
 
 /// The mesh config of the ConfigMap in `doc`; `None` when it has no `mesh` key (a
 /// ConfigMap that only shares the name prefix).
-pub fn mesh_config(doc: &str) -> Result<Option<MeshConfig>, serde_norway::Error> {
-    let raw: RawConfigMap = serde_norway::from_str(doc)?;
+pub fn mesh_config(doc: Doc<'_>) -> Result<Option<MeshConfig>, DecodeError> {
+    let raw: RawConfigMap = doc.decode()?;
     let Some(text) = raw.data.get("mesh") else {
         return Ok(None);
     };
@@ -24,11 +24,11 @@ pub fn mesh_config(doc: &str) -> Result<Option<MeshConfig>, serde_norway::Error>
         MeshConfig::default()
     } else {
         serde_norway::from_str::<Option<MeshConfig>>(text)
-            .map_err(|e| serde_norway::Error::custom(format!("data.mesh: {e}")))?
+            .map_err(|e| DecodeError::custom(format!("data.mesh: {}", DecodeError::from(e))))?
             .unwrap_or_default()
     };
     mesh.validate()
-        .map_err(|reason| serde_norway::Error::custom(format!("data.mesh: {reason}")))?;
+        .map_err(|reason| DecodeError::custom(format!("data.mesh: {reason}")))?;
     Ok(Some(mesh))
 }
 

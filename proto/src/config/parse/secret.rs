@@ -3,9 +3,9 @@
 //! base64 and `stringData` plain, as the API server takes them.
 
 use super::super::k8s::SecretSpec;
+use super::doc::{DecodeError, Doc};
 use base64::Engine;
 use serde::Deserialize;
-use serde::de::Error as _;
 use std::collections::BTreeMap;
 
 #[derive(Default, Deserialize)]
@@ -17,9 +17,9 @@ struct RawSecret {
 
 /// The TLS material of the Secret in `doc`; empty when it has none. A key that is not
 /// base64, or not text, is an error naming the key (never its content).
-pub fn tls_material(doc: &str) -> Result<SecretSpec, serde_norway::Error> {
-    let raw: RawSecret = serde_norway::from_str(doc)?;
-    let value = |keys: [&str; 2]| -> Result<String, serde_norway::Error> {
+pub fn tls_material(doc: Doc<'_>) -> Result<SecretSpec, DecodeError> {
+    let raw: RawSecret = doc.decode()?;
+    let value = |keys: [&str; 2]| -> Result<String, DecodeError> {
         for key in keys {
             if let Some(v) = raw.string_data.get(key) {
                 return Ok(v.clone());
@@ -27,11 +27,9 @@ pub fn tls_material(doc: &str) -> Result<SecretSpec, serde_norway::Error> {
             if let Some(v) = raw.data.get(key) {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(v.trim())
-                    .map_err(|e| {
-                        serde_norway::Error::custom(format!("data.{key}: not base64: {e}"))
-                    })?;
+                    .map_err(|e| DecodeError::custom(format!("data.{key}: not base64: {e}")))?;
                 return String::from_utf8(bytes)
-                    .map_err(|_| serde_norway::Error::custom(format!("data.{key}: not PEM text")));
+                    .map_err(|_| DecodeError::custom(format!("data.{key}: not PEM text")));
             }
         }
         Ok(String::new())
@@ -42,7 +40,7 @@ pub fn tls_material(doc: &str) -> Result<SecretSpec, serde_norway::Error> {
         ca_cert: value(["ca.crt", "cacert"])?,
     };
     if !spec.cert_chain.is_empty() && spec.private_key.is_empty() {
-        return Err(serde_norway::Error::custom(
+        return Err(DecodeError::custom(
             "has a certificate (tls.crt or cert) but no private key (tls.key or key)",
         ));
     }
@@ -52,7 +50,7 @@ pub fn tls_material(doc: &str) -> Result<SecretSpec, serde_norway::Error> {
         ("CA certificate", &spec.ca_cert),
     ] {
         if !pem.is_empty() && !pem.contains("-----BEGIN ") {
-            return Err(serde_norway::Error::custom(format!(
+            return Err(DecodeError::custom(format!(
                 "the {key} is not PEM (no -----BEGIN line)"
             )));
         }
@@ -78,7 +76,7 @@ mod tests {
             b64("-----BEGIN PRIVATE KEY-----\nx\n"),
             b64(PEM)
         );
-        let s = tls_material(&doc).unwrap();
+        let s = tls_material(Doc::Yaml(&doc)).unwrap();
         assert_eq!((s.cert_chain.as_str(), s.ca_cert.as_str()), (PEM, PEM));
         assert!(s.private_key.starts_with("-----BEGIN PRIVATE KEY"));
 
@@ -86,22 +84,22 @@ mod tests {
             "stringData:\n  cacert: |\n    {}\n",
             PEM.replace('\n', "\n    ")
         );
-        let s = tls_material(&generic).unwrap();
+        let s = tls_material(Doc::Yaml(&generic)).unwrap();
         assert!(s.has_tls_material() && s.cert_chain.is_empty());
     }
 
     #[test]
     fn other_secrets_have_no_material_and_bad_keys_are_named() {
         assert!(
-            !tls_material("data:\n  token: YWJj\n")
+            !tls_material(Doc::Yaml("data:\n  token: YWJj\n"))
                 .unwrap()
                 .has_tls_material()
         );
-        let err = tls_material("data:\n  tls.crt: '%%%'\n")
+        let err = tls_material(Doc::Yaml("data:\n  tls.crt: '%%%'\n"))
             .unwrap_err()
             .to_string();
         assert!(err.contains("data.tls.crt: not base64"), "{err}");
-        let err = tls_material(&format!("data:\n  tls.crt: {}\n", b64(PEM)))
+        let err = tls_material(Doc::Yaml(&format!("data:\n  tls.crt: {}\n", b64(PEM))))
             .unwrap_err()
             .to_string();
         assert!(err.contains("no private key"), "{err}");

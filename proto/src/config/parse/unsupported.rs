@@ -5,6 +5,7 @@
 
 use super::super::Spec;
 use super::super::validate::security;
+use super::doc::Doc;
 use serde_json::Value;
 
 /// API groups whose kinds change traffic or policy: an object of one Shoal does not read
@@ -19,7 +20,7 @@ const POLICY_GROUPS: [&str; 5] = [
 
 /// Why an object of `api_version`/`kind` is not applied, when its group is one of
 /// [`POLICY_GROUPS`]; `None` for kinds Shoal has no business with.
-pub fn unsupported_kind(api_version: &str, kind: &str, doc: &str) -> Option<String> {
+pub fn unsupported_kind(api_version: &str, kind: &str, doc: Doc<'_>) -> Option<String> {
     let group = api_version.split_once('/').map_or("", |(g, _)| g);
     if !POLICY_GROUPS.contains(&group) {
         return None;
@@ -40,7 +41,7 @@ pub fn unsupported_kind(api_version: &str, kind: &str, doc: &str) -> Option<Stri
 }
 
 /// An AuthorizationPolicy's `spec.action` (Istio's default: ALLOW).
-fn authorization_action(doc: &str) -> String {
+fn authorization_action(doc: Doc<'_>) -> String {
     #[derive(serde::Deserialize, Default)]
     #[serde(default)]
     struct Policy {
@@ -51,7 +52,8 @@ fn authorization_action(doc: &str) -> String {
     struct PolicySpec {
         action: String,
     }
-    let action = serde_norway::from_str::<Policy>(doc)
+    let action = doc
+        .decode::<Policy>()
         .ok()
         .and_then(|p| p.spec)
         .map(|s| s.action)
@@ -67,7 +69,7 @@ fn authorization_action(doc: &str) -> String {
 /// `spec.a.b[0].c` paths: Istio fields Shoal does not implement (or misspellings).
 /// Only Istio kinds are checked: Kubernetes objects carry many fields Shoal ignores by
 /// design.
-pub fn unknown_fields(spec: &Spec, doc: &str) -> Vec<String> {
+pub fn unknown_fields(spec: &Spec, doc: Doc<'_>) -> Vec<String> {
     let typed = match spec {
         Spec::ServiceEntry(s) => serde_json::to_value(s),
         Spec::WorkloadEntry(s) => serde_json::to_value(s),
@@ -86,7 +88,7 @@ pub fn unknown_fields(spec: &Spec, doc: &str) -> Vec<String> {
     struct Raw {
         spec: Option<Value>,
     }
-    let raw = serde_norway::from_str::<Raw>(doc).ok().and_then(|r| r.spec);
+    let raw = doc.decode::<Raw>().ok().and_then(|r| r.spec);
     let (Ok(typed), Some(raw)) = (typed, raw) else {
         return Vec::new();
     };
@@ -147,7 +149,7 @@ mod tests {
             .and_then(|v| serde_json::from_value(v["spec"].clone()).ok())
             .unwrap();
         assert_eq!(
-            unknown_fields(&Spec::VirtualService(vs), doc),
+            unknown_fields(&Spec::VirtualService(vs), Doc::Yaml(doc)),
             [
                 "spec.http[0].match[0].statPrefix",
                 "spec.http[0].mirrorPolicy"
@@ -158,12 +160,23 @@ mod tests {
     #[test]
     fn authorization_policies_say_what_is_not_enforced() {
         let deny = "spec:\n  action: DENY\n";
-        let reason = unsupported_kind("security.istio.io/v1", "AuthorizationPolicy", deny).unwrap();
+        let reason = unsupported_kind(
+            "security.istio.io/v1",
+            "AuthorizationPolicy",
+            Doc::Yaml(deny),
+        )
+        .unwrap();
         assert!(reason.contains("DENY rules are NOT enforced"), "{reason}");
-        let allow = unsupported_kind("security.istio.io/v1", "AuthorizationPolicy", "spec: {}\n");
+        let allow = unsupported_kind(
+            "security.istio.io/v1",
+            "AuthorizationPolicy",
+            Doc::Yaml("spec: {}\n"),
+        );
         assert!(allow.unwrap().contains("ALLOW rules"));
-        assert!(unsupported_kind("gateway.networking.k8s.io/v1", "HTTPRoute", "").is_some());
-        assert_eq!(unsupported_kind("v1", "ConfigMap", ""), None);
+        assert!(
+            unsupported_kind("gateway.networking.k8s.io/v1", "HTTPRoute", Doc::Yaml("")).is_some()
+        );
+        assert_eq!(unsupported_kind("v1", "ConfigMap", Doc::Yaml("")), None);
     }
 
     #[test]
@@ -188,7 +201,7 @@ mod tests {
             .and_then(|v| serde_json::from_value(v["spec"].clone()).ok())
             .unwrap();
         assert_eq!(
-            unknown_fields(&Spec::PeerAuthentication(pa), doc),
+            unknown_fields(&Spec::PeerAuthentication(pa), Doc::Yaml(doc)),
             ["spec.extra", "spec.portLevelMtls.8080.tls"]
         );
         let doc = "spec:
@@ -201,7 +214,7 @@ mod tests {
             .and_then(|v| serde_json::from_value(v["spec"].clone()).ok())
             .unwrap();
         assert_eq!(
-            unknown_fields(&Spec::AuthorizationPolicy(ap), doc),
+            unknown_fields(&Spec::AuthorizationPolicy(ap), Doc::Yaml(doc)),
             [
                 "spec.rules[0].from[0].source.trustDomain",
                 "spec.rules[0].to[0].operation.verbs"
@@ -213,7 +226,7 @@ mod tests {
             .and_then(|v| serde_json::from_value(v["spec"].clone()).ok())
             .unwrap();
         assert_eq!(
-            unknown_fields(&Spec::RequestAuthentication(ra), doc),
+            unknown_fields(&Spec::RequestAuthentication(ra), Doc::Yaml(doc)),
             ["spec.jwtRules[0].jwks_uri", "spec.jwtRules[0].presence"]
         );
     }
