@@ -21,7 +21,7 @@
 //! be relayed to its new owner.
 
 use super::error::AdsError;
-use super::outbound::Outbound;
+use super::outbound::{self, Outbound};
 use super::protocol::Protocol;
 use super::shared::Shared;
 use super::transport::frame;
@@ -306,7 +306,7 @@ where
             return Err((first, inbound));
         }
     };
-    let (out_tx, out_rx) = mpsc::channel(shared.config.stream_buffer.max(1));
+    let (out_tx, out_rx) = outbound::channel(shared.config.stream_buffer.max(1));
     let (close_tx, close_rx) = oneshot::channel();
     let (id, closed) = shared.relays.insert(proxy_id, &owner.id);
     shared.metrics.relayed.inc();
@@ -331,7 +331,7 @@ async fn pump<M, S>(
     mut inbound: S,
     up: mpsc::Sender<Bytes>,
     mut body: tonic::body::Body,
-    down: mpsc::Sender<Bytes>,
+    down: outbound::Sender,
     close: oneshot::Sender<Status>,
     mut closed: watch::Receiver<bool>,
 ) where

@@ -21,7 +21,9 @@ pub mod fuzzing;
 mod inbound;
 
 pub(crate) use encode::frame;
-pub use encode::{DeltaResource, DeltaResponse, SotwResponse};
+pub use encode::{
+    DeltaResource, DeltaResponse, Encoded, SotwResponse, delta_resources, sotw_resources,
+};
 
 use super::connection::{self, Who};
 use super::outbound::Outbound;
