@@ -3,7 +3,7 @@
 
 use super::body::AdsBody;
 use super::error::{AdsError, Ending};
-use super::outbound::Outbound;
+use super::outbound::{self, Outbound};
 use super::protocol::Protocol;
 use super::registry::{Connection, PushJob};
 use super::relay;
@@ -12,7 +12,6 @@ use super::shared::Shared;
 use super::source::GeneratorSource;
 use super::status::RequestKind;
 use crate::proxy::Proxy;
-use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value::Kind;
 use futures::{Stream, StreamExt};
@@ -23,7 +22,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tonic::Status;
 use tracing::{Instrument, debug, info, warn};
 
@@ -128,7 +127,7 @@ where
         }
         None => (first, inbound, permit),
     };
-    let (out_tx, out_rx) = mpsc::channel(shared.config.stream_buffer.max(1));
+    let (out_tx, out_rx) = outbound::channel(shared.config.stream_buffer.max(1));
     let (close_tx, close_rx) = oneshot::channel();
     let span = tracing::info_span!(
         "ads",
@@ -202,14 +201,14 @@ pub(crate) async fn serve<M, S>(
     proxy: Proxy,
     first: Box<M::Request>,
     inbound: S,
-    out: mpsc::Sender<Bytes>,
+    out: outbound::Sender,
     close: oneshot::Sender<Status>,
     admitted: Admitted,
 ) where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
 {
-    let (push_tx, push_rx) = mpsc::channel(1);
+    let (push_tx, push_rx) = outbound::queue::channel(1);
     // Registered before the first request reads the snapshot: an update after this point
     // reaches the stream through the queue, one before it is in the snapshot it reads.
     let scope = shared
@@ -289,7 +288,7 @@ struct StreamTask<M: Protocol> {
     machine: M,
     shared: Arc<Shared>,
     conn: Arc<Connection>,
-    out: mpsc::Sender<Bytes>,
+    out: outbound::Sender,
 }
 
 impl<M: Protocol> StreamTask<M> {
@@ -316,7 +315,7 @@ impl<M: Protocol> StreamTask<M> {
         &mut self,
         first: Box<M::Request>,
         mut inbound: S,
-        mut pushes: mpsc::Receiver<PushJob>,
+        mut pushes: outbound::queue::Receiver<PushJob>,
     ) -> Result<(), Stop>
     where
         S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
@@ -435,15 +434,22 @@ impl<M: Protocol> StreamTask<M> {
         Ok(())
     }
 
-    /// Encodes `resp` (one exact-size buffer, the response itself dropped before waiting)
-    /// and hands it to the stream.
+    /// Encodes `resp` (exact-size chunks around shared bytes, the response itself dropped
+    /// before waiting) and hands it to the stream.
     async fn send(&self, resp: M::Response) -> Result<(), AdsError> {
         let encoded = M::encode(&resp);
         let type_url = M::response_type_url(&resp).to_string();
         drop(resp);
         let timeout = self.shared.config.send_timeout;
         let started = Instant::now();
-        match tokio::time::timeout(timeout, self.out.send(encoded)).await {
+        // The message's chunks back to back: only this task sends on the stream.
+        let send = async {
+            for chunk in encoded.chunks() {
+                self.out.send(chunk).await?;
+            }
+            Ok::<_, outbound::Closed>(())
+        };
+        match tokio::time::timeout(timeout, send).await {
             Ok(Ok(())) => {
                 let m = &self.shared.metrics;
                 m.send_time.observe(started.elapsed().as_secs_f64());

@@ -42,11 +42,11 @@ use super::source::{ResourceSource, subscribed};
 use super::status::{Nonces, Reply, RequestKind, TypeStatus};
 use super::transport::{DeltaResource, DeltaResponse as DeltaDiscoveryResponse};
 use crate::proxy::Proxy;
-use crate::xds::GenerateError;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
+use crate::xds::{GenerateError, XdsResource};
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
-pub(crate) use known::claimed_snapshot;
-use known::{Known, version_of};
+use known::Known;
+pub(crate) use known::{claimed_snapshot, version_of};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -384,21 +384,29 @@ impl DeltaStream {
         if !force && upserts.is_empty() && removed.is_empty() {
             return Ok(None);
         }
-        for n in &removed {
-            w.known.remove(n);
+        if !removed.is_empty() {
+            w.known.retain(|n| !removed.contains(n));
         }
 
         let (version, nonce) = self.nonces.next(src.version());
         w.status.sent(&version, &nonce);
-        let response = DeltaDiscoveryResponse {
-            system_version_info: version,
-            resources: upserts
+        let shared: Vec<Arc<XdsResource>> = upserts.iter().map(|r| Arc::clone(r)).collect();
+        // Encoded once for every stream sending them; else each resource with its version.
+        let encoded_resources = src.delta_resources(&shared);
+        let resources = match encoded_resources {
+            Some(_) => Vec::new(),
+            None => shared
                 .iter()
                 .map(|r| DeltaResource {
-                    resource: Arc::clone(r),
                     version: version_of(r, src.version()),
+                    resource: Arc::clone(r),
                 })
                 .collect(),
+        };
+        let response = DeltaDiscoveryResponse {
+            system_version_info: version,
+            encoded_resources,
+            resources,
             type_url: type_url.to_string(),
             removed_resources: removed.into_iter().collect(),
             nonce,
@@ -408,8 +416,9 @@ impl DeltaStream {
         if type_url == CLUSTER
             && let Some(eds) = self.watches.get_mut(ENDPOINT)
         {
-            for r in &upserts {
-                eds.known.remove(&r.name);
+            let changed: HashSet<&str> = upserts.iter().map(|r| r.name.as_str()).collect();
+            if !changed.is_empty() {
+                eds.known.retain(|n| !changed.contains(n));
             }
         }
         Ok(Some(response))

@@ -1,5 +1,6 @@
 //! The response body of an ADS stream: the encoded responses a stream task hands over,
-//! one DATA chunk each, then the gRPC status as trailers.
+//! a DATA chunk for each of their chunks (bytes shared with other streams are sent as they
+//! are), then the gRPC status as trailers.
 //!
 //! It holds two channel receivers and nothing else: every response is a `Bytes` of exactly
 //! its encoded size that leaves the body with the chunk, so a stream keeps no buffer sized
@@ -11,19 +12,23 @@ use http_body::{Body, Frame, SizeHint};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tonic::Status;
 
-/// Responses from a bounded channel, then the closing status: the task's error if it sent
+pub(crate) mod queue;
+
+pub(crate) use queue::{Closed, Receiver, Sender, channel};
+
+/// Responses from a bounded [`channel`], then the closing status: the task's error if it sent
 /// one (at once, dropping what is still queued), else OK once the channel is drained.
 #[derive(Debug, Default)]
 pub struct Outbound {
-    rx: Option<mpsc::Receiver<Bytes>>,
+    rx: Option<Receiver>,
     close: Option<oneshot::Receiver<Status>>,
 }
 
 impl Outbound {
-    pub(crate) fn new(rx: mpsc::Receiver<Bytes>, close: oneshot::Receiver<Status>) -> Self {
+    pub(crate) fn new(rx: Receiver, close: oneshot::Receiver<Status>) -> Self {
         Outbound {
             rx: Some(rx),
             close: Some(close),
@@ -86,23 +91,34 @@ impl Body for Outbound {
 
 #[cfg(test)]
 impl Outbound {
-    /// The next response, decoded, or the closing status (`None` after OK or at the end).
+    /// The next response, decoded (gathered from its chunks), or the closing status
+    /// (`None` after OK or at the end).
     pub(crate) async fn next_message<T: prost::Message + Default>(
         &mut self,
     ) -> Option<Result<T, Status>> {
         use http_body_util::BodyExt;
-        let frame = self.frame().await?.unwrap_or_else(|e| match e {});
-        match frame.into_data() {
-            Ok(data) => {
-                assert_eq!(data[0], 0, "uncompressed");
-                let len = u32::from_be_bytes(data[1..5].try_into().unwrap()) as usize;
-                assert_eq!(len + 5, data.len(), "one whole message per chunk");
-                Some(Ok(T::decode(&data[5..]).unwrap()))
-            }
-            Err(frame) => {
-                let trailers = frame.into_trailers().unwrap();
-                let status = Status::from_header_map(&trailers).unwrap();
-                (status.code() != tonic::Code::Ok).then_some(Err(status))
+        let mut data: Vec<u8> = Vec::new();
+        loop {
+            let frame = self.frame().await?.unwrap_or_else(|e| match e {});
+            match frame.into_data() {
+                Ok(chunk) => {
+                    data.extend_from_slice(&chunk);
+                    assert_eq!(data[0], 0, "uncompressed");
+                    if data.len() < 5 {
+                        continue;
+                    }
+                    let len = u32::from_be_bytes(data[1..5].try_into().unwrap()) as usize;
+                    assert!(data.len() <= len + 5, "chunks of one message only");
+                    if data.len() == len + 5 {
+                        return Some(Ok(T::decode(&data[5..]).unwrap()));
+                    }
+                }
+                Err(frame) => {
+                    assert!(data.is_empty(), "the stream ended inside a message");
+                    let trailers = frame.into_trailers().unwrap();
+                    let status = Status::from_header_map(&trailers).unwrap();
+                    return (status.code() != tonic::Code::Ok).then_some(Err(status));
+                }
             }
         }
     }

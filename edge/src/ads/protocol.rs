@@ -7,12 +7,11 @@ use super::sotw::SotwStream;
 use super::source::ResourceSource;
 use super::status::{Reply, TypeStatus};
 use super::transport::{
-    DELTA_PATH, DeltaResponse as DeltaDiscoveryResponse, SOTW_PATH,
+    DELTA_PATH, DeltaResponse as DeltaDiscoveryResponse, Encoded, SOTW_PATH,
     SotwResponse as DiscoveryResponse,
 };
 use crate::proxy::Proxy;
 use crate::xds::GenerateError;
-use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 
@@ -31,8 +30,9 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     /// The snapshot version the proxy reports holding, when the protocol carries one.
     fn reported_snapshot(req: &Self::Request) -> Option<u64>;
     fn response_type_url(resp: &Self::Response) -> &str;
-    /// `resp` as one gRPC message, in a buffer of exactly its size.
-    fn encode(resp: &Self::Response) -> Bytes;
+    /// `resp` as one gRPC message, in chunks of exactly their size (bytes shared with
+    /// other streams not copied).
+    fn encode(resp: &Self::Response) -> Encoded;
     fn on_request(
         &mut self,
         src: &dyn ResourceSource,
@@ -70,8 +70,8 @@ impl Protocol for SotwStream {
     fn response_type_url(resp: &DiscoveryResponse) -> &str {
         &resp.type_url
     }
-    fn encode(resp: &DiscoveryResponse) -> Bytes {
-        resp.to_frame()
+    fn encode(resp: &DiscoveryResponse) -> Encoded {
+        resp.to_chunks()
     }
     fn on_request(
         &mut self,
@@ -116,8 +116,8 @@ impl Protocol for DeltaStream {
     fn response_type_url(resp: &DeltaDiscoveryResponse) -> &str {
         &resp.type_url
     }
-    fn encode(resp: &DeltaDiscoveryResponse) -> Bytes {
-        resp.to_frame()
+    fn encode(resp: &DeltaDiscoveryResponse) -> Encoded {
+        resp.to_chunks()
     }
     fn on_request(
         &mut self,

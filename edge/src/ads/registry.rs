@@ -1,6 +1,7 @@
 //! The connected proxies: what the dispatcher enumerates and `/debug/syncz` shows.
 
 use super::error::Ending;
+use super::outbound::queue;
 use super::scope::short_type;
 use super::status::TypeStatus;
 use crate::proxy::Proxy;
@@ -11,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 /// A push handed to a stream; dropping it (with `done`) ends the push in the queue.
 pub(crate) struct PushJob {
@@ -27,7 +28,7 @@ pub(crate) struct Connection {
     pub proxy: Proxy,
     pub protocol: &'static str,
     pub connected_at: SystemTime,
-    pub push_tx: mpsc::Sender<PushJob>,
+    pub push_tx: queue::Sender<PushJob>,
     /// The scope the last update was judged against (Istio's `PrevSidecarScope`).
     scope: Mutex<Arc<SidecarScope>>,
     /// The workload's inbound ports the last update was judged against (`None` before
@@ -156,7 +157,7 @@ impl Registry {
         proxy: Proxy,
         protocol: &'static str,
         scope: Arc<SidecarScope>,
-        push_tx: mpsc::Sender<PushJob>,
+        push_tx: queue::Sender<PushJob>,
         relayed_in: bool,
     ) -> Arc<Connection> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
@@ -261,9 +262,9 @@ mod tests {
         let registry = Registry::default();
         let scope = PushContext::empty().sidecar_scope("ns", &Default::default());
         let id = "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local";
-        let (tx, _rx) = mpsc::channel(1);
-        let old = registry.insert(proxy(id), "sotw", scope.clone(), tx.clone(), false);
-        let new = registry.insert(proxy(id), "sotw", scope, tx, false);
+        let ((tx1, _rx1), (tx2, _rx2)) = (queue::channel(1), queue::channel(1));
+        let old = registry.insert(proxy(id), "sotw", scope.clone(), tx1, false);
+        let new = registry.insert(proxy(id), "sotw", scope, tx2, false);
         assert_eq!(registry.len(), 2);
         assert_eq!(registry.proxy_ids(), [id]);
         registry.remove(old.id);

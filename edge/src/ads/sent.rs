@@ -1,8 +1,8 @@
 //! Compact per-stream bookkeeping, for streams counted in tens of thousands per edge.
 //!
 //! - [`SentSet`]: what a stream last sent of one type, as the shared resources themselves
-//!   (8 bytes per resource per stream; the resources live once, in the generator's cache),
-//!   sorted by name for lookups. SotW keeps its last responses in it, Delta what the proxy
+//!   (the resources live once, in the generator's cache), sorted by name for lookups, in a
+//!   list interned like names: the streams of a scope were sent the same resources. SotW keeps its last responses in it, Delta what the proxy
 //!   holds (`delta::known`).
 //! - [`Names`]: a subscription's resource names, interned: proxies of one scope request
 //!   the same EDS/RDS names, so they share one list.
@@ -12,21 +12,67 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-/// Resources last sent on one stream, sorted by name.
+/// Resources last sent on one stream, sorted by name: a list interned like [`Names`], so
+/// the streams of one scope, which were sent the same resources, hold one list between
+/// them (16 bytes each instead of 8 per resource). A change makes a new list (and
+/// interns it): lists change only when a response goes out.
 #[derive(Debug, Default)]
-pub struct SentSet(Vec<Arc<XdsResource>>);
+pub struct SentSet(Option<Arc<[Arc<XdsResource>]>>);
+
+type SentPool = Mutex<HashMap<u64, Vec<Weak<[Arc<XdsResource>]>>>>;
+
+fn sent_pool() -> &'static SentPool {
+    static POOL: OnceLock<SentPool> = OnceLock::new();
+    POOL.get_or_init(Default::default)
+}
+
+/// The shared list holding the same resources as `list` (sorted by name, names unique).
+fn intern(list: Vec<Arc<XdsResource>>) -> Option<Arc<[Arc<XdsResource>]>> {
+    if list.is_empty() {
+        return None;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for r in &list {
+        Arc::as_ptr(r).hash(&mut hasher);
+    }
+    let key = hasher.finish();
+    let same = |held: &[Arc<XdsResource>]| {
+        held.len() == list.len() && held.iter().zip(&list).all(|(a, b)| Arc::ptr_eq(a, b))
+    };
+    let mut pool = sent_pool().lock().unwrap_or_else(|e| e.into_inner());
+    let bucket = pool.entry(key).or_default();
+    bucket.retain(|w| w.strong_count() > 0);
+    if let Some(shared) = bucket.iter().filter_map(Weak::upgrade).find(|s| same(s)) {
+        return Some(shared);
+    }
+    let shared: Arc<[Arc<XdsResource>]> = list.into();
+    bucket.push(Arc::downgrade(&shared));
+    // Keep the pool from holding buckets of dead lists forever.
+    if pool.len() > 1024 && pool.len().is_power_of_two() {
+        pool.retain(|_, b| b.iter().any(|w| w.strong_count() > 0));
+    }
+    Some(shared)
+}
 
 impl SentSet {
+    fn list(&self) -> &[Arc<XdsResource>] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+
+    fn set(&mut self, list: Vec<Arc<XdsResource>>) {
+        self.0 = intern(list);
+    }
+
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.list().len()
     }
 
     pub fn clear(&mut self) {
-        self.0.clear();
+        self.0 = None;
     }
 
     fn position(&self, name: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|r| r.name.as_str().cmp(name))
+        self.list().binary_search_by(|r| r.name.as_str().cmp(name))
     }
 
     /// Whether a resource of this name was sent.
@@ -37,69 +83,65 @@ impl SentSet {
     /// Whether `resource` (same name and content) was sent.
     pub fn has(&self, resource: &XdsResource) -> bool {
         self.position(&resource.name)
-            .is_ok_and(|i| self.0[i].hash == resource.hash)
+            .is_ok_and(|i| self.list()[i].hash == resource.hash)
     }
 
-    /// Replaces everything with `resources` (a state-of-the-world response).
+    /// Replaces everything with `resources` (a state-of-the-world response; names unique).
     pub fn replace(&mut self, resources: &[Arc<XdsResource>]) {
-        self.0.clear();
-        self.0.extend(resources.iter().cloned());
-        self.0.sort_by(|a, b| a.name.cmp(&b.name));
-        self.0.shrink_to_fit();
+        let mut list = resources.to_vec();
+        // The generator's lists are sorted already.
+        if !list.is_sorted_by(|a, b| a.name <= b.name) {
+            list.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        self.set(list);
     }
 
     /// The names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|r| r.name.as_str())
+        self.list().iter().map(|r| r.name.as_str())
     }
 
-    /// Inserts or replaces every one of `resources` (names unique among them), keeping the
-    /// list at its exact size: a Delta stream's first response inserts them all at once.
+    /// Inserts or replaces every one of `resources` (names unique among them).
     pub fn insert_all(&mut self, resources: &[&Arc<XdsResource>]) {
-        match resources {
-            [] => return,
-            [one] => {
-                if let Err(i) = self.position(&one.name) {
-                    self.0.reserve_exact(1);
-                    self.0.insert(i, Arc::clone(one));
-                } else {
-                    self.insert(one);
-                }
-                return;
-            }
-            _ => {}
+        if resources.is_empty() {
+            return;
         }
-        self.0.reserve_exact(resources.len());
-        self.0.extend(resources.iter().map(|r| Arc::clone(r)));
+        let mut list = Vec::with_capacity(self.len() + resources.len());
+        list.extend(self.list().iter().cloned());
+        list.extend(resources.iter().map(|r| Arc::clone(r)));
         // Stable: of two equal names, the one just inserted comes second and stays.
-        self.0.sort_by(|a, b| a.name.cmp(&b.name));
-        self.0.dedup_by(|later, earlier| {
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+        list.dedup_by(|later, earlier| {
             let same = later.name == earlier.name;
             if same {
                 std::mem::swap(later, earlier);
             }
             same
         });
-        if self.0.capacity() > self.0.len() + self.0.len() / 8 {
-            self.0.shrink_to_fit();
-        }
+        self.set(list);
     }
 
+    #[cfg(test)]
     pub fn insert(&mut self, resource: &Arc<XdsResource>) {
-        match self.position(&resource.name) {
-            Ok(i) => self.0[i] = resource.clone(),
-            Err(i) => self.0.insert(i, resource.clone()),
-        }
+        self.insert_all(&[resource]);
     }
 
+    #[cfg(test)]
     pub fn remove(&mut self, name: &str) {
-        if let Ok(i) = self.position(name) {
-            self.0.remove(i);
-        }
+        self.retain(|n| n != name);
     }
 
     pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
-        self.0.retain(|r| keep(&r.name));
+        if self.list().iter().all(|r| keep(&r.name)) {
+            return;
+        }
+        let list = self
+            .list()
+            .iter()
+            .filter(|r| keep(&r.name))
+            .cloned()
+            .collect();
+        self.set(list);
     }
 }
 
@@ -204,6 +246,24 @@ mod tests {
     }
 
     #[test]
+    fn streams_sent_the_same_resources_share_one_list() {
+        let r = |n: &str| Arc::new(XdsResource::new(n.into(), "t", vec![1]));
+        let (a, b) = (r("a"), r("b"));
+        let (mut s1, mut s2) = (SentSet::default(), SentSet::default());
+        s1.replace(&[b.clone(), a.clone()]);
+        s2.insert_all(&[&a, &b]);
+        assert!(Arc::ptr_eq(s1.0.as_ref().unwrap(), s2.0.as_ref().unwrap()));
+        // A change is a list of its own; undone, shared again.
+        s2.remove("a");
+        assert_eq!(s2.names().collect::<Vec<_>>(), ["b"]);
+        assert_eq!(s1.len(), 2);
+        s2.insert(&a);
+        assert!(Arc::ptr_eq(s1.0.as_ref().unwrap(), s2.0.as_ref().unwrap()));
+        s2.retain(|_| false);
+        assert_eq!((s2.len(), s2.0.is_none()), (0, true));
+    }
+
+    #[test]
     fn insert_all_replaces_by_name_and_keeps_order() {
         let r = |n: &str, v: &[u8]| Arc::new(XdsResource::new(n.into(), "t", v.to_vec()));
         let mut s = SentSet::default();
@@ -213,6 +273,5 @@ mod tests {
         s.insert_all(&[&r("0", b"1")]);
         assert_eq!(s.names().collect::<Vec<_>>(), ["0", "a", "b", "c", "d"]);
         assert!(s.has(&r("a", b"2")) && s.has(&r("c", b"2")) && s.has(&r("d", b"1")));
-        assert_eq!(s.0.capacity(), s.len());
     }
 }

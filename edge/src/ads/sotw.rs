@@ -29,7 +29,7 @@ use super::source::{ResourceSource, subscribed};
 use super::status::{Nonces, Reply, RequestKind, TypeStatus};
 use super::transport::SotwResponse as DiscoveryResponse;
 use crate::proxy::Proxy;
-use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
+use crate::xds::types::{CLUSTER, ENDPOINT, PUSH_ORDER, is_wildcard};
 use crate::xds::{GenerateError, XdsResource};
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -39,7 +39,8 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct SotwStream {
     proxy: Proxy,
-    watches: BTreeMap<String, Watch>,
+    /// By type URL, one of [`PUSH_ORDER`] (only served types are watched).
+    watches: BTreeMap<&'static str, Watch>,
     nonces: Nonces,
     /// Names the stream may subscribe to, over all types.
     max_names: usize,
@@ -89,9 +90,23 @@ impl Watch {
 
 /// `(wildcard, names)` of a SotW request: `*` is wildcard, and so are no names for CDS/LDS
 /// while `legacy` (no earlier request of the type on this stream named anything).
-fn subscription(type_url: &str, names: &[String], legacy: bool) -> (bool, Names) {
+/// `current` is the list the stream holds: an ACK that repeats it in the same (sorted)
+/// order costs one comparison instead of interning it again.
+fn subscription(
+    type_url: &str,
+    names: &[String],
+    legacy: bool,
+    current: Option<&Names>,
+) -> (bool, Names) {
     let wildcard =
         names.iter().any(|n| n == "*") || (names.is_empty() && legacy && is_wildcard(type_url));
+    if let Some(current) = current
+        && !current.is_empty()
+        && current.len() == names.len()
+        && current.iter().eq(names.iter())
+    {
+        return (wildcard, current.clone());
+    }
     (wildcard, Names::new(names.iter().map(String::as_str)))
 }
 
@@ -133,13 +148,19 @@ impl SotwStream {
         if !limits::served(type_url) {
             return Ok(Reply::new(RequestKind::Unsupported));
         }
-        let legacy = self.watches.get(type_url).is_none_or(|w| !w.named);
-        let (wildcard, names) = subscription(type_url, &req.resource_names, legacy);
+        let held = self.watches.get(type_url);
+        let legacy = held.is_none_or(|w| !w.named);
+        let (wildcard, names) = subscription(
+            type_url,
+            &req.resource_names,
+            legacy,
+            held.map(|w| &w.names),
+        );
         let named = !req.resource_names.is_empty();
         let others: usize = self
             .watches
             .iter()
-            .filter(|(t, _)| *t != type_url)
+            .filter(|(t, _)| **t != type_url)
             .map(|(_, w)| w.names.len())
             .sum();
         limits::check_names(others + names.len(), self.max_names, type_url)?;
@@ -148,9 +169,14 @@ impl SotwStream {
         // First request of the type (or a proxy that reconnected with a nonce from
         // elsewhere): (re)start the watch and always respond.
         if nonce.is_empty() || !self.watches.contains_key(type_url) {
+            // Served (checked above), so one of them.
+            let key = PUSH_ORDER
+                .into_iter()
+                .find(|t| *t == type_url)
+                .ok_or(AdsError::MissingTypeUrl)?;
             let w = self
                 .watches
-                .entry(type_url.to_string())
+                .entry(key)
                 .or_insert_with(|| Watch::new(type_url));
             w.wildcard = wildcard;
             w.names = names;
@@ -251,7 +277,12 @@ impl SotwStream {
         };
         let resources = w.generate(src, &self.proxy, type_url, hosts)?;
         let changed: Vec<&Arc<XdsResource>> = resources.iter().filter(|r| !w.sent.has(r)).collect();
-        let changed_names: Vec<String> = changed.iter().map(|r| r.name.clone()).collect();
+        // Changed clusters re-warm and wait for their endpoints (below).
+        let changed_clusters: HashSet<&str> = if type_url == CLUSTER {
+            changed.iter().map(|r| r.name.as_str()).collect()
+        } else {
+            HashSet::new()
+        };
 
         let to_send: Vec<&Arc<XdsResource>> = if is_wildcard(type_url) {
             // State of the world: any change or removal resends the full set.
@@ -269,27 +300,30 @@ impl SotwStream {
             if !force && changed.is_empty() {
                 return Ok(None);
             }
-            for r in &changed {
-                w.sent.insert(r);
-            }
+            w.sent.insert_all(&changed);
             changed
         };
 
         let (version, nonce) = self.nonces.next(src.version());
         w.status.sent(&version, &nonce);
+        let mut resources: Vec<Arc<XdsResource>> = to_send.into_iter().cloned().collect();
+        // Encoded once for every stream sending them: then not kept here.
+        let encoded_resources = src.sotw_resources(&resources);
+        if encoded_resources.is_some() {
+            resources = Vec::new();
+        }
         let response = DiscoveryResponse {
             version_info: version,
-            resources: to_send.into_iter().cloned().collect(),
+            encoded_resources,
+            resources,
             type_url: type_url.to_string(),
             nonce,
             control_plane: None,
         };
-        if type_url == CLUSTER
+        if !changed_clusters.is_empty()
             && let Some(eds) = self.watches.get_mut(ENDPOINT)
         {
-            for name in &changed_names {
-                eds.sent.remove(name);
-            }
+            eds.sent.retain(|n| !changed_clusters.contains(n));
         }
         Ok(Some(response))
     }

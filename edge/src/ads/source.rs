@@ -1,8 +1,10 @@
 //! Where a stream's resources come from: the real [`Generator`] over one PushContext, or
 //! a fake in tests.
 
+use super::transport::{DeltaResource, delta_resources, sotw_resources};
 use crate::proxy::Proxy;
 use crate::xds::{GenerateError, Generator, XdsResource};
+use bytes::Bytes;
 use shoal_proto::push_context::PushContext;
 use std::sync::Arc;
 
@@ -18,7 +20,23 @@ pub trait ResourceSource {
         proxy: &Proxy,
         names: &[String],
     ) -> Result<Vec<Arc<XdsResource>>, GenerateError>;
+
+    /// `resources` as a SotW response's resource fields, shared with every stream that
+    /// sends the same ones; `None`: each response encodes its own.
+    fn sotw_resources(&self, _resources: &[Arc<XdsResource>]) -> Option<Bytes> {
+        None
+    }
+
+    /// `resources` as a Delta response's resource fields, at the snapshot of
+    /// [`Self::version`] (their versions name it), shared as [`Self::sotw_resources`].
+    fn delta_resources(&self, _resources: &[Arc<XdsResource>]) -> Option<Bytes> {
+        None
+    }
 }
+
+/// Tells the generator's shared encodings apart: SotW, and Delta per snapshot (the
+/// versions in a Delta response name it).
+const SOTW_RESOURCES: u64 = u64::MAX;
 
 /// The production source: `generator` over `push`.
 pub struct GeneratorSource<'a> {
@@ -38,6 +56,27 @@ impl ResourceSource for GeneratorSource<'_> {
         names: &[String],
     ) -> Result<Vec<Arc<XdsResource>>, GenerateError> {
         self.generator.generate(type_url, proxy, self.push, names)
+    }
+
+    fn sotw_resources(&self, resources: &[Arc<XdsResource>]) -> Option<Bytes> {
+        Some(
+            self.generator
+                .encoded(SOTW_RESOURCES, resources, sotw_resources),
+        )
+    }
+
+    fn delta_resources(&self, resources: &[Arc<XdsResource>]) -> Option<Bytes> {
+        let snapshot = self.version();
+        Some(self.generator.encoded(snapshot, resources, |rs| {
+            let versioned: Vec<DeltaResource> = rs
+                .iter()
+                .map(|r| DeltaResource {
+                    resource: Arc::clone(r),
+                    version: super::delta::version_of(r, snapshot),
+                })
+                .collect();
+            delta_resources(&versioned)
+        }))
     }
 }
 

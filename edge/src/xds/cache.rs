@@ -8,10 +8,12 @@
 //! again and age out: each cache holds at most `capacity` entries, evicting the least
 //! recently used eighth when full.
 
+use super::XdsResource;
+use bytes::Bytes;
 use std::collections::HashMap;
-use std::hash::Hash;
-use std::sync::Mutex;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Counters of one cache, for metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,6 +30,8 @@ pub struct CacheStats {
     pub endpoints: TypeStats,
     pub listeners: TypeStats,
     pub routes: TypeStats,
+    /// Encoded response bodies shared between streams.
+    pub encoded: TypeStats,
 }
 
 struct Lru<K, V> {
@@ -115,9 +119,104 @@ impl<K: Hash + Eq, V: Clone> TypeCache<K, V> {
     }
 }
 
+/// One cached encoding: its kind, the resources it encodes, the bytes.
+type Encoding = (u64, Box<[Arc<XdsResource>]>, Bytes);
+
+/// Encodings of lists of shared resources (the resource fields of a response), keyed by
+/// the resources themselves: every stream that sends the same list (all the proxies of a
+/// scope, at initial sync and at each push) gets the same `Bytes`, encoded once. An entry
+/// holds its resources, so their addresses, which the key compares, cannot be reused
+/// while it lives.
+pub struct EncodedCache {
+    inner: Mutex<Lru<u64, Encoding>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl EncodedCache {
+    pub fn new(capacity: usize) -> Self {
+        EncodedCache {
+            inner: Mutex::new(Lru {
+                map: HashMap::new(),
+                tick: 0,
+                capacity: capacity.max(1),
+            }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The encoding of `resources` (in this order) under `kind` (which encoding it is),
+    /// from the cache or from `encode`, outside the lock.
+    pub fn get_or_encode(
+        &self,
+        kind: u64,
+        resources: &[Arc<XdsResource>],
+        encode: impl FnOnce(&[Arc<XdsResource>]) -> Bytes,
+    ) -> Bytes {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        kind.hash(&mut hasher);
+        for r in resources {
+            Arc::as_ptr(r).hash(&mut hasher);
+        }
+        let key = hasher.finish();
+        let same = |held: &[Arc<XdsResource>]| {
+            held.len() == resources.len()
+                && held.iter().zip(resources).all(|(a, b)| Arc::ptr_eq(a, b))
+        };
+        if let Some(bytes) = self
+            .lock()
+            .get(&key)
+            .filter(|(k, held, _)| *k == kind && same(held))
+            .map(|(_, _, b)| b.clone())
+        {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return bytes;
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let bytes = encode(resources);
+        // On a (64-bit) hash collision the newer list takes the slot: still correct.
+        let held = resources.to_vec().into_boxed_slice();
+        self.lock().insert(key, (kind, held, bytes.clone()));
+        bytes
+    }
+
+    pub fn stats(&self) -> TypeStats {
+        TypeStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            entries: self.lock().map.len(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Lru<u64, Encoding>> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encodings_are_shared_by_identity_and_order() {
+        let r = |n: &str| Arc::new(XdsResource::new(n.into(), "t", vec![1]));
+        let (a, b) = (r("a"), r("b"));
+        let c: EncodedCache = EncodedCache::new(4);
+        let encode = |rs: &[Arc<XdsResource>]| {
+            Bytes::from(rs.iter().map(|r| r.name.clone()).collect::<String>())
+        };
+        let first = c.get_or_encode(0, &[a.clone(), b.clone()], encode);
+        assert_eq!(first, "ab");
+        let again = c.get_or_encode(0, &[a.clone(), b.clone()], |_| unreachable!());
+        assert_eq!(again.as_ptr(), first.as_ptr(), "the same bytes, not a copy");
+        // Another order, another kind, an equal resource that is not the same one: encoded.
+        assert_eq!(c.get_or_encode(0, &[b.clone(), a.clone()], encode), "ba");
+        assert_eq!(c.get_or_encode(1, &[a.clone(), b.clone()], encode), "ab");
+        assert_eq!(c.get_or_encode(0, &[a.clone(), r("b")], encode), "ab");
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.entries), (1, 4, 4));
+    }
 
     #[test]
     fn hits_misses_and_freshness() {

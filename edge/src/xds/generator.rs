@@ -8,7 +8,7 @@ mod table;
 mod warnings;
 
 use super::XdsResource;
-use super::cache::CacheStats;
+use super::cache::{CacheStats, EncodedCache};
 use super::clusters::ClusterDefaults;
 use super::security::jwt::keys::JwksStore;
 use crate::proxy::{Proxy, ProxyKind};
@@ -32,6 +32,9 @@ pub struct GeneratorConfig {
     pub scope_cache_capacity: usize,
     /// Entries in the EDS cache: one per cluster (and service namespace).
     pub endpoint_cache_capacity: usize,
+    /// Encoded lists of resources kept for streams to share: one per distinct response
+    /// body (scope × type × what changed) of the snapshots in flight.
+    pub encoded_cache_capacity: usize,
 }
 
 impl Default for GeneratorConfig {
@@ -40,6 +43,7 @@ impl Default for GeneratorConfig {
             clusters: ClusterDefaults::default(),
             scope_cache_capacity: 1024,
             endpoint_cache_capacity: 65_536,
+            encoded_cache_capacity: 4096,
         }
     }
 }
@@ -49,6 +53,8 @@ pub struct Generator {
     table: GeneratorTable,
     /// The keys of RequestAuthentications' `jwksUri`s, filled by the edge's refresher.
     jwks: Arc<JwksStore>,
+    /// Response bodies, encoded once for every stream that sends them.
+    encoded: EncodedCache,
 }
 
 impl Default for Generator {
@@ -76,7 +82,22 @@ impl Generator {
         let sidecar_rows = sidecar::register(&mut table, &config, &ProxyKind::ALL);
         router::register(&mut table, &config, sidecar_rows);
         grpc::register(&mut table, &config);
-        Generator { table, jwks }
+        Generator {
+            table,
+            jwks,
+            encoded: EncodedCache::new(config.encoded_cache_capacity),
+        }
+    }
+
+    /// `resources` encoded by `encode` (one of the transport's encodings, told apart by
+    /// `kind`), shared with every other stream that sends the same resources.
+    pub fn encoded(
+        &self,
+        kind: u64,
+        resources: &[Arc<XdsResource>],
+        encode: impl FnOnce(&[Arc<XdsResource>]) -> bytes::Bytes,
+    ) -> bytes::Bytes {
+        self.encoded.get_or_encode(kind, resources, encode)
     }
 
     /// The JWKS store generation reads.
@@ -91,6 +112,7 @@ impl Generator {
             endpoints: self.table.stats(ResourceType::Endpoint),
             listeners: self.table.stats(ResourceType::Listener),
             routes: self.table.stats(ResourceType::Route),
+            encoded: self.encoded.stats(),
         }
     }
 

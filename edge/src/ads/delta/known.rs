@@ -138,6 +138,7 @@ impl Known {
         changed
     }
 
+    #[cfg(test)]
     pub(crate) fn remove(&mut self, name: &str) {
         self.sent.remove(name);
         if let Ok(i) = self.claim(name) {

@@ -28,7 +28,7 @@ impl Drop for Tracked {
 
 #[tokio::test]
 async fn responses_then_ok_trailers() {
-    let (tx, rx) = mpsc::channel(4);
+    let (tx, rx) = channel(4);
     let (_close_tx, close_rx) = oneshot::channel();
     let mut body = Outbound::new(rx, close_rx);
     tx.send(response("1")).await.unwrap();
@@ -61,7 +61,7 @@ async fn responses_then_ok_trailers() {
 
 #[tokio::test]
 async fn a_closing_status_goes_out_before_what_is_queued() {
-    let (tx, rx) = mpsc::channel(4);
+    let (tx, rx) = channel(4);
     let (close_tx, close_rx) = oneshot::channel();
     let mut body = Outbound::new(rx, close_rx);
     tx.send(response("queued")).await.unwrap();
@@ -94,7 +94,7 @@ fn the_default_body_is_already_ended_for_trailers_only_responses() {
 #[tokio::test]
 async fn the_body_retains_nothing_of_a_sent_response() {
     assert!(std::mem::size_of::<Outbound>() <= 4 * std::mem::size_of::<usize>());
-    let (tx, rx) = mpsc::channel(1);
+    let (tx, rx) = channel(1);
     let (_close_tx, close_rx) = oneshot::channel();
     let mut body = Outbound::new(rx, close_rx);
     for size in [1 << 10, 1 << 20, 8 << 20] {

@@ -334,7 +334,7 @@ async fn a_workloads_own_endpoints_change_its_inbound_side() {
 async fn the_resident_stream_task_stays_small() {
     let (s, _tx) = server(XdsConfig::default(), PushContext::empty());
     let (_in_tx, rx) = mpsc::channel::<Result<DiscoveryRequest, Status>>(1);
-    let (out_tx, _out_rx) = mpsc::channel(1);
+    let (out_tx, _out_rx) = crate::ads::outbound::channel(1);
     let (close_tx, _close_rx) = oneshot::channel();
     let permit = s.shared.streams.clone().try_acquire_owned().unwrap();
     let proxy = crate::proxy::from_node(Some(&node(NODE)), Default::default()).unwrap();

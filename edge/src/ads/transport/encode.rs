@@ -5,6 +5,11 @@
 //! responses over the shared resources themselves: they are written field by field
 //! straight from each `Arc<XdsResource>` (Envoy's field numbers, in prost's order, so the
 //! bytes equal prost's), with no `Any` copied into a `DiscoveryResponse` first.
+//!
+//! A SotW response's resource fields are the same bytes for every proxy that is sent the
+//! same resources (every proxy of a scope): they are encoded once ([`sotw_resources`],
+//! shared through the generator's cache) and each stream only writes the few bytes around
+//! them (prefix, version, type, nonce) as chunks of their own ([`Encoded`]).
 
 use super::framing::PREFIX_LEN;
 use crate::xds::XdsResource;
@@ -23,7 +28,12 @@ pub(crate) fn frame(msg: &impl Message) -> Bytes {
 
 /// A buffer of exactly the prefix and `len` bytes, holding the prefix.
 fn prefixed(len: usize) -> BytesMut {
-    let mut buf = BytesMut::with_capacity(PREFIX_LEN + len);
+    prefix_of(len, len)
+}
+
+/// A buffer holding the prefix of a message of `len` bytes, with room for `room` of them.
+fn prefix_of(len: usize, room: usize) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(PREFIX_LEN + room);
     buf.put_u8(0);
     // A response has a few MB at most; gRPC cannot frame 4 GiB anyway.
     buf.put_u32(u32::try_from(len).unwrap_or(u32::MAX));
@@ -35,12 +45,64 @@ fn done(buf: BytesMut) -> Bytes {
     buf.freeze()
 }
 
+/// One gRPC message in up to three chunks, sent back to back on the stream: the bytes
+/// of this stream around bytes shared with other streams, which are not copied.
+#[derive(Clone, Debug, Default)]
+pub struct Encoded {
+    pub head: Bytes,
+    pub shared: Bytes,
+    pub tail: Bytes,
+}
+
+impl Encoded {
+    /// The non-empty chunks, in order.
+    pub fn chunks(self) -> impl Iterator<Item = Bytes> {
+        [self.head, self.shared, self.tail]
+            .into_iter()
+            .filter(|c| !c.is_empty())
+    }
+
+    pub fn len(&self) -> usize {
+        self.head.len() + self.shared.len() + self.tail.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<Bytes> for Encoded {
+    fn from(head: Bytes) -> Self {
+        Encoded {
+            head,
+            ..Default::default()
+        }
+    }
+}
+
+/// The `resources` fields (2) of a `DiscoveryResponse` holding `resources`, in order.
+pub fn sotw_resources(resources: &[Arc<XdsResource>]) -> Bytes {
+    let len = resources
+        .iter()
+        .map(|r| field_len(r.resource.encoded_len()))
+        .sum();
+    let mut buf = BytesMut::with_capacity(len);
+    for r in resources {
+        put_message(&mut buf, 2, &r.resource);
+    }
+    done(buf)
+}
+
 /// A state-of-the-world response (`envoy.service.discovery.v3.DiscoveryResponse`) over
 /// the shared resources.
 #[derive(Clone, Debug, Default)]
 pub struct SotwResponse {
     pub version_info: String,
+    /// The resources, unless `encoded_resources` holds them (then empty).
     pub resources: Vec<Arc<XdsResource>>,
+    /// The resources encoded already ([`sotw_resources`]), shared with other streams;
+    /// `None`: `resources` are encoded with the response.
+    pub encoded_resources: Option<Bytes>,
     pub type_url: String,
     pub nonce: String,
     pub control_plane: Option<ControlPlane>,
@@ -53,12 +115,27 @@ pub struct DeltaResource {
     pub version: String,
 }
 
+/// The `resources` fields (2) of a `DeltaDiscoveryResponse` holding `resources`, in order.
+pub fn delta_resources(resources: &[DeltaResource]) -> Bytes {
+    let len = resources.iter().map(|r| field_len(r.encoded_len())).sum();
+    let mut buf = BytesMut::with_capacity(len);
+    for r in resources {
+        put_header(&mut buf, 2, r.encoded_len());
+        r.encode(&mut buf);
+    }
+    done(buf)
+}
+
 /// An incremental response (`envoy.service.discovery.v3.DeltaDiscoveryResponse`) over the
 /// shared resources.
 #[derive(Clone, Debug, Default)]
 pub struct DeltaResponse {
     pub system_version_info: String,
+    /// The resources, unless `encoded_resources` holds them (then empty).
     pub resources: Vec<DeltaResource>,
+    /// The resources encoded already ([`delta_resources`]), shared with other streams;
+    /// `None`: `resources` are encoded with the response.
+    pub encoded_resources: Option<Bytes>,
     pub type_url: String,
     pub nonce: String,
     pub removed_resources: Vec<String>,
@@ -66,14 +143,20 @@ pub struct DeltaResponse {
 }
 
 impl SotwResponse {
-    pub fn encoded_len(&self) -> usize {
-        string_len(&self.version_info)
-            + self
+    fn resources_len(&self) -> usize {
+        match &self.encoded_resources {
+            Some(b) => b.len(),
+            None => self
                 .resources
                 .iter()
                 .map(|r| field_len(r.resource.encoded_len()))
-                .sum::<usize>()
-            + string_len(&self.type_url)
+                .sum::<usize>(),
+        }
+    }
+
+    /// What follows the resources: type, nonce, control plane.
+    fn tail_len(&self) -> usize {
+        string_len(&self.type_url)
             + string_len(&self.nonce)
             + self
                 .control_plane
@@ -81,19 +164,49 @@ impl SotwResponse {
                 .map_or(0, |c| field_len(c.encoded_len()))
     }
 
-    /// The response as one gRPC message.
+    pub fn encoded_len(&self) -> usize {
+        string_len(&self.version_info) + self.resources_len() + self.tail_len()
+    }
+
+    fn put_tail(&self, buf: &mut BytesMut) {
+        put_string(buf, 4, &self.type_url);
+        put_string(buf, 5, &self.nonce);
+        if let Some(c) = &self.control_plane {
+            put_message(buf, 6, c);
+        }
+    }
+
+    /// The response as one gRPC message in one buffer.
     pub fn to_frame(&self) -> Bytes {
         let mut buf = prefixed(self.encoded_len());
         put_string(&mut buf, 1, &self.version_info);
-        for r in &self.resources {
-            put_message(&mut buf, 2, &r.resource);
+        match &self.encoded_resources {
+            Some(b) => buf.put_slice(b),
+            None => {
+                for r in &self.resources {
+                    put_message(&mut buf, 2, &r.resource);
+                }
+            }
         }
-        put_string(&mut buf, 4, &self.type_url);
-        put_string(&mut buf, 5, &self.nonce);
-        if let Some(c) = &self.control_plane {
-            put_message(&mut buf, 6, c);
-        }
+        self.put_tail(&mut buf);
         done(buf)
+    }
+
+    /// The response as one gRPC message whose shared resource bytes are not copied: the
+    /// prefix and version, the shared resources, then type and nonce (prost's order).
+    pub fn to_chunks(&self) -> Encoded {
+        let Some(shared) = &self.encoded_resources else {
+            return self.to_frame().into();
+        };
+        let mut head = prefix_of(self.encoded_len(), string_len(&self.version_info));
+        put_string(&mut head, 1, &self.version_info);
+        let mut tail = BytesMut::with_capacity(self.tail_len());
+        self.put_tail(&mut tail);
+        Encoded {
+            head: done(head),
+            shared: shared.clone(),
+            tail: done(tail),
+        }
     }
 }
 
@@ -113,14 +226,20 @@ impl DeltaResource {
 }
 
 impl DeltaResponse {
-    pub fn encoded_len(&self) -> usize {
-        string_len(&self.system_version_info)
-            + self
+    fn resources_len(&self) -> usize {
+        match &self.encoded_resources {
+            Some(b) => b.len(),
+            None => self
                 .resources
                 .iter()
                 .map(|r| field_len(r.encoded_len()))
-                .sum::<usize>()
-            + string_len(&self.type_url)
+                .sum::<usize>(),
+        }
+    }
+
+    /// What follows the resources: type, nonce, removed names, control plane.
+    fn tail_len(&self) -> usize {
+        string_len(&self.type_url)
             + string_len(&self.nonce)
             + self
                 .removed_resources
@@ -133,23 +252,54 @@ impl DeltaResponse {
                 .map_or(0, |c| field_len(c.encoded_len()))
     }
 
-    /// The response as one gRPC message.
+    pub fn encoded_len(&self) -> usize {
+        string_len(&self.system_version_info) + self.resources_len() + self.tail_len()
+    }
+
+    fn put_tail(&self, buf: &mut BytesMut) {
+        put_string(buf, 4, &self.type_url);
+        put_string(buf, 5, &self.nonce);
+        for name in &self.removed_resources {
+            put_bytes(buf, 6, name.as_bytes());
+        }
+        if let Some(c) = &self.control_plane {
+            put_message(buf, 7, c);
+        }
+    }
+
+    /// The response as one gRPC message in one buffer.
     pub fn to_frame(&self) -> Bytes {
         let mut buf = prefixed(self.encoded_len());
         put_string(&mut buf, 1, &self.system_version_info);
-        for r in &self.resources {
-            put_header(&mut buf, 2, r.encoded_len());
-            r.encode(&mut buf);
+        match &self.encoded_resources {
+            Some(b) => buf.put_slice(b),
+            None => {
+                for r in &self.resources {
+                    put_header(&mut buf, 2, r.encoded_len());
+                    r.encode(&mut buf);
+                }
+            }
         }
-        put_string(&mut buf, 4, &self.type_url);
-        put_string(&mut buf, 5, &self.nonce);
-        for name in &self.removed_resources {
-            put_bytes(&mut buf, 6, name.as_bytes());
-        }
-        if let Some(c) = &self.control_plane {
-            put_message(&mut buf, 7, c);
-        }
+        self.put_tail(&mut buf);
         done(buf)
+    }
+
+    /// The response as one gRPC message whose shared resource bytes are not copied (as
+    /// [`SotwResponse::to_chunks`]).
+    pub fn to_chunks(&self) -> Encoded {
+        let Some(shared) = &self.encoded_resources else {
+            return self.to_frame().into();
+        };
+        let version = &self.system_version_info;
+        let mut head = prefix_of(self.encoded_len(), string_len(version));
+        put_string(&mut head, 1, version);
+        let mut tail = BytesMut::with_capacity(self.tail_len());
+        self.put_tail(&mut tail);
+        Encoded {
+            head: done(head),
+            shared: shared.clone(),
+            tail: done(tail),
+        }
     }
 }
 

@@ -22,7 +22,9 @@ mod inbound;
 pub(crate) mod relay_header;
 
 pub(crate) use encode::frame;
-pub use encode::{DeltaResource, DeltaResponse, SotwResponse};
+pub use encode::{
+    DeltaResource, DeltaResponse, Encoded, SotwResponse, delta_resources, sotw_resources,
+};
 pub(crate) use inbound::Inbound;
 
 /// The gRPC service name.

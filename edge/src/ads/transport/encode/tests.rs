@@ -49,6 +49,7 @@ fn sotw_bytes_equal_prost() {
         SotwResponse {
             version_info: "7".into(),
             resources: vec![resource("a", 0), resource("b", 100), resource("c", 200)],
+            encoded_resources: None,
             type_url: "type.googleapis.com/t".into(),
             nonce: "7-3".into(),
             control_plane: None,
@@ -60,6 +61,7 @@ fn sotw_bytes_equal_prost() {
                 resource("b", 16_400),
                 resource("c", 70_000),
             ],
+            encoded_resources: None,
             type_url: "type.googleapis.com/t".into(),
             nonce: String::new(),
             control_plane: control_plane(),
@@ -78,6 +80,19 @@ fn sotw_bytes_equal_prost() {
         assert_eq!(r.encoded_len(), prost.encoded_len());
         assert_eq!(body(&f), prost.encode_to_vec());
         assert_eq!(f.len(), PREFIX_LEN + prost.encoded_len());
+        // The same bytes with the resources encoded beforehand, in one buffer or in chunks
+        // around the shared ones.
+        let shared = SotwResponse {
+            encoded_resources: Some(sotw_resources(&r.resources)),
+            ..r.clone()
+        };
+        assert_eq!(shared.to_frame(), f);
+        let chunks = shared.to_chunks();
+        assert_eq!(chunks.len(), f.len());
+        assert_eq!(chunks.shared, shared.encoded_resources.clone().unwrap());
+        assert_eq!(chunks.chunks().flatten().collect::<Vec<u8>>(), f.to_vec());
+        // Without shared bytes: one chunk.
+        assert_eq!(r.to_chunks().chunks().collect::<Vec<_>>(), [f]);
     }
 }
 
@@ -97,6 +112,7 @@ fn delta_bytes_equal_prost() {
                     version: String::new(),
                 },
             ],
+            encoded_resources: None,
             type_url: "type.googleapis.com/t".into(),
             nonce: "3-9".into(),
             removed_resources: vec!["gone".into(), String::new(), "x".repeat(300)],
@@ -122,8 +138,17 @@ fn delta_bytes_equal_prost() {
             control_plane: r.control_plane.clone(),
             ..Default::default()
         };
+        let f = r.to_frame();
         assert_eq!(r.encoded_len(), prost.encoded_len());
-        assert_eq!(body(&r.to_frame()), prost.encode_to_vec());
+        assert_eq!(body(&f), prost.encode_to_vec());
+        let shared = DeltaResponse {
+            encoded_resources: Some(delta_resources(&r.resources)),
+            ..r.clone()
+        };
+        assert_eq!(shared.to_frame(), f);
+        let chunks = shared.to_chunks();
+        assert_eq!(chunks.shared, shared.encoded_resources.clone().unwrap());
+        assert_eq!(chunks.chunks().flatten().collect::<Vec<u8>>(), f.to_vec());
     }
 }
 
