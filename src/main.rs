@@ -135,6 +135,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         ..EdgeConfig::default()
     };
     args.push.apply(&mut edge_config.xds);
+    args.push.caches.apply(&mut edge_config.generator);
     edge_config.jwks = args.push.jwks.config();
     edge_config.xds.edge_identity = args.listen.edge_identity();
     // One process: there is no other edge to hand proxies to, so a drain closes every

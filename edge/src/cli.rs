@@ -3,6 +3,7 @@
 use crate::security::{EdgeSecurity, SecurityArgs};
 use crate::tls::files::CertFiles;
 use crate::tls::incoming::HandshakeLimits;
+use crate::xds::GeneratorConfig;
 use crate::{Listen, SecureListen};
 use clap::Parser;
 use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, RedisArgs, duration};
@@ -165,7 +166,32 @@ pub struct PushArgs {
     #[arg(long, env = "SHOAL_XDS_MAX_NAMES_PER_STREAM", default_value_t = crate::ads::DEFAULT_MAX_NAMES)]
     pub max_names_per_stream: usize,
     #[command(flatten)]
+    pub caches: CacheArgs,
+    #[command(flatten)]
     pub jwks: JwksArgs,
+}
+
+/// Bounds of the generator's caches (entries; the oldest go first).
+#[derive(Clone, Debug, clap::Args)]
+pub struct CacheArgs {
+    /// Generated CDS, LDS and RDS kept per scope: scopes × snapshot generations.
+    #[arg(long, env = "SHOAL_XDS_SCOPE_CACHE", default_value_t = GeneratorConfig::default().scope_cache_capacity)]
+    pub scope_cache: usize,
+    /// Generated EDS kept: one per cluster (and service namespace).
+    #[arg(long, env = "SHOAL_XDS_ENDPOINT_CACHE", default_value_t = GeneratorConfig::default().endpoint_cache_capacity)]
+    pub endpoint_cache: usize,
+    /// Encoded response bodies kept for streams to share: one per distinct body (scope ×
+    /// type × what changed) of the snapshots in flight.
+    #[arg(long, env = "SHOAL_XDS_ENCODED_CACHE", default_value_t = GeneratorConfig::default().encoded_cache_capacity)]
+    pub encoded_cache: usize,
+}
+
+impl CacheArgs {
+    pub fn apply(&self, generator: &mut GeneratorConfig) {
+        generator.scope_cache_capacity = self.scope_cache;
+        generator.endpoint_cache_capacity = self.endpoint_cache;
+        generator.encoded_cache_capacity = self.encoded_cache;
+    }
 }
 
 /// How the edge fetches RequestAuthentications' `jwksUri`s (`crate::jwks`).
@@ -238,6 +264,9 @@ mod tests {
             args.push.jwks.config(),
             crate::jwks::JwksFetchConfig::default()
         );
+        let mut generator = GeneratorConfig::default();
+        args.push.caches.apply(&mut generator);
+        assert_eq!(generator, GeneratorConfig::default());
         let mut xds = crate::ads::XdsConfig::default();
         args.push.apply(&mut xds);
         assert_eq!(

@@ -53,6 +53,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         config.member_id = id.clone();
     }
     args.push.apply(&mut config.xds);
+    args.push.caches.apply(&mut config.generator);
     config.jwks = args.push.jwks.config();
     config.handoff = args.handoff();
     let edge = Edge::new(

@@ -40,6 +40,8 @@ pub struct EdgeConfig {
     pub own_by_ring: bool,
     /// How RequestAuthentications' `jwksUri`s are fetched.
     pub jwks: JwksFetchConfig,
+    /// Generation defaults and the bounds of the generator's caches.
+    pub generator: GeneratorConfig,
 }
 
 /// How this edge hands proxies to other edges.
@@ -76,6 +78,7 @@ impl Default for EdgeConfig {
             handoff: HandoffConfig::default(),
             own_by_ring: true,
             jwks: JwksFetchConfig::default(),
+            generator: GeneratorConfig::default(),
         }
     }
 }
@@ -128,7 +131,7 @@ impl Edge {
         let jwks = JwksRefresher::new(config.jwks.clone(), keys.clone(), snapshots.clone());
         let xds = XdsServer::new(
             config.xds.clone(),
-            Arc::new(Generator::with_jwks(GeneratorConfig::default(), keys)),
+            Arc::new(Generator::with_jwks(config.generator.clone(), keys)),
             snapshots,
             registry,
         );
