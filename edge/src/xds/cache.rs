@@ -119,31 +119,20 @@ impl<K: Hash + Eq, V: Clone> TypeCache<K, V> {
     }
 }
 
-/// One cached encoding: its kind, the resources it encodes, the bytes.
-type Encoding = (u64, Box<[Arc<XdsResource>]>, Bytes);
+/// One cached encoding: its kind, the resources it encodes, the bytes (behind one `Arc`,
+/// so a hit costs a reference count, not a copy of the list).
+type Encoding = Arc<(u64, Box<[Arc<XdsResource>]>, Bytes)>;
 
 /// Encodings of lists of shared resources (the resource fields of a response), keyed by
 /// the resources themselves: every stream that sends the same list (all the proxies of a
 /// scope, at initial sync and at each push) gets the same `Bytes`, encoded once. An entry
 /// holds its resources, so their addresses, which the key compares, cannot be reused
 /// while it lives.
-pub struct EncodedCache {
-    inner: Mutex<Lru<u64, Encoding>>,
-    hits: AtomicU64,
-    misses: AtomicU64,
-}
+pub struct EncodedCache(TypeCache<u64, Encoding>);
 
 impl EncodedCache {
     pub fn new(capacity: usize) -> Self {
-        EncodedCache {
-            inner: Mutex::new(Lru {
-                map: HashMap::new(),
-                tick: 0,
-                capacity: capacity.max(1),
-            }),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-        }
+        EncodedCache(TypeCache::new(capacity))
     }
 
     /// The encoding of `resources` (in this order) under `kind` (which encoding it is),
@@ -159,38 +148,22 @@ impl EncodedCache {
         for r in resources {
             Arc::as_ptr(r).hash(&mut hasher);
         }
-        let key = hasher.finish();
-        let same = |held: &[Arc<XdsResource>]| {
-            held.len() == resources.len()
-                && held.iter().zip(resources).all(|(a, b)| Arc::ptr_eq(a, b))
+        // On a (64-bit) hash collision the held list differs: rebuilt, and the newer list
+        // takes the slot; still correct.
+        let same = |held: &Encoding| {
+            held.0 == kind
+                && held.1.len() == resources.len()
+                && held.1.iter().zip(resources).all(|(a, b)| Arc::ptr_eq(a, b))
         };
-        if let Some(bytes) = self
-            .lock()
-            .get(&key)
-            .filter(|(k, held, _)| *k == kind && same(held))
-            .map(|(_, _, b)| b.clone())
-        {
-            self.hits.fetch_add(1, Ordering::Relaxed);
-            return bytes;
-        }
-        self.misses.fetch_add(1, Ordering::Relaxed);
-        let bytes = encode(resources);
-        // On a (64-bit) hash collision the newer list takes the slot: still correct.
-        let held = resources.to_vec().into_boxed_slice();
-        self.lock().insert(key, (kind, held, bytes.clone()));
-        bytes
+        let held = self.0.get_or_build(hasher.finish(), same, || {
+            let bytes = encode(resources);
+            Arc::new((kind, resources.to_vec().into_boxed_slice(), bytes))
+        });
+        held.2.clone()
     }
 
     pub fn stats(&self) -> TypeStats {
-        TypeStats {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
-            entries: self.lock().map.len(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Lru<u64, Encoding>> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.stats()
     }
 }
 
