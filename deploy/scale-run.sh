@@ -181,7 +181,7 @@ summary=$(sed -n 's/^summary: //p' "$OUT/loadtest.out")
 echo "$TAG proxies $PROXIES edges $EDGES lb $LB change $CHANGE mesh ${SERVICES}x${ENDPOINTS}/${NAMESPACES}ns" \
   "$summary rc $status" | tee -a "$OUT/summary.txt"
 for i in $(seq 0 $((EDGES - 1))); do
-  echo "edge-$i: $(get $((BASE + 30 + i)) /metrics | grep -E '^(shoal_xds_handoffs_total|shoal_xds_relayed_streams|pilot_xds) ' | tr '\n' ' ')"
+  echo "edge-$i: $(get $((BASE + 30 + i)) /metrics | grep -E '^(shoal_xds_handoffs_total|shoal_xds_relayed_streams|shoal_xds_relay_failures_total|pilot_xds)[ {]' | tr '\n' ' ')"
 done
 echo "report: $OUT/report-$TAG.json  samples: $OUT/samples.jsonl  summary: $OUT/summary.txt"
 exit $status

@@ -165,6 +165,19 @@ pub struct PushArgs {
     /// Delta); a request that would exceed it closes the stream with RESOURCE_EXHAUSTED.
     #[arg(long, env = "SHOAL_XDS_MAX_NAMES_PER_STREAM", default_value_t = crate::ads::DEFAULT_MAX_NAMES)]
     pub max_names_per_stream: usize,
+    /// Streams one HTTP/2 connection may have reset for its peer's protocol errors, over
+    /// its life, before the edge closes it (a guard against hostile clients; relays
+    /// between edges churn many streams on one connection). 0: no limit.
+    #[arg(long, env = "SHOAL_XDS_MAX_RESETS_PER_CONNECTION", default_value_t = crate::ads::XdsConfig::default().max_resets_per_connection)]
+    pub max_resets_per_connection: usize,
+    /// Relayed streams one HTTP/2 connection to their owner carries; more open another
+    /// connection to it (one connection for all would serialise them on one task).
+    #[arg(long, env = "SHOAL_RELAY_STREAMS_PER_CONNECTION", default_value_t = crate::ads::XdsConfig::default().relay_streams_per_connection)]
+    pub relay_streams_per_connection: usize,
+    /// How long a relay waits for a live owner to take the stream before the proxy is told
+    /// to reconnect (an owner that is down is not waited for: the proxy is served here).
+    #[arg(long, env = "SHOAL_RELAY_OPEN_TIMEOUT", default_value = "120s", value_parser = duration)]
+    pub relay_open_timeout: Duration,
     #[command(flatten)]
     pub caches: CacheArgs,
     #[command(flatten)]
@@ -236,6 +249,9 @@ impl PushArgs {
         xds.initial_throttle = self.initial_throttle;
         xds.resume_wait = self.resume_wait;
         xds.max_names_per_stream = self.max_names_per_stream;
+        xds.max_resets_per_connection = self.max_resets_per_connection;
+        xds.relay_streams_per_connection = self.relay_streams_per_connection;
+        xds.relay_open_timeout = self.relay_open_timeout;
     }
 }
 

@@ -375,9 +375,11 @@ impl BoundEdge {
             async move { xds.run_dispatcher(edge.updates, dispatch_shutdown).await }
                 .instrument(info_span!("push_dispatcher")),
         );
+        let max_resets = Some(edge.config.xds.max_resets_per_connection).filter(|&n| n > 0);
         let plaintext_server = plaintext.map(|(listener, addr)| {
             info!(%addr, member = %edge.config.member_id, "plaintext xDS listening");
             tonic::transport::Server::builder()
+                .http2_max_local_error_reset_streams(max_resets)
                 .add_service(edge.xds.ads_service())
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown())
         });
@@ -385,6 +387,7 @@ impl BoundEdge {
             info!(addr = %s.addr, member = %edge.config.member_id, "secure xDS (TLS) listening");
             let incoming = crate::tls::incoming::incoming(s.listener, s.config, s.handshake);
             tonic::transport::Server::builder()
+                .http2_max_local_error_reset_streams(max_resets)
                 .add_service(edge.xds.secure_ads_service(s.authenticator))
                 .add_optional_service(s.ca)
                 .serve_with_incoming_shutdown(incoming, shutdown())

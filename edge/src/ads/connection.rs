@@ -122,7 +122,8 @@ where
         Some(owner) => {
             match relay::relay::<M, S>(shared, owner, &proxy, first, inbound, permit).await {
                 Ok(relayed) => return Ok(relayed.into()),
-                Err(back) => back,
+                Err(relay::Unrelayed::ServeHere(back)) => back,
+                Err(relay::Unrelayed::OwnerBusy(status)) => return Err(status),
             }
         }
         None => (first, inbound, permit),

@@ -31,7 +31,31 @@ pub(crate) struct Metrics {
     pub handoffs: Counter,
     pub rate_limited: Counter,
     pub relayed: Gauge,
+    relay_failures: Family<ReasonLabel, Counter>,
     pub unsupported_type: Counter,
+}
+
+type ReasonLabel = [(&'static str, &'static str); 1];
+
+/// Why a relay did not start or ended early (`shoal_xds_relay_failures_total{reason}`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RelayFailure {
+    /// The owner could not be reached or refused the stream: served here instead.
+    ServedHere,
+    /// The owner did not take the stream in time: the proxy was told to reconnect.
+    OwnerBusy,
+    /// The owner's stream failed while relayed (its connection ended).
+    OwnerGone,
+}
+
+impl RelayFailure {
+    fn label(self) -> &'static str {
+        match self {
+            RelayFailure::ServedHere => "served_here",
+            RelayFailure::OwnerBusy => "owner_busy",
+            RelayFailure::OwnerGone => "owner_gone",
+        }
+    }
 }
 
 fn push_histogram() -> Histogram {
@@ -39,6 +63,12 @@ fn push_histogram() -> Histogram {
 }
 
 impl Metrics {
+    pub fn relay_failed(&self, why: RelayFailure) {
+        self.relay_failures
+            .get_or_create(&[("reason", why.label())])
+            .inc();
+    }
+
     pub fn new(registry: &mut Registry) -> Self {
         let m = Metrics {
             connected: Gauge::default(),
@@ -53,8 +83,16 @@ impl Metrics {
             handoffs: Counter::default(),
             rate_limited: Counter::default(),
             relayed: Gauge::default(),
+            relay_failures: Family::default(),
             unsupported_type: Counter::default(),
         };
+        registry.register(
+            "shoal_xds_relay_failures",
+            "Relays that did not start or ended early, by reason: served_here (the owner \
+             could not be reached or refused), owner_busy (it did not take the stream in \
+             time; the proxy reconnects), owner_gone (its stream failed while relayed)",
+            m.relay_failures.clone(),
+        );
         registry.register(
             "shoal_xds_unsupported_type_requests",
             "Requests for a resource type this edge does not serve, ignored without a \

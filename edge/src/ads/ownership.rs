@@ -9,7 +9,7 @@ use crate::tls::client::RelayConnector;
 use futures::task::AtomicWaker;
 use shoal_proto::transport::Member;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -18,6 +18,10 @@ use tonic::transport::{Channel, Endpoint};
 
 const RELAY_STREAM_WINDOW: u32 = 256 * 1024;
 const RELAY_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
+/// Streams a relay connection remembers after resetting them, so that frames the owner
+/// had in flight for them are dropped rather than answered with STREAM_CLOSED: relays end
+/// by the hundred in a hand-off, and h2's default (50) forgets them within a batch.
+const RELAY_REMEMBERED_RESETS: usize = 16 * 1024;
 
 /// This edge's view of ownership.
 pub(crate) struct Placement {
@@ -48,74 +52,130 @@ impl Placement {
     }
 }
 
+/// A lazily connected HTTP/2 channel to the owner at `addr`, over mTLS.
+fn relay_channel(addr: &str, tls: &RelayConnector) -> Result<Channel, String> {
+    // `http`: TLS is the connector's (mTLS as the edge identity), not tonic's.
+    Ok(Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| e.to_string())?
+        .connect_timeout(tls.connect_timeout)
+        .tcp_nodelay(true)
+        // Relayed responses are copied down as they arrive: a small per-stream window
+        // keeps what waits in a relay small, a large connection window keeps many
+        // relayed streams from waiting on each other.
+        .initial_stream_window_size(RELAY_STREAM_WINDOW)
+        .initial_connection_window_size(RELAY_CONNECTION_WINDOW)
+        .http2_max_concurrent_reset_streams(RELAY_REMEMBERED_RESETS)
+        // h2 closes a connection (GOAWAY ENHANCE_YOUR_CALM) once it has reset 1,024
+        // streams for the peer's protocol errors over its whole life: a guard against
+        // hostile peers that, on a connection carrying relays to an owner, ends them all
+        // at once after enough hand-offs. The peer is an authenticated edge.
+        .http2_max_local_error_reset_streams(None)
+        .connect_with_connector_lazy(tls.clone()))
+}
+
 /// The streams this edge relays, and its connections to the other edges.
 #[derive(Default)]
 pub(crate) struct Relays {
-    channels: Mutex<HashMap<String, Channel>>,
-    active: Mutex<HashMap<u64, Relayed>>,
+    /// By owner address: the connections to it, each with the relays it carries.
+    channels: Mutex<HashMap<String, Vec<RelayConnection>>>,
+    active: Mutex<ActiveRelays>,
     next: AtomicU64,
 }
 
+/// The relayed streams, by proxy (looked up on every new stream, hand-off and drain:
+/// a scan of all of them made each of those cost the edge's whole relay count).
+#[derive(Default)]
+struct ActiveRelays {
+    by_proxy: HashMap<String, Vec<Relayed>>,
+    count: usize,
+}
+
+/// One HTTP/2 connection to an owner and how many relays it carries now.
+struct RelayConnection {
+    channel: Channel,
+    streams: Arc<AtomicUsize>,
+}
+
+/// A relay's place on a connection to its owner, given back when the relay ends.
+pub(crate) struct ConnectionSlot(Arc<AtomicUsize>);
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 struct Relayed {
-    proxy: String,
+    id: u64,
     owner: String,
     link: Arc<RelayLink>,
 }
 
 impl Relays {
-    pub fn channel(&self, addr: &str, tls: &RelayConnector) -> Result<Channel, String> {
+    /// A connection to the owner at `addr` with room for one more relay, opened when
+    /// every connection to it carries `per_connection` relays already. Many relays on one
+    /// HTTP/2 connection share one task and one set of h2's per-connection guards: at
+    /// 25k relays on one connection, the owner's h2 ended it (GOAWAY ENHANCE_YOUR_CALM,
+    /// "too_many_data_frames") once the proxies' small requests waited unread, and every
+    /// relay on it ended at once.
+    pub fn channel(
+        &self,
+        addr: &str,
+        tls: &RelayConnector,
+        per_connection: usize,
+    ) -> Result<(Channel, ConnectionSlot), String> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = channels.get(addr) {
-            return Ok(c.clone());
-        }
-        // `http`: TLS is the connector's (mTLS as the edge identity), not tonic's.
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| e.to_string())?
-            .connect_timeout(Duration::from_secs(1))
-            .tcp_nodelay(true)
-            // Relayed responses are copied down as they arrive: a small per-stream window
-            // keeps what waits in a relay small, a large connection window keeps many
-            // relayed streams from waiting on each other.
-            .initial_stream_window_size(RELAY_STREAM_WINDOW)
-            .initial_connection_window_size(RELAY_CONNECTION_WINDOW)
-            .connect_with_connector_lazy(tls.clone());
-        channels.insert(addr.to_string(), channel.clone());
-        Ok(channel)
+        let connections = channels.entry(addr.to_string()).or_default();
+        let free = connections
+            .iter()
+            .find(|c| c.streams.load(Ordering::Relaxed) < per_connection.max(1));
+        let connection = match free {
+            Some(c) => c,
+            None => {
+                connections.push(RelayConnection {
+                    channel: relay_channel(addr, tls)?,
+                    streams: Arc::default(),
+                });
+                connections.last().expect("just pushed")
+            }
+        };
+        connection.streams.fetch_add(1, Ordering::Relaxed);
+        Ok((
+            connection.channel.clone(),
+            ConnectionSlot(connection.streams.clone()),
+        ))
     }
 
     /// Relayed streams now.
     pub fn len(&self) -> usize {
-        self.active.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.active().count
+    }
+
+    fn active(&self) -> std::sync::MutexGuard<'_, ActiveRelays> {
+        self.active.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// `(proxy, owner)` of every relayed stream.
     pub fn streams(&self) -> Vec<(String, String)> {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let active = self.active();
         active
-            .values()
-            .map(|r| (r.proxy.clone(), r.owner.clone()))
+            .by_proxy
+            .iter()
+            .flat_map(|(proxy, relays)| relays.iter().map(|r| (proxy.clone(), r.owner.clone())))
             .collect()
     }
 
     /// Ends the relays of `proxy` for `why` (with a retryable status); false if none.
     pub fn end(&self, proxy: &str, why: Ending) -> bool {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        let mut found = false;
-        for r in active.values().filter(|r| r.proxy == proxy) {
-            r.link.end(why);
-            found = true;
-        }
-        found
+        self.end_unless_to(proxy, None, why)
     }
 
     /// Ends the relays of `proxy` to any edge but `owner` for `why`; false if none.
     pub fn end_unless_to(&self, proxy: &str, owner: Option<&str>, why: Ending) -> bool {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let active = self.active();
         let mut found = false;
-        for r in active
-            .values()
-            .filter(|r| r.proxy == proxy && Some(r.owner.as_str()) != owner)
-        {
+        let relays = active.by_proxy.get(proxy).into_iter().flatten();
+        for r in relays.filter(|r| Some(r.owner.as_str()) != owner) {
             r.link.end(why);
             found = true;
         }
@@ -140,8 +200,7 @@ impl Relays {
 
     /// Ends every relay for `why`.
     pub fn end_all(&self, why: Ending) {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        for r in active.values() {
+        for r in self.active().by_proxy.values().flatten() {
             r.link.end(why);
         }
     }
@@ -150,22 +209,33 @@ impl Relays {
     /// the same proxy is told to end ([`Ending::Replaced`]): one session per proxy ID.
     pub fn insert(&self, proxy: &str, owner: &str, link: Arc<RelayLink>) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let relayed = Relayed {
-            proxy: proxy.to_string(),
-            owner: owner.to_string(),
-            link,
-        };
-        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        for older in active.values().filter(|r| r.proxy == proxy) {
+        let mut active = self.active();
+        let relays = active.by_proxy.entry(proxy.to_string()).or_default();
+        for older in relays.iter() {
             older.link.end(Ending::Replaced);
         }
-        active.insert(id, relayed);
+        relays.push(Relayed {
+            id,
+            owner: owner.to_string(),
+            link,
+        });
+        active.count += 1;
         id
     }
 
-    pub fn remove(&self, id: u64) {
-        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
-        active.remove(&id);
+    /// Forgets relay `id` of `proxy` (it ended).
+    pub fn remove(&self, proxy: &str, id: u64) {
+        let mut active = self.active();
+        let Some(relays) = active.by_proxy.get_mut(proxy) else {
+            return;
+        };
+        let before = relays.len();
+        relays.retain(|r| r.id != id);
+        let removed = before - relays.len();
+        if relays.is_empty() {
+            active.by_proxy.remove(proxy);
+        }
+        active.count -= removed;
     }
 }
 
@@ -241,5 +311,77 @@ impl RelayLink {
             self.up.wake();
             self.down.wake();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connector() -> RelayConnector {
+        let config = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        RelayConnector {
+            config: Arc::new(config),
+            connect_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn connections(relays: &Relays, addr: &str) -> Vec<usize> {
+        let channels = relays.channels.lock().unwrap();
+        channels[addr]
+            .iter()
+            .map(|c| c.streams.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn relays_fill_a_connection_before_the_next_opens_and_give_their_place_back() {
+        let (relays, tls) = (Relays::default(), connector());
+        let a = relays.channel("127.0.0.1:1", &tls, 2).unwrap().1;
+        let b = relays.channel("127.0.0.1:1", &tls, 2).unwrap().1;
+        let c = relays.channel("127.0.0.1:1", &tls, 2).unwrap().1;
+        assert_eq!(connections(&relays, "127.0.0.1:1"), [2, 1]);
+        // Another owner has its own connections.
+        let _other = relays.channel("127.0.0.1:2", &tls, 2).unwrap().1;
+        assert_eq!(connections(&relays, "127.0.0.1:2"), [1]);
+        drop(a);
+        assert_eq!(connections(&relays, "127.0.0.1:1"), [1, 1]);
+        // A freed place is taken before another connection opens.
+        let _d = relays.channel("127.0.0.1:1", &tls, 2).unwrap().1;
+        assert_eq!(connections(&relays, "127.0.0.1:1"), [2, 1]);
+        drop((b, c));
+        assert_eq!(connections(&relays, "127.0.0.1:1"), [1, 0]);
+    }
+
+    #[test]
+    fn relays_are_found_by_proxy_and_a_newer_one_replaces_the_older() {
+        let relays = Relays::default();
+        let (first, second, other) = (
+            Arc::new(RelayLink::default()),
+            Arc::new(RelayLink::default()),
+            Arc::new(RelayLink::default()),
+        );
+        let id = relays.insert("p", "b", first.clone());
+        relays.insert("q", "c", other.clone());
+        assert!(!first.ended());
+        let newer = relays.insert("p", "c", second.clone());
+        assert!(first.ended(), "the older relay of p is told to end");
+        assert!(!second.ended() && !other.ended());
+        assert_eq!(relays.len(), 3);
+        relays.remove("p", id);
+        assert_eq!(relays.len(), 2);
+        // Only a relay to another edge than the owner ends.
+        assert!(!relays.end_unless_to("p", Some("c"), Ending::HandedOff));
+        assert!(!second.ended());
+        assert!(relays.end_unless_to("p", Some("b"), Ending::HandedOff));
+        assert!(second.ended() && !other.ended());
+        relays.remove("p", newer);
+        assert!(!relays.end("p", Ending::HandedOff));
+        assert_eq!(relays.streams(), [("q".to_string(), "c".to_string())]);
+        assert_eq!(relays.len(), 1);
     }
 }

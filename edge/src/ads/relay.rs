@@ -21,13 +21,16 @@
 //! those headers only from a peer whose verified certificate names the edge identity.
 //!
 //! A relayed stream is served by whoever receives it (no second hop, whatever that edge's
-//! ring says), and an owner that cannot be reached or refuses the stream (draining) is
-//! not waited for: the edge serves the proxy itself. On a ring change or a drain the
-//! relay ends with a retryable status, and the proxy reconnects, through the Service, to
-//! be relayed to its new owner.
+//! ring says), and an owner that cannot be reached or refuses the stream (draining, at its
+//! limit) is not waited for: the edge serves the proxy itself. An owner that is reachable
+//! but slow (a connection storm) is waited for, then the proxy is told to come back: a
+//! proxy served here would only be handed off again, doing its generation twice when the
+//! fleet can least afford it. On a ring change or a drain the relay ends with a retryable
+//! status, and the proxy reconnects, through the Service, to be relayed to its new owner.
 
 use super::error::Ending;
-use super::ownership::RelayLink;
+use super::metrics::RelayFailure;
+use super::ownership::{ConnectionSlot, RelayLink};
 use super::protocol::Protocol;
 use super::shared::Shared;
 use super::transport::frame;
@@ -43,26 +46,27 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tonic::Status;
 use tonic::codegen::Service;
 use tracing::{debug, info, warn};
 
-/// How long a relay waits for the owner to take the stream (its response headers) before
-/// serving the proxy here. An owner that is down refuses at once (or within the 1 s
-/// connect timeout); one busy with a connection storm can take seconds, and serving its
-/// proxies here instead only moves them again at the next re-home: measured at 1,500
-/// proxies opening at once, 2 s left ~20% of them away from their owner.
-const RELAY_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// A stream given back to be served here: its first request, the rest, and its place
 /// under `--max-streams`.
 pub(crate) type Back<M, S> = (<M as Protocol>::Request, S, OwnedSemaphorePermit);
 
+/// Why a stream was not relayed.
+pub(crate) enum Unrelayed<M: Protocol, S> {
+    /// The owner cannot take it (unreachable, refusing): serve it here.
+    ServeHere(Back<M, S>),
+    /// The owner did not take it within `--relay-open-timeout`: the proxy reconnects.
+    OwnerBusy(Status),
+}
+
 /// Relays the stream to `owner`; the relay holds `permit` (its place under
-/// `--max-streams`) while it lasts. `Err` gives the stream back, untouched but for its
-/// first request, when the owner cannot take it: the caller serves it itself.
+/// `--max-streams`) while it lasts. [`Unrelayed::ServeHere`] gives the stream back,
+/// untouched but for its first request, when the owner cannot take it: the caller serves
+/// it itself.
 pub(crate) async fn relay<M, S>(
     shared: &Arc<Shared>,
     owner: Member,
@@ -70,21 +74,22 @@ pub(crate) async fn relay<M, S>(
     first: M::Request,
     inbound: S,
     permit: OwnedSemaphorePermit,
-) -> Result<Relayed, Back<M, S>>
+) -> Result<Relayed, Unrelayed<M, S>>
 where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
 {
     let (Some(placement), Some(tls)) = (shared.placement.get(), shared.relay_tls.get()) else {
         debug!(owner = %owner.id, "no TLS to relay with; serving here");
-        return Err((first, inbound, permit));
+        return Err(Unrelayed::ServeHere((first, inbound, permit)));
     };
     let proxy_id = proxy.id.as_str();
-    let mut channel = match shared.relays.channel(&owner.xds_addr, tls) {
+    let per_connection = shared.config.relay_streams_per_connection;
+    let (mut channel, slot) = match shared.relays.channel(&owner.xds_addr, tls, per_connection) {
         Ok(c) => c,
         Err(e) => {
             warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
-            return Err((first, inbound, permit));
+            return Err(Unrelayed::ServeHere((first, inbound, permit)));
         }
     };
     // The proxy's requests go up once the owner takes the stream; until then only the
@@ -122,15 +127,22 @@ where
         }
         Ok(resp.into_body())
     };
-    let body = match tokio::time::timeout(RELAY_OPEN_TIMEOUT, opened).await {
+    let open_timeout = shared.config.relay_open_timeout;
+    let body = match tokio::time::timeout(open_timeout, opened).await {
         Ok(Ok(body)) => body,
         Ok(Err(e)) => {
+            shared.metrics.relay_failed(RelayFailure::ServedHere);
             debug!(owner = %owner.id, error = %e, "owner cannot take the stream; serving here");
-            return Err((first, inbound, permit));
+            return Err(Unrelayed::ServeHere((first, inbound, permit)));
         }
         Err(_) => {
-            debug!(owner = %owner.id, "owner slow to take the stream; serving here");
-            return Err((first, inbound, permit));
+            shared.metrics.relay_failed(RelayFailure::OwnerBusy);
+            debug!(owner = %owner.id, "owner slow to take the stream; the proxy reconnects");
+            return Err(Unrelayed::OwnerBusy(Status::unavailable(format!(
+                "the proxy's owner ({}) did not take the stream within {open_timeout:?}; \
+                 reconnect",
+                owner.id
+            ))));
         }
     };
     let id = shared.relays.insert(proxy_id, &owner.id, link.clone());
@@ -153,10 +165,12 @@ where
         body,
         link,
         done: false,
-        _held: Held {
+        held: Held {
             shared: shared.clone(),
+            proxy: proxy_id.to_string(),
             id,
             _permit: permit,
+            _slot: slot,
         },
     })
 }
@@ -225,19 +239,21 @@ pub(crate) struct Relayed {
     body: tonic::body::Body,
     link: Arc<RelayLink>,
     done: bool,
-    _held: Held,
+    held: Held,
 }
 
 /// What a relay holds while it lasts, given back when the proxy's response ends.
 struct Held {
     shared: Arc<Shared>,
+    proxy: String,
     id: u64,
     _permit: OwnedSemaphorePermit,
+    _slot: ConnectionSlot,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.shared.relays.remove(self.id);
+        self.shared.relays.remove(&self.proxy, self.id);
         self.shared.metrics.relayed.dec();
     }
 }
@@ -278,10 +294,17 @@ impl Body for Relayed {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Some(Err(status)) => self.end(&Status::unavailable(format!(
-                "the proxy's owner went away ({}); reconnect",
-                status.message()
-            ))),
+            Some(Err(status)) => {
+                self.held
+                    .shared
+                    .metrics
+                    .relay_failed(RelayFailure::OwnerGone);
+                debug!(error = %ErrorChain(&status), "the relay's owner stream failed");
+                self.end(&Status::unavailable(format!(
+                    "the proxy's owner went away ({}); reconnect",
+                    status.message()
+                )))
+            }
             None => self.end(&Status::unavailable(
                 "the owner ended the stream; reconnect",
             )),
@@ -294,6 +317,21 @@ impl Body for Relayed {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
+    }
+}
+
+/// An error and its sources, `: `-separated (hyper's own message hides h2's reason).
+struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(e) = source {
+            write!(f, ": {e}")?;
+            source = e.source();
+        }
+        Ok(())
     }
 }
 

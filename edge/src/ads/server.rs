@@ -86,7 +86,10 @@ impl XdsServer {
             crate::tls::client::relay_config(material, self.shared.config.edge_identity.clone())?;
         let _ = self.shared.relay_tls.set(RelayConnector {
             config,
-            connect_timeout: std::time::Duration::from_secs(1),
+            // An owner that is down refuses at once; one in a connection storm can take
+            // seconds to finish a TLS handshake, and a relay that gives up serves its
+            // proxy here only to hand it off later.
+            connect_timeout: std::time::Duration::from_secs(5),
         });
         Ok(())
     }

@@ -110,6 +110,29 @@ pub(crate) fn edge_with(
     }
 }
 
+/// An edge that completes the TLS handshake on `listener` and then never answers: alive
+/// to its peers, but taking no stream.
+pub(crate) fn silent_edge(ca: &TestCa, listener: TcpListener) {
+    let leaf = ca.issue(&["127.0.0.1"], Some(EDGE_SPIFFE));
+    let material = TlsMaterial {
+        cert: watch::channel(certified(&leaf)).1,
+        roots: watch::channel(roots(ca)).1,
+    };
+    let config = server_config(&material).unwrap();
+    let limits = HandshakeLimits {
+        timeout: Duration::from_secs(2),
+        concurrent: 16,
+    };
+    tokio::spawn(async move {
+        let _material = material;
+        let mut held = Vec::new();
+        let mut accepted = incoming(listener, config, limits);
+        while let Some(conn) = tokio_stream::StreamExt::next(&mut accepted).await {
+            held.push(conn);
+        }
+    });
+}
+
 /// A client trusting the mesh root, presenting `leaf` when given.
 fn client_config(ca: &TestCa, leaf: Option<&Leaf>) -> Arc<ClientConfig> {
     let builder = ClientConfig::builder_with_provider(provider())

@@ -5,7 +5,7 @@
 use crate::ads::XdsConfig;
 use crate::membership::Ring;
 use crate::rebalance::{self, RebalanceConfig};
-use crate::tls::tests::{TestEdge, WEB, client, edge_with, open};
+use crate::tls::tests::{TestEdge, WEB, client, edge_with, open, silent_edge};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use shoal_proto::transport::Member;
 use shoal_test_support::pki::TestCa;
@@ -193,4 +193,46 @@ async fn relays_to_an_edge_that_left_are_handed_off_and_its_connection_forgotten
     eventually("a relays nothing", || p.a.xds.relayed() == 0).await;
     assert!(p.a.xds.shared.relays.channel_addrs().is_empty());
     task.abort();
+}
+
+#[tokio::test]
+async fn a_live_owner_that_does_not_take_the_stream_sends_the_proxy_back_not_served_here() {
+    let ca = TestCa::new("mesh");
+    let (la, lb) = (
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+    );
+    let members = vec![
+        Member {
+            id: "a".into(),
+            xds_addr: la.local_addr().unwrap().to_string(),
+        },
+        Member {
+            id: "b".into(),
+            xds_addr: lb.local_addr().unwrap().to_string(),
+        },
+    ];
+    let ring = Arc::new(Ring::new(members));
+    let (_ring_tx, ring_rx) = watch::channel(ring.clone());
+    let config = XdsConfig {
+        relay_open_timeout: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let a = edge_with(&ca, la, Some(("a", ring_rx)), config);
+    silent_edge(&ca, lb);
+    let node = (0..1000)
+        .map(|i| format!("sidecar~10.0.0.{i}~web-{i}.a~a.svc.cluster.local"))
+        .find(|id| ring.owner(id).is_some_and(|m| m.id == "b"))
+        .unwrap();
+    let web = ca.issue(&[], Some(WEB));
+    let mut proxy = client(a.addr, &ca, Some(&web)).await;
+    let status = open(&mut proxy, &node, &[]).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status}");
+    assert!(
+        status.message().contains("did not take the stream"),
+        "{status}"
+    );
+    // Not served here, where the next re-home would only move it again.
+    assert_eq!(a.xds.relayed(), 0);
+    assert_eq!(a.xds.shared.registry.len(), 0);
 }
