@@ -135,6 +135,7 @@ impl Edge {
             snapshots,
             registry,
         );
+        xds.follow_announced(puller.announced());
         let ring_tx = watch::channel(Arc::new(Ring::default())).0;
         if config.own_by_ring {
             xds.own_by_ring(config.member_id.clone(), ring_tx.subscribe());

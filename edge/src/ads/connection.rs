@@ -295,21 +295,30 @@ struct StreamTask<M: Protocol> {
 impl<M: Protocol> StreamTask<M> {
     /// Waits (up to `resume_wait`) until this edge holds snapshot `reported` or newer: a
     /// proxy that moved here from an edge further ahead must not get an older config.
-    async fn catch_up(&self, reported: u64) {
+    /// Still behind a snapshot it knows exists (announced, not pulled yet: a loaded edge),
+    /// it sends the proxy back to keep its config and retry; behind one it does not know
+    /// of (the store was reset, say), it serves what it holds.
+    async fn catch_up(&self, reported: u64) -> Result<(), AdsError> {
         if self.shared.latest().version() >= reported {
-            return;
+            return Ok(());
         }
         let mut snapshots = self.shared.snapshots.clone();
         let wait = self.shared.config.resume_wait;
         let caught_up =
             tokio::time::timeout(wait, snapshots.wait_for(|push| push.version() >= reported)).await;
-        if !matches!(caught_up, Ok(Ok(_))) {
-            warn!(
-                reported,
-                held = self.shared.latest().version(),
-                "the proxy reports a snapshot newer than this edge reached within {wait:?}; serving what it holds"
-            );
+        if matches!(caught_up, Ok(Ok(_))) {
+            return Ok(());
         }
+        let held = self.shared.latest().version();
+        if self.shared.knows_of(reported) {
+            return Err(AdsError::Behind { reported, held });
+        }
+        warn!(
+            reported,
+            held,
+            "the proxy reports a snapshot this edge does not know of, not reached within {wait:?}; serving what it holds"
+        );
+        Ok(())
     }
 
     async fn run<S>(
@@ -324,6 +333,11 @@ impl<M: Protocol> StreamTask<M> {
         let mut draining = self.shared.draining.subscribe();
         let mut ending = std::pin::pin!(self.conn.ending());
         {
+            // Caught up before taking a turn: a turn held through the resume wait would
+            // hold up the streams behind it.
+            if let Some(reported) = M::reported_snapshot(&first) {
+                self.catch_up(reported).await?;
+            }
             // A storm of new streams generates its first responses a bounded number at a
             // time; the rest wait here, holding only their first request.
             let _turn = self.shared.initial.clone().acquire_owned().await;
@@ -358,7 +372,7 @@ impl<M: Protocol> StreamTask<M> {
 
     async fn on_request(&mut self, req: M::Request) -> Result<(), AdsError> {
         if let Some(reported) = M::reported_snapshot(&req) {
-            self.catch_up(reported).await;
+            self.catch_up(reported).await?;
         }
         let push = self.shared.latest();
         let reply = {

@@ -45,6 +45,9 @@ pub enum AdsError {
     /// The proxy went away: nothing to tell it.
     #[error("the proxy closed the stream")]
     ClientGone,
+    /// The proxy holds a snapshot this edge knows of but has not pulled yet.
+    #[error("the proxy holds snapshot {reported}; this edge still serves {held}")]
+    Behind { reported: u64, held: u64 },
 }
 
 /// Why a live stream (served or relayed) is asked to end.
@@ -125,6 +128,10 @@ impl AdsError {
                  to fewer names (a Sidecar resource narrows a proxy's scope) or raise the limit"
             )),
             AdsError::ClientGone => Status::cancelled("the proxy closed the stream"),
+            AdsError::Behind { .. } => Status::unavailable(format!(
+                "{self}, and has not pulled the newer one within SHOAL_XDS_RESUME_WAIT; \
+                 keep the config and reconnect (this edge never sends an older one)"
+            )),
         }
     }
 }

@@ -58,6 +58,7 @@ impl XdsServer {
             placement: Default::default(),
             relays: Default::default(),
             relay_tls: Default::default(),
+            announced: Default::default(),
         };
         XdsServer {
             shared: Arc::new(shared),
@@ -132,6 +133,13 @@ impl XdsServer {
             me: me.into(),
             ring,
         });
+    }
+
+    /// Follows the newest snapshot version the puller knows exists: a proxy reporting a
+    /// snapshot this edge knows of but has not pulled yet is sent back rather than given
+    /// an older config.
+    pub fn follow_announced(&self, announced: Arc<std::sync::atomic::AtomicU64>) {
+        let _ = self.shared.announced.set(announced);
     }
 
     /// Streams relayed to their owners now.

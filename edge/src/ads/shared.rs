@@ -10,7 +10,7 @@ use crate::push_queue::{PushEvent, PushQueue};
 use crate::xds::Generator;
 use shoal_proto::push_context::PushContext;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use tokio::sync::{Semaphore, watch};
 
@@ -39,11 +39,22 @@ pub(crate) struct Shared {
     /// How relays dial owners (mTLS as the edge identity); unset: this edge does not
     /// relay (an owner takes a relay only over mTLS from an edge).
     pub relay_tls: OnceLock<crate::tls::client::RelayConnector>,
+    /// The newest snapshot version the puller knows exists, pulled or not; unset: only
+    /// what is held is known.
+    pub announced: OnceLock<Arc<AtomicU64>>,
 }
 
 impl Shared {
     /// The newest snapshot.
     pub fn latest(&self) -> Arc<PushContext> {
         self.snapshots.borrow().clone()
+    }
+
+    /// Whether snapshot `version` is known to exist (announced, or the store's latest)
+    /// though this edge may not hold it yet.
+    pub fn knows_of(&self, version: u64) -> bool {
+        self.announced
+            .get()
+            .is_some_and(|a| a.load(Ordering::Acquire) >= version)
     }
 }

@@ -22,7 +22,7 @@ use shoal_proto::transport::{Bus, SnapshotEvent, SnapshotStore, TransportError};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -118,6 +118,9 @@ pub struct SnapshotPuller {
     updates_tx: mpsc::Sender<SnapshotUpdate>,
     metrics: Metrics,
     synced: Arc<AtomicBool>,
+    /// The newest snapshot version announced or read as the store's latest, pulled or
+    /// not: how far behind the served snapshot is.
+    announced: Arc<AtomicU64>,
 }
 
 impl SnapshotPuller {
@@ -147,6 +150,7 @@ impl SnapshotPuller {
             updates_tx,
             metrics: Metrics::register(registry),
             synced: Arc::default(),
+            announced: Arc::default(),
         };
         (puller, push_rx, updates_rx)
     }
@@ -155,6 +159,12 @@ impl SnapshotPuller {
     /// config, and is ready.
     pub fn synced(&self) -> Arc<AtomicBool> {
         self.synced.clone()
+    }
+
+    /// The newest snapshot version this edge knows exists (announced, or the store's
+    /// latest), whether or not it has been pulled yet.
+    pub fn announced(&self) -> Arc<AtomicU64> {
+        self.announced.clone()
     }
 
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
@@ -189,6 +199,7 @@ impl SnapshotPuller {
                         }
                     } => match event {
                         Some(Ok(event)) => {
+                            self.announced.fetch_max(event.version, Ordering::AcqRel);
                             if event.version > self.push.version() {
                                 let version = event.version;
                                 if let Err(e) = self.pull(version, Announced::Event(event)).await {
@@ -213,7 +224,11 @@ impl SnapshotPuller {
     }
 
     async fn pull_latest(&mut self) {
-        match self.store.latest().await {
+        let latest = self.store.latest().await;
+        if let Ok(Some(v)) = latest {
+            self.announced.fetch_max(v, Ordering::AcqRel);
+        }
+        match latest {
             Ok(Some(v)) if v > self.push.version() => match self.pull(v, Announced::None).await {
                 Ok(()) => self.synced.store(true, Ordering::Release),
                 Err(e) => {

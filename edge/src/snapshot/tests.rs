@@ -112,6 +112,7 @@ async fn the_builders_change_set_is_used_only_from_its_base() {
         8,
         &mut Registry::default(),
     );
+    let announced_version = puller.announced();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(puller.run(async move {
         let _ = stopped.await;
@@ -119,6 +120,8 @@ async fn the_builders_change_set_is_used_only_from_its_base() {
 
     let first = next(&mut updates).await;
     assert_eq!(first.push.version(), 1);
+    // What is known to exist, pulled or not (the store's latest here).
+    assert_eq!(announced_version.load(Ordering::Acquire), 1);
     assert!(first.changes.full && first.changes.is_everything());
 
     // Announced relative to the snapshot held: taken as it is.
@@ -135,6 +138,7 @@ async fn the_builders_change_set_is_used_only_from_its_base() {
     bus.publish_snapshot(&announced).await.unwrap();
     let third = next(&mut updates).await;
     assert_eq!(third.push.version(), 4);
+    assert_eq!(announced_version.load(Ordering::Acquire), 4);
     assert!(third.changes.full);
     assert_eq!(
         third.changes.keys,

@@ -353,3 +353,72 @@ async fn the_resident_stream_task_stays_small() {
     let size = std::mem::size_of_val(&task);
     assert!(size < 1536, "the stream task's future is {size} bytes");
 }
+
+/// Opens `NODE`'s CDS stream reporting it holds snapshot `reported`.
+async fn open_holding(s: &XdsServer, reported: u64) -> (Inbound, Result<Outbound, Status>) {
+    let (tx, rx) = mpsc::channel(8);
+    tx.send(Ok(DiscoveryRequest {
+        node: Some(node(NODE)),
+        type_url: CLUSTER.into(),
+        version_info: reported.to_string(),
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    let out = crate::ads::connection::accept::<SotwStream, _>(
+        &s.shared,
+        ReceiverStream::new(rx),
+        crate::ads::connection::Who::anonymous(),
+    )
+    .await
+    .map(crate::ads::AdsBody::served);
+    (tx, out)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_proxy_ahead_of_a_snapshot_this_edge_has_not_pulled_yet_is_sent_back_not_given_an_older_one()
+ {
+    let (s, _tx) = server(XdsConfig::default(), PushContext::from_chunks(3, []));
+    // The puller has heard of snapshot 5 but not pulled it.
+    s.follow_announced(Arc::new(std::sync::atomic::AtomicU64::new(5)));
+    let (_inbound, out) = open_holding(&s, 5).await;
+    let mut out = out.unwrap();
+    let first = out.next_message::<DiscoveryResponse>().await.unwrap();
+    let status = first.expect_err("no response of snapshot 3");
+    assert_eq!(status.code(), Code::Unavailable, "{status}");
+    assert!(
+        status.message().contains("never sends an older one"),
+        "{status}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_proxy_served_once_this_edge_catches_up_within_the_resume_wait() {
+    let (s, tx) = server(XdsConfig::default(), PushContext::from_chunks(3, []));
+    s.follow_announced(Arc::new(std::sync::atomic::AtomicU64::new(5)));
+    let (_inbound, out) = open_holding(&s, 5).await;
+    let mut out = out.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tx.send_replace(Arc::new(PushContext::from_chunks(5, [])));
+    let first = out
+        .next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.version_info, "5");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_proxy_ahead_of_any_snapshot_this_edge_knows_of_is_served_what_it_holds() {
+    // The store was reset, say: nothing announced reaches the version the proxy reports.
+    let (s, _tx) = server(XdsConfig::default(), PushContext::from_chunks(3, []));
+    s.follow_announced(Arc::new(std::sync::atomic::AtomicU64::new(3)));
+    let (_inbound, out) = open_holding(&s, 9).await;
+    let first = out
+        .unwrap()
+        .next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.version_info, "3");
+}
