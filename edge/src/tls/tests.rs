@@ -133,6 +133,14 @@ pub(crate) fn silent_edge(ca: &TestCa, listener: TcpListener) {
     });
 }
 
+/// The node ID of a proxy of namespace `a` that `member` owns under `ring`.
+pub(crate) fn node_owned_by(ring: &Ring, member: &str) -> String {
+    (0..1000)
+        .map(|i| format!("sidecar~10.0.0.{i}~web-{i}.a~a.svc.cluster.local"))
+        .find(|id| ring.owner(id).is_some_and(|m| m.id == member))
+        .expect("a proxy the member owns")
+}
+
 /// A client trusting the mesh root, presenting `leaf` when given.
 fn client_config(ca: &TestCa, leaf: Option<&Leaf>) -> Arc<ClientConfig> {
     let builder = ClientConfig::builder_with_provider(provider())
@@ -280,11 +288,7 @@ async fn a_relay_between_two_edges_over_mtls_keeps_the_proxys_identity() {
             xds_addr: lb.local_addr().unwrap().to_string(),
         },
     ]));
-    // A proxy of namespace `a` that edge b owns.
-    let node = (0..1000)
-        .map(|i| format!("sidecar~10.0.0.{i}~web-{i}.a~a.svc.cluster.local"))
-        .find(|id| ring.owner(id).is_some_and(|m| m.id == "b"))
-        .unwrap();
+    let node = node_owned_by(&ring, "b");
     let (_ring_tx, ring_rx) = watch::channel(ring);
     let a = edge_on(&ca, la, Some(("a", ring_rx.clone())));
     let b = edge_on(&ca, lb, Some(("b", ring_rx)));

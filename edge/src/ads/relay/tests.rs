@@ -5,7 +5,7 @@
 use crate::ads::XdsConfig;
 use crate::membership::Ring;
 use crate::rebalance::{self, RebalanceConfig};
-use crate::tls::tests::{TestEdge, WEB, client, edge_with, open, silent_edge};
+use crate::tls::tests::{TestEdge, WEB, client, edge_with, node_owned_by, open, silent_edge};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use shoal_proto::transport::Member;
 use shoal_test_support::pki::TestCa;
@@ -24,22 +24,25 @@ struct Pair {
     ring: watch::Sender<Arc<Ring>>,
 }
 
-async fn pair(config_a: XdsConfig) -> Pair {
-    let ca = TestCa::new("mesh");
+/// Listeners for edges `a` and `b`, and the two as ring members.
+async fn listeners() -> (TcpListener, TcpListener, Vec<Member>) {
     let (la, lb) = (
         TcpListener::bind("127.0.0.1:0").await.unwrap(),
         TcpListener::bind("127.0.0.1:0").await.unwrap(),
     );
-    let members = vec![
-        Member {
-            id: "a".into(),
-            xds_addr: la.local_addr().unwrap().to_string(),
-        },
-        Member {
-            id: "b".into(),
-            xds_addr: lb.local_addr().unwrap().to_string(),
-        },
-    ];
+    let members = [("a", &la), ("b", &lb)]
+        .into_iter()
+        .map(|(id, l)| Member {
+            id: id.into(),
+            xds_addr: l.local_addr().unwrap().to_string(),
+        })
+        .collect();
+    (la, lb, members)
+}
+
+async fn pair(config_a: XdsConfig) -> Pair {
+    let ca = TestCa::new("mesh");
+    let (la, lb, members) = listeners().await;
     let (ring, ring_rx) = watch::channel(Arc::new(Ring::new(members.clone())));
     let a = edge_with(&ca, la, Some(("a", ring_rx.clone())), config_a);
     let b = edge_with(&ca, lb, Some(("b", ring_rx)), XdsConfig::default());
@@ -198,20 +201,7 @@ async fn relays_to_an_edge_that_left_are_handed_off_and_its_connection_forgotten
 #[tokio::test]
 async fn a_live_owner_that_does_not_take_the_stream_sends_the_proxy_back_not_served_here() {
     let ca = TestCa::new("mesh");
-    let (la, lb) = (
-        TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        TcpListener::bind("127.0.0.1:0").await.unwrap(),
-    );
-    let members = vec![
-        Member {
-            id: "a".into(),
-            xds_addr: la.local_addr().unwrap().to_string(),
-        },
-        Member {
-            id: "b".into(),
-            xds_addr: lb.local_addr().unwrap().to_string(),
-        },
-    ];
+    let (la, lb, members) = listeners().await;
     let ring = Arc::new(Ring::new(members));
     let (_ring_tx, ring_rx) = watch::channel(ring.clone());
     let config = XdsConfig {
@@ -220,10 +210,7 @@ async fn a_live_owner_that_does_not_take_the_stream_sends_the_proxy_back_not_ser
     };
     let a = edge_with(&ca, la, Some(("a", ring_rx)), config);
     silent_edge(&ca, lb);
-    let node = (0..1000)
-        .map(|i| format!("sidecar~10.0.0.{i}~web-{i}.a~a.svc.cluster.local"))
-        .find(|id| ring.owner(id).is_some_and(|m| m.id == "b"))
-        .unwrap();
+    let node = node_owned_by(&ring, "b");
     let web = ca.issue(&[], Some(WEB));
     let mut proxy = client(a.addr, &ca, Some(&web)).await;
     let status = open(&mut proxy, &node, &[]).await.unwrap_err();

@@ -29,10 +29,21 @@ fn server(config: XdsConfig, push: PushContext) -> (XdsServer, watch::Sender<Arc
 type Inbound = mpsc::Sender<Result<DiscoveryRequest, Status>>;
 
 async fn open(s: &XdsServer, node_id: &str, type_url: &str) -> (Inbound, Result<Outbound, Status>) {
+    open_reporting(s, node_id, type_url, "").await
+}
+
+/// Opens `node_id`'s stream of `type_url`, its first request reporting `version_info`.
+async fn open_reporting(
+    s: &XdsServer,
+    node_id: &str,
+    type_url: &str,
+    version_info: &str,
+) -> (Inbound, Result<Outbound, Status>) {
     let (tx, rx) = mpsc::channel(8);
     tx.send(Ok(DiscoveryRequest {
         node: Some(node(node_id)),
         type_url: type_url.into(),
+        version_info: version_info.into(),
         ..Default::default()
     }))
     .await
@@ -356,23 +367,7 @@ async fn the_resident_stream_task_stays_small() {
 
 /// Opens `NODE`'s CDS stream reporting it holds snapshot `reported`.
 async fn open_holding(s: &XdsServer, reported: u64) -> (Inbound, Result<Outbound, Status>) {
-    let (tx, rx) = mpsc::channel(8);
-    tx.send(Ok(DiscoveryRequest {
-        node: Some(node(NODE)),
-        type_url: CLUSTER.into(),
-        version_info: reported.to_string(),
-        ..Default::default()
-    }))
-    .await
-    .unwrap();
-    let out = crate::ads::connection::accept::<SotwStream, _>(
-        &s.shared,
-        ReceiverStream::new(rx),
-        crate::ads::connection::Who::anonymous(),
-    )
-    .await
-    .map(crate::ads::AdsBody::served);
-    (tx, out)
+    open_reporting(s, NODE, CLUSTER, &reported.to_string()).await
 }
 
 #[tokio::test(start_paused = true)]
