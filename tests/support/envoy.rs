@@ -2,7 +2,7 @@
 //! `INTERCEPTION_MODE: NONE`.
 
 use super::process::Proc;
-use super::{free_port, tool};
+use super::tool;
 use std::path::Path;
 use std::time::Duration;
 
@@ -116,15 +116,16 @@ impl Envoy {
     pub fn start(name: &str, bootstrap_yaml: &str, admin_port: u16, dir: &Path) -> Envoy {
         let config = dir.join(format!("{name}-bootstrap.yaml"));
         std::fs::write(&config, bootstrap_yaml).expect("write bootstrap");
-        let base_id = u32::from(free_port()) * 16;
         let proc = Proc::spawn(
             name,
             &tool("envoy", "SHOAL_ENVOY"),
             &[
                 "-c".into(),
                 config.display().to_string(),
-                "--base-id".into(),
-                base_id.to_string(),
+                // Envoy picks a base ID no other Envoy holds: one derived from a free port
+                // collided when two Envoys of a test drew the same port (CI saw b fail to
+                // bind its domain socket, errno 98).
+                "--use-dynamic-base-id".into(),
                 "--concurrency".into(),
                 "1".into(),
                 "--log-level".into(),
