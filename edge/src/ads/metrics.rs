@@ -9,8 +9,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::time::Duration;
 
-type TypeLabel = [(&'static str, &'static str); 1];
-type HistogramFamily = Family<TypeLabel, Histogram, fn() -> Histogram>;
+/// One label (`type`, or a relay failure's `reason`).
+type OneLabel = [(&'static str, &'static str); 1];
+type HistogramFamily = Family<OneLabel, Histogram, fn() -> Histogram>;
 
 const PUSH_BUCKETS: [f64; 8] = [0.001, 0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0];
 const CONVERGENCE_BUCKETS: [f64; 9] = [0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0];
@@ -20,22 +21,20 @@ const SEND_BUCKETS: [f64; 7] = [0.0001, 0.001, 0.01, 0.1, 1.0, 3.0, 5.0];
 #[derive(Clone)]
 pub(crate) struct Metrics {
     pub connected: Gauge,
-    pushes: Family<TypeLabel, Counter>,
+    pushes: Family<OneLabel, Counter>,
     push_time: HistogramFamily,
     pub convergence: Histogram,
-    rejects: Family<TypeLabel, Counter>,
-    expired_nonce: Family<TypeLabel, Counter>,
+    rejects: Family<OneLabel, Counter>,
+    expired_nonce: Family<OneLabel, Counter>,
     pub send_time: Histogram,
     pub push_context_errors: Counter,
     pub write_timeout: Counter,
     pub handoffs: Counter,
     pub rate_limited: Counter,
     pub relayed: Gauge,
-    relay_failures: Family<ReasonLabel, Counter>,
+    relay_failures: Family<OneLabel, Counter>,
     pub unsupported_type: Counter,
 }
-
-type ReasonLabel = [(&'static str, &'static str); 1];
 
 /// Why a relay did not start or ended early (`shoal_xds_relay_failures_total{reason}`).
 #[derive(Clone, Copy, Debug)]

@@ -58,6 +58,19 @@ async fn open_reporting(
     (tx, out)
 }
 
+/// Opens `NODE`'s CDS stream and expects its first response.
+async fn open_answered(s: &XdsServer) -> (Inbound, Outbound) {
+    let (inbound, out) = open(s, NODE, CLUSTER).await;
+    let mut out = out.unwrap();
+    assert!(
+        out.next_message::<DiscoveryResponse>()
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    (inbound, out)
+}
+
 fn svc(ns: &str, name: &str) -> Service {
     Service {
         hostname: format!("{name}.{ns}.svc.cluster.local"),
@@ -91,14 +104,7 @@ async fn streams_beyond_the_limit_are_refused() {
         ..Default::default()
     };
     let (s, _tx) = server(config, PushContext::empty());
-    let (_in1, out1) = open(&s, NODE, CLUSTER).await;
-    let mut out1 = out1.unwrap();
-    assert!(
-        out1.next_message::<DiscoveryResponse>()
-            .await
-            .unwrap()
-            .is_ok()
-    );
+    let (_in1, _out1) = open_answered(&s).await;
     let (_in2, out2) = open(&s, NODE, CLUSTER).await;
     assert_eq!(out2.err().unwrap().code(), Code::ResourceExhausted);
     assert_eq!(s.connected(), 1);
@@ -109,22 +115,8 @@ async fn streams_beyond_the_limit_are_refused() {
 #[tokio::test(start_paused = true)]
 async fn a_second_stream_of_a_proxy_replaces_the_first() {
     let (s, _tx) = server(XdsConfig::default(), PushContext::empty());
-    let (_in1, out1) = open(&s, NODE, CLUSTER).await;
-    let mut out1 = out1.unwrap();
-    assert!(
-        out1.next_message::<DiscoveryResponse>()
-            .await
-            .unwrap()
-            .is_ok()
-    );
-    let (_in2, out2) = open(&s, NODE, CLUSTER).await;
-    let mut out2 = out2.unwrap();
-    assert!(
-        out2.next_message::<DiscoveryResponse>()
-            .await
-            .unwrap()
-            .is_ok()
-    );
+    let (_in1, mut out1) = open_answered(&s).await;
+    let (_in2, _out2) = open_answered(&s).await;
     let status = out1
         .next_message::<DiscoveryResponse>()
         .await

@@ -63,6 +63,24 @@ fn first_sotw() -> DiscoveryRequest {
     }
 }
 
+/// Calls `svc` with `req` (its first request sent), expects a served stream and its first
+/// response, and returns the registered connection of `NODE`.
+async fn served(
+    svc: &mut AdsService,
+    req: http::Request<TestBody>,
+) -> Arc<crate::ads::registry::Connection> {
+    let resp = svc.call(req).await.unwrap();
+    assert_eq!(resp.status(), http::StatusCode::OK);
+    assert!(resp.headers().get("grpc-status").is_none());
+    // The first response is sent once the stream is registered.
+    let mut body = resp.into_body();
+    body.next_message::<DiscoveryResponse>()
+        .await
+        .unwrap()
+        .unwrap();
+    svc.shared.registry.proxy(NODE).expect("registered")
+}
+
 /// The status of a trailers-only response.
 fn refusal(resp: &http::Response<AdsBody>) -> Status {
     assert!(resp.body().is_end_stream(), "trailers-only");
@@ -239,16 +257,7 @@ async fn the_bearer_token_reaches_the_authenticator_and_its_identity_the_proxy()
     req.headers_mut()
         .insert(AUTHORIZATION, HeaderValue::from_static("Bearer good"));
     tx.send(chunk(&first_sotw())).await.unwrap();
-    let resp = svc.call(req).await.unwrap();
-    assert_eq!(resp.status(), http::StatusCode::OK);
-    assert!(resp.headers().get("grpc-status").is_none());
-    // The first response is sent once the stream is registered.
-    let mut body = resp.into_body();
-    body.next_message::<DiscoveryResponse>()
-        .await
-        .unwrap()
-        .unwrap();
-    let conn = svc.shared.registry.proxy(NODE).expect("registered");
+    let conn = served(&mut svc, req).await;
     assert_eq!(
         conn.proxy.identity.to_string(),
         "spiffe://cluster.local/ns/a/sa/web (jwt)"
@@ -284,15 +293,7 @@ async fn plaintext_streams_are_anonymous_whatever_they_present() {
     req.headers_mut()
         .insert(AUTHORIZATION, HeaderValue::from_static("Bearer anything"));
     tx.send(chunk(&first_sotw())).await.unwrap();
-    let resp = svc.call(req).await.unwrap();
-    assert_eq!(resp.status(), http::StatusCode::OK);
-    // The first response is sent once the stream is registered.
-    let mut body = resp.into_body();
-    body.next_message::<DiscoveryResponse>()
-        .await
-        .unwrap()
-        .unwrap();
-    let conn = svc.shared.registry.proxy(NODE).expect("registered");
+    let conn = served(&mut svc, req).await;
     assert_eq!(conn.proxy.identity, Identity::Anonymous);
 }
 
@@ -441,14 +442,7 @@ async fn an_edge_peer_relays_the_identity_it_authenticated() {
         HeaderValue::from_static("spiffe://cluster.local/ns/a/sa/web;jwt"),
     );
     tx.send(chunk(&first_sotw())).await.unwrap();
-    let resp = svc.call(req).await.unwrap();
-    assert!(resp.headers().get("grpc-status").is_none());
-    let mut body = resp.into_body();
-    body.next_message::<DiscoveryResponse>()
-        .await
-        .unwrap()
-        .unwrap();
-    let conn = svc.shared.registry.proxy(NODE).expect("registered");
+    let conn = served(&mut svc, req).await;
     assert_eq!(
         conn.proxy.identity.to_string(),
         "spiffe://cluster.local/ns/a/sa/web (jwt)"

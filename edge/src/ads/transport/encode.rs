@@ -195,17 +195,15 @@ impl SotwResponse {
     /// The response as one gRPC message whose shared resource bytes are not copied: the
     /// prefix and version, the shared resources, then type and nonce (prost's order).
     pub fn to_chunks(&self) -> Encoded {
-        let Some(shared) = &self.encoded_resources else {
-            return self.to_frame().into();
-        };
-        let mut head = prefix_of(self.encoded_len(), string_len(&self.version_info));
-        put_string(&mut head, 1, &self.version_info);
-        let mut tail = BytesMut::with_capacity(self.tail_len());
-        self.put_tail(&mut tail);
-        Encoded {
-            head: done(head),
-            shared: shared.clone(),
-            tail: done(tail),
+        match &self.encoded_resources {
+            Some(shared) => around(
+                self.encoded_len(),
+                &self.version_info,
+                shared,
+                self.tail_len(),
+                |tail| self.put_tail(tail),
+            ),
+            None => self.to_frame().into(),
         }
     }
 }
@@ -287,19 +285,36 @@ impl DeltaResponse {
     /// The response as one gRPC message whose shared resource bytes are not copied (as
     /// [`SotwResponse::to_chunks`]).
     pub fn to_chunks(&self) -> Encoded {
-        let Some(shared) = &self.encoded_resources else {
-            return self.to_frame().into();
-        };
-        let version = &self.system_version_info;
-        let mut head = prefix_of(self.encoded_len(), string_len(version));
-        put_string(&mut head, 1, version);
-        let mut tail = BytesMut::with_capacity(self.tail_len());
-        self.put_tail(&mut tail);
-        Encoded {
-            head: done(head),
-            shared: shared.clone(),
-            tail: done(tail),
+        match &self.encoded_resources {
+            Some(shared) => around(
+                self.encoded_len(),
+                &self.system_version_info,
+                shared,
+                self.tail_len(),
+                |tail| self.put_tail(tail),
+            ),
+            None => self.to_frame().into(),
         }
+    }
+}
+
+/// A response of `len` bytes as its own bytes around `shared` ones: the prefix and the
+/// version (field 1) before, the `tail_len` bytes `put_tail` writes after.
+fn around(
+    len: usize,
+    version: &str,
+    shared: &Bytes,
+    tail_len: usize,
+    put_tail: impl FnOnce(&mut BytesMut),
+) -> Encoded {
+    let mut head = prefix_of(len, string_len(version));
+    put_string(&mut head, 1, version);
+    let mut tail = BytesMut::with_capacity(tail_len);
+    put_tail(&mut tail);
+    Encoded {
+        head: done(head),
+        shared: shared.clone(),
+        tail: done(tail),
     }
 }
 
