@@ -10,6 +10,7 @@
 mod ads_support;
 
 use ads_support::*;
+use shoal_infra::testing::free_port;
 use shoal_proto::config::{ConfigKey, Kind, istio};
 use shoal_proto::model::{Endpoint, NamedConfig, NamespaceConfig, ServiceEndpoints};
 use shoal_proto::push_context::PushContext;
@@ -54,12 +55,6 @@ async fn backend(body: &'static str) -> u16 {
         }
     });
     port
-}
-
-/// A port nothing listens on now (Envoy binds it for the outbound listener).
-async fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    l.local_addr().unwrap().port()
 }
 
 /// `GET /` with `host`; the status code and body, or `None` when nothing answers.
@@ -209,7 +204,7 @@ async fn drives_real_envoy(api_type: &str) {
         return;
     };
     let (b1, b2) = (backend("b1").await, backend("b2").await);
-    let port = u32::from(free_port().await);
+    let port = u32::from(free_port());
     let host = format!("reviews.shop.svc.cluster.local:{port}");
     let listener: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let v1 = PushContext::from_chunks(
@@ -311,7 +306,7 @@ async fn delta_reconnect_holding_every_current_version_is_sent_nothing() {
         return;
     };
     let (b1, b2) = (backend("b1").await, backend("b2").await);
-    let port = u32::from(free_port().await);
+    let port = u32::from(free_port());
     let host = format!("reviews.shop.svc.cluster.local:{port}");
     let listener: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let v1 = || {

@@ -9,6 +9,7 @@
 //! Needs `target/<profile>/shoal`: run `cargo build --workspace --bins` first (as
 //! `make test` does).
 
+use shoal_infra::testing::free_port;
 use shoal_loadtest::ca::{CaConfig, run_ca};
 use shoal_loadtest::mesh::write_mesh;
 use shoal_loadtest::proxy::Limits;
@@ -16,7 +17,7 @@ use shoal_loadtest::secure::{Security, SecurityConfig, keys::write_keys};
 use shoal_loadtest::{ChangeKind, Lb, Report, RunConfig, run};
 use shoal_test_support::meshgen::MeshSpec;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,13 +41,6 @@ impl Drop for Shoal {
             }
         }
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind 127.0.0.1:0")
 }
 
 /// `target/<profile>/shoal`, beside this test's `deps/` directory.

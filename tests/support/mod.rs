@@ -8,16 +8,9 @@ pub mod mesh;
 pub mod process;
 pub mod tiers;
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 
-/// A free loopback port (bound and released; good enough for tests on one machine).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind 127.0.0.1:0")
-}
+pub use shoal_infra::testing::free_port;
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {

@@ -29,10 +29,36 @@ pub struct ServerTls {
     pub verify_clients: bool,
 }
 
-/// A loopback port free at the time of the call (the OS picks it).
+/// A loopback port free at the time of the call, taken from below the kernel's ephemeral
+/// range. A port the OS picked for `:0` would be handed out again to the next process
+/// that binds `:0` (a tier's admin server), and the test's Envoy then failed to bind it
+/// (CI saw exactly that). Each process starts at its own offset so parallel test
+/// binaries rarely meet; the bind check catches the rest.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("cannot bind a loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = (PORTS_BELOW_EPHEMERAL_FROM, ephemeral_range_start());
+    let span = u32::from(high - low);
+    let offset = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = low + ((offset + n) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {low}..{high}")
+}
+
+/// The lowest port [`free_port`] hands out: above the well-known and registered ports
+/// that servers on a test machine commonly use.
+const PORTS_BELOW_EPHEMERAL_FROM: u16 = 12_000;
+
+/// Where the kernel's ephemeral ports start (Linux default 32768).
+fn ephemeral_range_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .filter(|&p| p > PORTS_BELOW_EPHEMERAL_FROM + 1_000)
+        .unwrap_or(32_768)
 }
