@@ -2,6 +2,7 @@
 //! between it, the proxy and the push queue. Nothing here decides protocol questions.
 
 use super::body::AdsBody;
+use super::dispatch::record_inbound;
 use super::error::{AdsError, Ending};
 use super::outbound::{self, Outbound};
 use super::protocol::Protocol;
@@ -218,6 +219,7 @@ pub(crate) async fn serve<M, S>(
     let conn = shared
         .registry
         .insert(proxy.clone(), M::NAME, scope, push_tx, admitted.relayed_in);
+    record_inbound(&conn, &shared.latest());
     tracing::Span::current().record("conn", conn.id);
     // One session per proxy ID: a relay of the same proxy from this edge ends too.
     shared.relays.end(&conn.proxy.id, Ending::Replaced);

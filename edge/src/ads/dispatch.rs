@@ -41,6 +41,7 @@ impl Shared {
 
     /// Queues `event` for every connection it concerns.
     pub(crate) fn dispatch(&self, event: PushEvent) {
+        let started = std::time::Instant::now();
         let mut queued = 0usize;
         let conns = self.registry.all();
         for conn in &conns {
@@ -59,6 +60,7 @@ impl Shared {
             changed = event.changes.keys.len(),
             connections = conns.len(),
             queued,
+            took_us = started.elapsed().as_micros() as u64,
             "dispatched snapshot update"
         );
     }
@@ -75,6 +77,13 @@ impl Shared {
 
 /// Whether `event` can change the config of `conn`; records the scope it now has.
 pub(crate) fn needs_push(conn: &Connection, event: &PushEvent) -> bool {
+    let prev = conn.scope();
+    // A scope cut from the event's own index is the one the lookup would return (scopes
+    // are cached per index by namespace and selection): an endpoint change skips the
+    // lookup for every connection.
+    if prev.index_id == event.push.index().id {
+        return proxy_needs_push(conn.proxy.kind, &prev, &prev, &event.changes);
+    }
     let scope = event
         .push
         .sidecar_scope(&conn.proxy.namespace, &conn.proxy.labels);
@@ -87,9 +96,11 @@ pub(crate) fn needs_push(conn: &Connection, event: &PushEvent) -> bool {
 /// endpoints changed): its listeners and clusters change though only endpoints
 /// did, so it needs a full push (Istio's `ProxyUpdate` for a pod's IP). Records the ports.
 pub(crate) fn inbound_changed(conn: &Connection, push: &PushContext) -> bool {
-    let captured =
-        conn.proxy.kind == ProxyKind::Sidecar && conn.proxy.interception != InterceptionMode::None;
-    if !captured && conn.proxy.kind != ProxyKind::Router {
+    if !serves_inbound(conn) {
+        return false;
+    }
+    // Judged before, against an ancestor of `push`, and none of its targets moved since.
+    if conn.inbound_judged() && !push.targets_may_have_moved(&conn.proxy.ip) {
         return false;
     }
     let now = push.service_instances().inbound_ports(&conn.proxy.ip);
@@ -98,6 +109,23 @@ pub(crate) fn inbound_changed(conn: &Connection, push: &PushContext) -> bool {
         // Not judged before: the stream's first response may predate these endpoints.
         None => !now.is_empty(),
     }
+}
+
+/// Records the inbound ports of a new stream's workload in `push`, read after the stream
+/// was registered: its first response is at least as new, and every later update reaches
+/// it through the queue, so only addresses that move from here on are looked up again.
+pub(crate) fn record_inbound(conn: &Connection, push: &PushContext) {
+    if serves_inbound(conn) {
+        conn.swap_inbound(push.service_instances().inbound_ports(&conn.proxy.ip));
+    }
+}
+
+/// A captured sidecar or a router: the proxies whose config follows their own workload's
+/// service targets.
+fn serves_inbound(conn: &Connection) -> bool {
+    let captured =
+        conn.proxy.kind == ProxyKind::Sidecar && conn.proxy.interception != InterceptionMode::None;
+    captured || conn.proxy.kind == ProxyKind::Router
 }
 
 /// `event` as a full push (for one connection).

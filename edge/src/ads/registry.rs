@@ -43,6 +43,19 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
+    /// The scope the last update was judged against.
+    pub fn scope(&self) -> Arc<SidecarScope> {
+        self.scope.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether an update has judged the workload's inbound ports yet.
+    pub fn inbound_judged(&self) -> bool {
+        self.inbound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     /// Records `scope` as current and returns the previous one.
     pub fn swap_scope(&self, scope: Arc<SidecarScope>) -> Arc<SidecarScope> {
         let mut s = self.scope.lock().unwrap_or_else(|e| e.into_inner());

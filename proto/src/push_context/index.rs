@@ -3,6 +3,7 @@ use crate::config::mesh::{MESH_CONFIGMAP, MeshConfig};
 use crate::config::{istio, k8s};
 use crate::model::{NamedConfig, NamespaceConfig, NetworkGateway, Service};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// (proxy namespace, selected Sidecar, positions of the selector DestinationRules that
@@ -17,6 +18,9 @@ type ScopeKey = (String, Option<(String, String)>, Vec<usize>);
 pub struct ConfigIndex {
     /// The snapshot version this index was built at; caches keyed on scope content use it.
     pub generation: u64,
+    /// Unique to this index in the process (0: an empty default one): a scope whose
+    /// `index_id` is this one was cut from it.
+    pub id: u64,
     /// The mesh config in force (Istio's defaults without one). Its `exportTo` defaults
     /// are already filled into the indexed objects that set none.
     pub mesh: Arc<MeshConfig>,
@@ -54,6 +58,9 @@ pub struct ConfigIndex {
     scopes: Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>,
 }
 
+/// Source of [`ConfigIndex::id`]s.
+static INDEX_IDS: AtomicU64 = AtomicU64::new(1);
+
 /// Gateways by the network they lead into.
 pub type NetworkGateways = BTreeMap<String, Vec<NetworkGateway>>;
 
@@ -62,6 +69,7 @@ impl ConfigIndex {
         let mesh = mesh_config(namespaces);
         let mut index = ConfigIndex {
             generation,
+            id: INDEX_IDS.fetch_add(1, Ordering::Relaxed),
             root_namespace: mesh.root_namespace().to_string(),
             mesh: Arc::new(mesh),
             ..Default::default()

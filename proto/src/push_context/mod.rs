@@ -26,7 +26,7 @@ pub use scope::{SidecarScope, TrafficMode};
 
 use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};
 use crate::snapshot::{Chunk, ChunkKey};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -43,6 +43,10 @@ pub struct PushContext {
     index: Arc<ConfigIndex>,
     /// Service targets by workload address, built on first use: only sidecars ask.
     instances: OnceLock<Arc<ServiceInstances>>,
+    /// The workload addresses whose service targets may differ from the parent context's
+    /// (`with_changes`): those of the endpoints changed. `None` when unknown: the index
+    /// changed, or there is no parent.
+    moved_addresses: Option<Arc<HashSet<String>>>,
 }
 
 impl std::fmt::Debug for PushContext {
@@ -77,13 +81,20 @@ impl PushContext {
         next.version = version;
         let mut namespaces_changed = false;
         let mut endpoints_changed = false;
+        let mut moved = HashSet::new();
+        let mut note_moved = |eps: &ServiceEndpoints| {
+            moved.extend(eps.endpoints.iter().map(|ep| ep.address.clone()));
+        };
         for key in removed {
             match key {
                 ChunkKey::Namespace(ns) => {
                     namespaces_changed |= next.namespaces.remove(&ns).is_some();
                 }
                 ChunkKey::Endpoints(svc) => {
-                    endpoints_changed |= next.endpoints.remove(&svc).is_some();
+                    if let Some(old) = next.endpoints.remove(&svc) {
+                        endpoints_changed = true;
+                        note_moved(&old);
+                    }
                 }
             }
         }
@@ -95,7 +106,11 @@ impl PushContext {
                 }
                 Chunk::Endpoints(eps) => {
                     endpoints_changed = true;
-                    next.endpoints.insert(eps.service.clone(), Arc::new(eps));
+                    note_moved(&eps);
+                    let service = eps.service.clone();
+                    if let Some(old) = next.endpoints.insert(service, Arc::new(eps)) {
+                        note_moved(&old);
+                    }
                 }
             }
         }
@@ -108,6 +123,7 @@ impl PushContext {
         if endpoints_changed || namespaces_changed {
             next.instances = OnceLock::new();
         }
+        next.moved_addresses = (!namespaces_changed).then(|| Arc::new(moved));
         next
     }
 
@@ -153,6 +169,15 @@ impl PushContext {
                 self.endpoints.values(),
             ))
         })
+    }
+
+    /// Whether the service targets of the workload at `address` may differ from those of
+    /// the context this one was derived from: a proxy judged against that one whose
+    /// address did not move keeps its inbound ports.
+    pub fn targets_may_have_moved(&self, address: &str) -> bool {
+        self.moved_addresses
+            .as_ref()
+            .is_none_or(|moved| moved.contains(address))
     }
 
     /// The scope of a proxy in `namespace` with `labels` (cached per index generation).

@@ -25,6 +25,8 @@ pub struct SidecarScope {
     root_namespace: String,
     /// The index generation the scope was computed from.
     pub generation: u64,
+    /// The [`ConfigIndex::id`](super::ConfigIndex) of that index.
+    pub index_id: u64,
     /// Visible services, one per hostname, sorted by hostname; ExternalName Services
     /// that alias one of them are not among them (see `aliases_of`).
     pub services: Vec<Arc<Service>>,
@@ -286,6 +288,7 @@ impl SidecarScope {
             namespace: proxy_ns.to_string(),
             root_namespace: index.root_namespace.clone(),
             generation: index.generation,
+            index_id: index.id,
             services,
             aliases,
             virtual_services,

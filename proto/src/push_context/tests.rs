@@ -125,6 +125,53 @@ fn endpoint_update_keeps_index_and_scopes() {
 }
 
 #[test]
+fn an_endpoint_change_names_the_addresses_it_moved() {
+    let eps = |addresses: &[&str]| crate::model::ServiceEndpoints {
+        service: svc("a", "x").key(),
+        endpoints: addresses
+            .iter()
+            .map(|a| crate::model::Endpoint {
+                address: a.to_string(),
+                port: 8080,
+                service_port: 80,
+                labels: Default::default(),
+                cluster: String::new(),
+                network: String::new(),
+                locality: String::new(),
+                weight: 1,
+                healthy: true,
+                service_account: String::new(),
+            })
+            .collect(),
+    };
+    let pc = PushContext::from_chunks(1, [ns("a", vec![svc("a", "x")])]);
+    assert!(
+        pc.targets_may_have_moved("10.0.0.9"),
+        "a new index: unknown"
+    );
+    let one = pc.with_changes(2, [Chunk::Endpoints(eps(&["10.0.0.1", "10.0.0.2"]))], []);
+    let other = one.with_changes(3, [Chunk::Endpoints(eps(&["10.0.0.2", "10.0.0.3"]))], []);
+    for moved in ["10.0.0.1", "10.0.0.2", "10.0.0.3"] {
+        assert!(
+            other.targets_may_have_moved(moved),
+            "{moved}: before or after"
+        );
+    }
+    assert!(!other.targets_may_have_moved("10.0.0.9"));
+    let gone = other.with_changes(4, [], [ChunkKey::Endpoints(svc("a", "x").key())]);
+    assert!(
+        gone.targets_may_have_moved("10.0.0.3"),
+        "removed with its chunk"
+    );
+    assert!(!gone.targets_may_have_moved("10.0.0.1"));
+    let config = gone.with_changes(5, [ns("a", vec![svc("a", "x")])], []);
+    assert!(
+        config.targets_may_have_moved("10.0.0.9"),
+        "the index changed"
+    );
+}
+
+#[test]
 fn endpoints_id_changes_with_the_endpoints_only() {
     let eps = || crate::model::ServiceEndpoints {
         service: svc("a", "x").key(),

@@ -323,12 +323,25 @@ async fn a_workloads_own_endpoints_change_its_inbound_side() {
             service_account: String::new(),
         }],
     };
-    let after = before.with_changes(2, [Chunk::Endpoints(ready)], []);
+    let after = before.with_changes(2, [Chunk::Endpoints(ready.clone())], []);
     assert!(
         inbound_changed(&conn, &after),
         "the pod now serves web:80 on 8080"
     );
     assert!(!inbound_changed(&conn, &after), "judged once");
+
+    // Endpoints of another workload move: not this one's ports (and not looked up).
+    let mut elsewhere = ready.clone();
+    elsewhere.service = svc("a", "api").key();
+    elsewhere.endpoints[0].address = "10.0.0.2".into();
+    let later = after.with_changes(3, [Chunk::Endpoints(elsewhere)], []);
+    assert!(!later.targets_may_have_moved("10.0.0.1"));
+    assert!(!inbound_changed(&conn, &later));
+    // Its own target port moves.
+    let mut moved = ready;
+    moved.endpoints[0].port = 9090;
+    let last = later.with_changes(4, [Chunk::Endpoints(moved)], []);
+    assert!(inbound_changed(&conn, &last), "web:80 now on 9090");
 }
 
 /// A stream's task lives as long as the stream: its future must not hold a request or the
