@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Each event restarts the quiet period. The push happens once `after` has passed since
-//! the last event, or `max` since the first event of the batch, whichever comes first. At
+//! the last event, or `max` since the first event of the batch, whichever comes first.
+//! An event's time is when its source saw it (the request's start), not when it got here. At
 //! most one push is in flight: events that arrive meanwhile are merged and considered
 //! when it completes. Requests are merged with [`PushRequest::merge`]. With EDS debounce
 //! off, endpoint-only requests are pushed at once, outside the batch.
@@ -19,7 +20,7 @@ use shoal_proto::change::TriggerReason;
 use shoal_proto::push::PushRequest;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
@@ -48,16 +49,26 @@ impl Default for DebounceConfig {
 type PushFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Runs until `events` closes, then pushes what is pending and waits for every push.
-pub async fn debounce<P, F>(
+pub async fn debounce<P, F>(events: mpsc::Receiver<PushRequest>, config: DebounceConfig, push: P)
+where
+    P: Fn(PushRequest) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    debounce_with_clock(events, config, SystemTime::now, push).await
+}
+
+/// [`debounce`] reading the wall clock (which dates events) from `wall`.
+pub(crate) async fn debounce_with_clock<P, F>(
     mut events: mpsc::Receiver<PushRequest>,
     config: DebounceConfig,
+    wall: fn() -> SystemTime,
     push: P,
 ) where
     P: Fn(PushRequest) -> F,
     F: Future<Output = ()> + Send + 'static,
 {
     let push = |req| -> PushFuture { Box::pin(push(req)) };
-    let mut state = State::new(config);
+    let mut state = State::new(config, wall);
     let mut in_flight: Option<PushFuture> = None;
     let mut immediate = FuturesUnordered::new();
     loop {
@@ -104,6 +115,8 @@ pub async fn debounce<P, F>(
 /// The loop's variables, as in Istio's `debounce`.
 struct State {
     config: DebounceConfig,
+    /// The wall clock events are dated by.
+    wall: fn() -> SystemTime,
     req: Option<PushRequest>,
     /// When the batch's first event arrived (`startDebounce`).
     start_debounce: Instant,
@@ -116,10 +129,11 @@ struct State {
 }
 
 impl State {
-    fn new(config: DebounceConfig) -> Self {
+    fn new(config: DebounceConfig, wall: fn() -> SystemTime) -> Self {
         let now = Instant::now();
         Self {
             config,
+            wall,
             req: None,
             start_debounce: now,
             last_update: now,
@@ -130,10 +144,19 @@ impl State {
     }
 
     fn on_event(&mut self, req: PushRequest, now: Instant) {
-        self.last_update = now;
+        // The event happened when the source saw it (a file event is read in batches):
+        // the quiet period counts from then, as Istio's does from its informer's event.
+        // An event older than the quiet period counts as quiet already.
+        let age = (self.wall)()
+            .duration_since(req.changes.start())
+            .unwrap_or_default()
+            .min(self.config.after);
+        let happened = now.checked_sub(age).unwrap_or(now);
+        self.last_update = self.last_update.max(happened);
         if self.debounced_events == 0 {
-            self.deadline = Some(now + self.config.after);
-            self.start_debounce = now;
+            self.last_update = happened;
+            self.deadline = Some(happened + self.config.after);
+            self.start_debounce = happened;
         }
         self.debounced_events += 1;
         self.req = Some(match self.req.take() {

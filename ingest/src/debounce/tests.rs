@@ -17,11 +17,26 @@ fn config(eds: bool) -> DebounceConfig {
     }
 }
 
+/// A wall clock that moves with tokio's paused time (from where the test's first reading
+/// finds it), so that events are dated in the tests' time.
+fn paused_wall() -> SystemTime {
+    thread_local! {
+        static BASE: Instant = Instant::now();
+    }
+    let since = BASE.with(|base| Instant::now().duration_since(*base));
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000) + since
+}
+
 fn vs(name: &str, revision: u64) -> PushRequest {
+    vs_seen(name, revision, Duration::ZERO)
+}
+
+/// A VirtualService change its source saw `ago`.
+fn vs_seen(name: &str, revision: u64, ago: Duration) -> PushRequest {
     PushRequest::for_change(
         ConfigKey::new(Kind::VirtualService, "default", name),
         revision,
-        SystemTime::now(),
+        paused_wall() - ago,
     )
 }
 
@@ -29,7 +44,7 @@ fn slice(name: &str, revision: u64) -> PushRequest {
     PushRequest::for_change(
         ConfigKey::new(Kind::EndpointSlice, "default", name),
         revision,
-        SystemTime::now(),
+        paused_wall(),
     )
 }
 
@@ -54,7 +69,7 @@ impl Harness {
         let finished = Arc::new(Mutex::new(0));
         let start = Instant::now();
         let (p, f) = (pushed.clone(), finished.clone());
-        let task = tokio::spawn(debounce(rx, config, move |req| {
+        let task = tokio::spawn(debounce_with_clock(rx, config, paused_wall, move |req| {
             p.lock().unwrap().push((start.elapsed(), req));
             let (f, gate) = (f.clone(), gate.clone());
             async move {
@@ -112,6 +127,31 @@ async fn pushes_after_the_quiet_period() {
     h.sleep_until(ms(101)).await;
     assert_eq!(h.push_times(), [ms(100)]);
     assert_eq!(names(&h.pushes()[0].1), ["a"]);
+    h.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_quiet_period_counts_from_when_the_source_saw_the_event() {
+    let h = Harness::new(config(true), Duration::ZERO, None);
+    // A file event read in a batch 30 ms after it happened.
+    h.send(vs_seen("a", 1, ms(30))).await;
+    h.sleep_until(ms(69)).await;
+    assert!(h.pushes().is_empty());
+    h.sleep_until(ms(71)).await;
+    assert_eq!(h.push_times(), [ms(70)]);
+    // One older than the quiet period is quiet already, and the next one seen later
+    // than the batch's last restarts it from its own time.
+    h.send(vs_seen("b", 2, ms(500))).await;
+    h.sleep_until(ms(72)).await;
+    assert_eq!(h.push_times(), [ms(70), ms(71)]);
+    h.send(vs_seen("c", 3, ms(10))).await;
+    h.send(vs_seen("d", 4, ms(50))).await;
+    h.sleep_until(ms(200)).await;
+    assert_eq!(
+        h.push_times(),
+        [ms(70), ms(71), ms(162)],
+        "c was last seen, at 62 ms"
+    );
     h.close().await;
 }
 

@@ -192,7 +192,8 @@ impl Source for KubeSource {
             }
             let rejected = &state.rejected;
             if state.synced {
-                sink.commit(true, |k| rejected.contains_key(k)).await?;
+                sink.commit(true, None, |k| rejected.contains_key(k))
+                    .await?;
             } else if state.all_listed() {
                 sink.synced(|k| rejected.contains_key(k)).await?;
                 tracing::info!(

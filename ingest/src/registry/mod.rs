@@ -34,7 +34,7 @@ use shoal_proto::config::{ConfigKey, Kind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use watch::DirWatcher;
 
 /// The directory's source name: its objects' `Origin::source` and KV key segment.
@@ -181,12 +181,12 @@ impl DirectoryRegistry {
                     // watch went with the old one.
                     self.root_lost |= batch.paths.contains(&root);
                     let paths = if batch.rescan { BTreeSet::from([root.clone()]) } else { batch.paths };
-                    self.sync_paths(&mut sink, paths, true).await?;
+                    self.sync_paths(&mut sink, paths, true, batch.last_seen).await?;
                     self.rewatch_if_back(&mut watcher);
                 }
                 _ = resync_timer.tick(), if !resync.is_zero() => {
                     self.rewatch_if_back(&mut watcher);
-                    self.sync_paths(&mut sink, BTreeSet::from([root.clone()]), true).await?;
+                    self.sync_paths(&mut sink, BTreeSet::from([root.clone()]), true, None).await?;
                 }
             }
         }
@@ -213,7 +213,7 @@ impl DirectoryRegistry {
     /// sends the first full push; then the ingest is ready.
     async fn start(&mut self, sink: &mut SourceSink) -> Result<(), RegistryError> {
         let root = self.config.root.clone();
-        self.sync_paths(sink, BTreeSet::from([root.clone()]), false)
+        self.sync_paths(sink, BTreeSet::from([root.clone()]), false, None)
             .await?;
         let unidentified = self.index.unidentified_files();
         if !unidentified.is_empty() {
@@ -265,12 +265,14 @@ impl DirectoryRegistry {
     }
 
     /// Re-reads what changed at `dirty` and applies it; `publish` sends a push for each
-    /// change (off during the initial load, which ends in one full push).
+    /// change (off during the initial load, which ends in one full push), dated `seen`
+    /// when the file events give the time.
     async fn sync_paths(
         &mut self,
         sink: &mut SourceSink,
         dirty: BTreeSet<PathBuf>,
         publish: bool,
+        seen: Option<SystemTime>,
     ) -> Result<(), RegistryError> {
         let root = self.config.root.clone();
         if !root.is_dir() {
@@ -349,7 +351,7 @@ impl DirectoryRegistry {
         warnings.extend(self.ignored_files.values().flatten().cloned());
         sink.set_warnings(warnings);
         let protected = self.protected();
-        sink.commit(publish, protected).await?;
+        sink.commit(publish, seen, protected).await?;
         Ok(())
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -20,6 +20,9 @@ pub(crate) struct Batch {
     pub paths: BTreeSet<PathBuf>,
     /// Events were lost: rescan everything.
     pub rescan: bool,
+    /// When the batch's last change was seen: the debounce's quiet period counts from
+    /// it, not from when the batch was read (`None` for an empty batch).
+    pub last_seen: Option<SystemTime>,
 }
 
 enum Signal {
@@ -27,10 +30,13 @@ enum Signal {
     Rescan,
 }
 
+/// A signal and when notify delivered it.
+type Seen = (Signal, SystemTime);
+
 pub(crate) struct DirWatcher {
     root: PathBuf,
     watcher: RecommendedWatcher,
-    rx: mpsc::Receiver<Signal>,
+    rx: mpsc::Receiver<Seen>,
     overflow: Arc<AtomicBool>,
 }
 
@@ -59,7 +65,7 @@ impl DirWatcher {
                     Signal::Rescan
                 }
             };
-            if tx.try_send(signal).is_err() {
+            if tx.try_send((signal, SystemTime::now())).is_err() {
                 flag.store(true, Ordering::Release);
             }
         })?;
@@ -98,14 +104,46 @@ impl DirWatcher {
         if self.overflow.swap(false, Ordering::AcqRel) {
             tracing::warn!("file events overflowed; rescanning");
             batch.rescan = true;
+            // The lost events may be later than any seen.
+            batch.last_seen = None;
         }
         Some(batch)
     }
 }
 
-fn add(batch: &mut Batch, signal: Signal) {
+fn add(batch: &mut Batch, (signal, seen): Seen) {
+    batch.last_seen = batch.last_seen.max(Some(seen));
     match signal {
         Signal::Paths(paths) => batch.paths.extend(paths),
         Signal::Rescan => batch.rescan = true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_batch_is_dated_by_its_last_event_not_by_when_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut watcher = DirWatcher::start(dir.path(), 64).unwrap();
+        let before = SystemTime::now();
+        std::fs::write(dir.path().join("a.yaml"), "kind: Service\n").unwrap();
+        let quiet = Duration::from_millis(20);
+        let batch = watcher
+            .next_batch(quiet, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let read = SystemTime::now();
+        assert!(
+            batch.paths.contains(&dir.path().join("a.yaml")),
+            "{batch:?}"
+        );
+        let seen = batch.last_seen.expect("dated");
+        assert!(seen >= before, "seen before the write");
+        assert!(
+            read.duration_since(seen).unwrap() >= quiet,
+            "the batch waited {quiet:?} after its last event"
+        );
     }
 }

@@ -169,13 +169,17 @@ impl SourceSink {
 
     /// Writes every change since the last commit to the KV, with a push each when
     /// `publish` (off during the initial load, which ends in one full push); then deletes
-    /// the keys kept at start-up that are no longer `protected`.
+    /// the keys kept at start-up that are no longer `protected`. `seen` is when the source
+    /// last saw a change of them (a file event), if earlier than now: the changes are
+    /// dated then, so that the push debounce's quiet period counts from it.
     pub async fn commit(
         &mut self,
         publish: bool,
+        seen: Option<SystemTime>,
         protected: impl Fn(&ConfigKey) -> bool,
     ) -> Result<(), SyncError> {
         for Changed { key, at } in self.events.drain() {
+            let at = seen.map_or(at, |seen| seen.min(at));
             // The object as the store holds it now (none: deleted). A key changed twice
             // in one batch is written twice, both times as it is now: the same end state.
             let config = self.get(&key).cloned().map(Box::new);
@@ -202,7 +206,7 @@ impl SourceSink {
         })
         .await
         .map_err(SyncError::Kv)?;
-        self.commit(false, |_| true).await?;
+        self.commit(false, None, |_| true).await?;
         self.store.mark_synced();
         let written = self.out.writer.flush().await?;
         let store = &self.store;
