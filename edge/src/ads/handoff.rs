@@ -27,17 +27,11 @@ impl XdsServer {
     /// Re-plans `plan` under `ring` with what this edge holds: the proxies it placed here
     /// (not relayed in) and the streams it relays.
     pub(crate) fn plan(&self, plan: &mut Handoff, ring: Ring) {
-        let placed: Vec<String> = self
-            .shared
-            .registry
-            .placed_here()
-            .into_iter()
-            .map(|c| c.proxy.id.clone())
-            .collect();
+        let placed = self.shared.registry.placed_here();
         let relayed = self.shared.relays.streams();
         plan.on_ring(
             ring,
-            placed.iter().map(String::as_str),
+            placed.iter().map(|c| c.proxy.id.as_str()),
             relayed.iter().map(|(p, o)| (p.as_str(), o.as_str())),
         );
     }

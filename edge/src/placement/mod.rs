@@ -53,6 +53,20 @@ pub fn split<'a>(ring: &Ring, me: &str, connected: impl IntoIterator<Item = &'a 
     out
 }
 
+/// The `connected` proxies another edge owns under `ring` (what [`split`] calls foreign,
+/// without copying the owned ones: every proxy an edge holds on each ring change).
+pub fn foreign<'a>(
+    ring: &Ring,
+    me: &str,
+    connected: impl IntoIterator<Item = &'a str>,
+) -> BTreeSet<String> {
+    connected
+        .into_iter()
+        .filter(|proxy| !ring.owns(me, proxy))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The handoff plan of one edge: the proxies it must move, in order, released at a
 /// paced rate.
 #[derive(Debug)]
@@ -90,7 +104,7 @@ impl Handoff {
         relayed: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) {
         self.ring = ring;
-        let mut moving = split(&self.ring, &self.me, connected).foreign;
+        let mut moving = foreign(&self.ring, &self.me, connected);
         moving.extend(moved_relays(&self.ring, relayed));
         self.pending.retain(|p| moving.contains(p));
         self.queued.retain(|p| moving.contains(p));

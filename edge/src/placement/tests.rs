@@ -61,6 +61,11 @@ fn the_plan_follows_the_ring_and_connections() {
     assert_eq!(h.pending(), 0, "alone, edge-0 owns everything");
     h.on_ring(ring(2), connected(), []);
     let foreign = split(&ring(2), "edge-0", connected()).foreign;
+    assert_eq!(
+        super::foreign(&ring(2), "edge-0", connected()),
+        foreign,
+        "the foreign half of split"
+    );
     assert_eq!(h.pending(), foreign.len());
     assert!(foreign.len() > 100 && foreign.len() < 300);
     // Re-planning the same ring queues nothing twice.
