@@ -211,6 +211,7 @@ pub(crate) async fn serve<M, S>(
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
 {
     let (push_tx, push_rx) = outbound::queue::channel(1);
+    let proxy = Arc::new(proxy);
     // Registered before the first request reads the snapshot: an update after this point
     // reaches the stream through the queue, one before it is in the snapshot it reads.
     let scope = shared
@@ -228,7 +229,7 @@ pub(crate) async fn serve<M, S>(
         shared: shared.clone(),
         id: conn.id,
     };
-    info!(connection = %conn.conn_id, "proxy connected");
+    info!(connection = %conn.conn_id(), "proxy connected");
 
     let mut task = StreamTask::<M> {
         machine: M::new(proxy, shared.config.max_names_per_stream),

@@ -55,7 +55,7 @@ mod known;
 /// The Delta state of one ADS stream.
 #[derive(Debug)]
 pub struct DeltaStream {
-    proxy: Proxy,
+    proxy: Arc<Proxy>,
     watches: BTreeMap<String, Watch>,
     nonces: Nonces,
     /// Names the stream may subscribe to, over all types.
@@ -171,9 +171,9 @@ enum Consider<'a> {
 }
 
 impl DeltaStream {
-    pub fn new(proxy: Proxy) -> Self {
+    pub fn new(proxy: impl Into<Arc<Proxy>>) -> Self {
         DeltaStream {
-            proxy,
+            proxy: proxy.into(),
             watches: BTreeMap::new(),
             nonces: Nonces::default(),
             max_names: DEFAULT_MAX_NAMES,

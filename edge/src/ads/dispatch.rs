@@ -70,7 +70,7 @@ impl Shared {
         if let Some(conn) = self.registry.get(id)
             && conn.push_tx.try_send(PushJob { event, done }).is_err()
         {
-            debug!(connection = %conn.conn_id, "stream ended before its push");
+            debug!(connection = %conn.conn_id(), "stream ended before its push");
         }
     }
 }

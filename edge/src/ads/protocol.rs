@@ -14,6 +14,7 @@ use crate::proxy::Proxy;
 use crate::xds::GenerateError;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use std::sync::Arc;
 
 pub(crate) trait Protocol: Send + Sync + 'static {
     type Request: prost::Message + Default + Send + 'static;
@@ -24,7 +25,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     const PATH: &'static str;
 
     /// A stream for `proxy` that may subscribe to at most `max_names` names.
-    fn new(proxy: Proxy, max_names: usize) -> Self;
+    fn new(proxy: Arc<Proxy>, max_names: usize) -> Self;
     fn node(req: &Self::Request) -> Option<&Node>;
     fn type_url(req: &Self::Request) -> &str;
     /// The snapshot version the proxy reports holding, when the protocol carries one.
@@ -53,7 +54,7 @@ impl Protocol for SotwStream {
     const NAME: &'static str = "sotw";
     const PATH: &'static str = SOTW_PATH;
 
-    fn new(proxy: Proxy, max_names: usize) -> Self {
+    fn new(proxy: Arc<Proxy>, max_names: usize) -> Self {
         SotwStream::new(proxy).with_max_names(max_names)
     }
     fn node(req: &DiscoveryRequest) -> Option<&Node> {
@@ -99,7 +100,7 @@ impl Protocol for DeltaStream {
     const NAME: &'static str = "delta";
     const PATH: &'static str = DELTA_PATH;
 
-    fn new(proxy: Proxy, max_names: usize) -> Self {
+    fn new(proxy: Arc<Proxy>, max_names: usize) -> Self {
         DeltaStream::new(proxy).with_max_names(max_names)
     }
     fn node(req: &DeltaDiscoveryRequest) -> Option<&Node> {

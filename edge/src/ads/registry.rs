@@ -23,9 +23,8 @@ pub(crate) struct PushJob {
 /// One connected stream.
 pub(crate) struct Connection {
     pub id: u64,
-    /// Istio's connection ID: `<proxy id>-<n>`.
-    pub conn_id: String,
-    pub proxy: Proxy,
+    /// Shared with the stream's state machine.
+    pub proxy: Arc<Proxy>,
     pub protocol: &'static str,
     pub connected_at: SystemTime,
     pub push_tx: queue::Sender<PushJob>,
@@ -42,7 +41,21 @@ pub(crate) struct Connection {
     pub relayed_in: bool,
 }
 
+/// Displays a connection's ID.
+struct ConnId<'a>(&'a Connection);
+
+impl std::fmt::Display for ConnId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.0.proxy.id, self.0.id)
+    }
+}
+
 impl Connection {
+    /// Istio's connection ID, `<proxy id>-<n>` (written out when shown, not kept).
+    pub fn conn_id(&self) -> impl std::fmt::Display + '_ {
+        ConnId(self)
+    }
+
     /// The scope the last update was judged against.
     pub fn scope(&self) -> Arc<SidecarScope> {
         self.scope.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -114,7 +127,7 @@ impl Connection {
             .iter()
             .map(|t| {
                 let key = match short_type(&t.type_url) {
-                    "other" => t.type_url.clone(),
+                    "other" => t.type_url.to_string(),
                     short => short.to_string(),
                 };
                 let mut v = serde_json::to_value(t).unwrap_or(Value::Null);
@@ -131,7 +144,7 @@ impl Connection {
             .unwrap_or_default();
         json!({
             "proxy": self.proxy.id,
-            "connection_id": self.conn_id,
+            "connection_id": self.conn_id().to_string(),
             "protocol": self.protocol,
             "namespace": self.proxy.namespace,
             // Who the stream proved to be: a SPIFFE ID and how (jwt, client-certificate),
@@ -167,16 +180,16 @@ impl Registry {
     /// ([`Ending::Replaced`]): one session per proxy ID.
     pub fn insert(
         &self,
-        proxy: Proxy,
+        proxy: impl Into<Arc<Proxy>>,
         protocol: &'static str,
         scope: Arc<SidecarScope>,
         push_tx: queue::Sender<PushJob>,
         relayed_in: bool,
     ) -> Arc<Connection> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let proxy = proxy.into();
         let conn = Arc::new(Connection {
             id,
-            conn_id: format!("{}-{id}", proxy.id),
             proxy,
             protocol,
             connected_at: SystemTime::now(),

@@ -38,7 +38,7 @@ use std::sync::Arc;
 /// The SotW state of one ADS stream.
 #[derive(Debug)]
 pub struct SotwStream {
-    proxy: Proxy,
+    proxy: Arc<Proxy>,
     /// By type URL, one of [`PUSH_ORDER`] (only served types are watched).
     watches: BTreeMap<&'static str, Watch>,
     nonces: Nonces,
@@ -111,9 +111,9 @@ fn subscription(
 }
 
 impl SotwStream {
-    pub fn new(proxy: Proxy) -> Self {
+    pub fn new(proxy: impl Into<Arc<Proxy>>) -> Self {
         SotwStream {
-            proxy,
+            proxy: proxy.into(),
             watches: BTreeMap::new(),
             nonces: Nonces::default(),
             max_names: DEFAULT_MAX_NAMES,

@@ -3,6 +3,7 @@
 
 use crate::xds::GenerateError;
 use serde::Serialize;
+use std::sync::Arc;
 
 /// The most of a proxy's own text (a NACK's message, the version it reports) a stream
 /// keeps per type: room for any rejection Envoy writes, while a proxy that sends
@@ -25,14 +26,82 @@ pub(crate) fn bounded(text: &str) -> String {
     )
 }
 
+/// Text a stream's status holds, shared between the stream's state and what it publishes
+/// after every step (a clone is a reference count, not a copy).
+#[derive(Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct SharedText(Arc<str>);
+
+impl std::ops::Deref for SharedText {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for SharedText {
+    fn from(s: &str) -> Self {
+        SharedText(s.into())
+    }
+}
+
+impl From<String> for SharedText {
+    fn from(s: String) -> Self {
+        SharedText(s.into())
+    }
+}
+
+impl PartialEq<str> for SharedText {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for SharedText {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<String> for SharedText {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<SharedText> for String {
+    fn eq(&self, other: &SharedText) -> bool {
+        **self == *other.0
+    }
+}
+
+impl PartialEq<SharedText> for &str {
+    fn eq(&self, other: &SharedText) -> bool {
+        **self == *other.0
+    }
+}
+
+impl std::fmt::Debug for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// The sync state of one resource type on one stream.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TypeStatus {
-    pub type_url: String,
-    pub version_sent: String,
-    pub nonce_sent: String,
-    pub version_acked: String,
-    pub nonce_acked: String,
+    pub type_url: SharedText,
+    pub version_sent: SharedText,
+    pub nonce_sent: SharedText,
+    pub version_acked: SharedText,
+    pub nonce_acked: SharedText,
     /// The last rejection, until a later response is acknowledged.
     pub nack: Option<Nack>,
     /// Subscribed to everything of this type.
@@ -46,29 +115,29 @@ pub struct TypeStatus {
 /// A rejected response.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Nack {
-    pub nonce: String,
-    pub version: String,
-    pub message: String,
+    pub nonce: SharedText,
+    pub version: SharedText,
+    pub message: SharedText,
 }
 
 impl TypeStatus {
     pub(crate) fn new(type_url: &str) -> Self {
         TypeStatus {
-            type_url: type_url.to_string(),
+            type_url: type_url.into(),
             ..Default::default()
         }
     }
 
     pub(crate) fn sent(&mut self, version: &str, nonce: &str) {
-        self.version_sent = version.to_string();
-        self.nonce_sent = nonce.to_string();
+        self.version_sent = version.into();
+        self.nonce_sent = nonce.into();
     }
 
     /// `version` is what the proxy reports (SotW `version_info`), or what was sent (Delta).
     /// `nonce` is the latest sent (compared before); `version` the proxy's, kept bounded.
     pub(crate) fn acked(&mut self, nonce: &str, version: &str) {
-        self.nonce_acked = nonce.to_string();
-        self.version_acked = bounded(version);
+        self.nonce_acked = nonce.into();
+        self.version_acked = bounded(version).into();
         self.nack = None;
     }
 
@@ -77,9 +146,9 @@ impl TypeStatus {
     pub(crate) fn nacked(&mut self, nonce: &str, message: &str) -> String {
         let message = bounded(message);
         self.nack = Some(Nack {
-            nonce: nonce.to_string(),
+            nonce: nonce.into(),
             version: self.version_sent.clone(),
-            message: message.clone(),
+            message: message.as_str().into(),
         });
         message
     }
