@@ -352,18 +352,7 @@ fn dns_assignment(
         } else {
             &svc.external_name
         };
-        fallback = Endpoint {
-            address: target.clone(),
-            port: port.port,
-            service_port: port.port,
-            labels: Default::default(),
-            cluster: String::new(),
-            network: String::new(),
-            locality: String::new(),
-            weight: 1,
-            healthy: true,
-            service_account: String::new(),
-        };
+        fallback = Endpoint::at(target.clone(), port.port, port.port);
         selected.push(&fallback);
     }
     if svc.resolution == Resolution::DnsRoundRobin {

@@ -204,6 +204,25 @@ pub struct Endpoint {
     pub service_account: String,
 }
 
+impl Endpoint {
+    /// A healthy endpoint of weight 1 at `address:port` serving `service_port`, with no
+    /// labels, cluster, network, locality or service account known.
+    pub fn at(address: impl Into<String>, port: u32, service_port: u32) -> Self {
+        Endpoint {
+            address: address.into(),
+            port,
+            service_port,
+            labels: BTreeMap::new(),
+            cluster: String::new(),
+            network: String::new(),
+            locality: String::new(),
+            weight: 1,
+            healthy: true,
+            service_account: String::new(),
+        }
+    }
+}
+
 /// Every endpoint of one service, across clusters, sorted for a stable encoding.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceEndpoints {

@@ -205,18 +205,7 @@ mod tests {
     fn eps(service: &Service, ip: &str, target: u32) -> Chunk {
         Chunk::Endpoints(ServiceEndpoints {
             service: service.key(),
-            endpoints: vec![Endpoint {
-                address: ip.into(),
-                port: target,
-                service_port: service.ports[0].port,
-                labels: Default::default(),
-                cluster: String::new(),
-                network: String::new(),
-                locality: String::new(),
-                weight: 1,
-                healthy: true,
-                service_account: String::new(),
-            }],
+            endpoints: vec![Endpoint::at(ip, target, service.ports[0].port)],
         })
     }
 

@@ -130,18 +130,7 @@ fn an_endpoint_change_names_the_addresses_it_moved() {
         service: svc("a", "x").key(),
         endpoints: addresses
             .iter()
-            .map(|a| crate::model::Endpoint {
-                address: a.to_string(),
-                port: 8080,
-                service_port: 80,
-                labels: Default::default(),
-                cluster: String::new(),
-                network: String::new(),
-                locality: String::new(),
-                weight: 1,
-                healthy: true,
-                service_account: String::new(),
-            })
+            .map(|a| crate::model::Endpoint::at(*a, 8080, 80))
             .collect(),
     };
     let pc = PushContext::from_chunks(1, [ns("a", vec![svc("a", "x")])]);

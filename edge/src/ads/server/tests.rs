@@ -310,18 +310,7 @@ async fn a_workloads_own_endpoints_change_its_inbound_side() {
 
     let ready = shoal_proto::model::ServiceEndpoints {
         service: web.key(),
-        endpoints: vec![shoal_proto::model::Endpoint {
-            address: "10.0.0.1".into(),
-            port: 8080,
-            service_port: 80,
-            labels: Default::default(),
-            cluster: String::new(),
-            network: String::new(),
-            locality: String::new(),
-            weight: 1,
-            healthy: true,
-            service_account: String::new(),
-        }],
+        endpoints: vec![shoal_proto::model::Endpoint::at("10.0.0.1", 8080, 80)],
     };
     let after = before.with_changes(2, [Chunk::Endpoints(ready.clone())], []);
     assert!(
