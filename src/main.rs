@@ -50,7 +50,7 @@ struct Args {
     // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,warnings,builder,ring}.
     #[command(flatten)]
     http: HttpArgs,
-    /// Quiet period before a push.
+    /// Quiet period before a push, counted from when the source saw the last change.
     #[arg(long, env = "SHOAL_DEBOUNCE_AFTER", default_value = "100ms", value_parser = duration)]
     debounce_after: Duration,
     /// Longest a push waits under a steady stream of events.

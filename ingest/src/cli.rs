@@ -78,7 +78,8 @@ pub struct Args {
     /// cluster's system namespace, as Istio reads it; none without one.
     #[arg(long, env = "SHOAL_NETWORK", default_value = "")]
     pub network: String,
-    /// Quiet period before a push (e.g. `100ms`).
+    /// Quiet period before a push, counted from when the source saw the last change
+    /// (e.g. `100ms`).
     #[arg(long, env = "SHOAL_DEBOUNCE_AFTER", default_value = "100ms", value_parser = duration)]
     pub debounce_after: Duration,
     /// Longest a push waits under a steady stream of events (e.g. `10s`).

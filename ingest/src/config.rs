@@ -15,7 +15,8 @@ pub struct IngestConfig {
     /// This cluster's network: labelled (`topology.istio.io/network`) on Pods and
     /// WorkloadEntries that do not name one. Empty: none.
     pub network: String,
-    /// Quiet period before a push (`SHOAL_DEBOUNCE_AFTER`, Istio's 100 ms).
+    /// Quiet period before a push, from when the source saw the last change
+    /// (`SHOAL_DEBOUNCE_AFTER`, Istio's 100 ms).
     pub debounce_after: Duration,
     /// Longest a push waits under a steady stream of events (`SHOAL_DEBOUNCE_MAX`, 10 s).
     pub debounce_max: Duration,

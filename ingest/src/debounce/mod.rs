@@ -28,7 +28,8 @@ use tokio::time::{Instant, sleep_until};
 /// `PILOT_ENABLE_EDS_DEBOUNCE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DebounceConfig {
-    /// Quiet period: push once no event has arrived for this long.
+    /// Quiet period: push once no event has happened for this long (events are dated
+    /// when their source saw them).
     pub after: Duration,
     /// Cap: push once the batch's first event is this old, even if events keep coming.
     pub max: Duration,
