@@ -254,7 +254,7 @@ fn check_state(status: &[TypeStatus], max_names: usize, existing: usize, claimed
     );
     for s in status {
         assert!(
-            PUSH_ORDER.contains(&s.type_url.as_str()),
+            PUSH_ORDER.contains(&&*s.type_url),
             "state kept for unserved {:?}",
             s.type_url
         );
