@@ -166,9 +166,17 @@ impl Mesh {
 
     /// The root agents pin, as `XDS_ROOT_CA` (the operator's copy of the plug-in root, or
     /// istio-ca-root-cert's).
+    ///
+    /// Written whole under another name and renamed over it: an agent started just before
+    /// may be reading it (a plain write truncated it under that agent, which then found no
+    /// certificate in it and exited).
     pub fn root_file(&self) -> PathBuf {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let path = self.dir.path().join("root-cert.pem");
-        std::fs::write(&path, &self.root_pem).expect("write root");
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self.dir.path().join(format!(".root-cert.pem.{n}"));
+        std::fs::write(&tmp, &self.root_pem).expect("write root");
+        std::fs::rename(&tmp, &path).expect("rename root");
         path
     }
 
