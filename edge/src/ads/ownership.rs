@@ -125,20 +125,25 @@ impl Relays {
         per_connection: usize,
     ) -> Result<(Channel, ConnectionSlot), String> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        let connections = channels.entry(addr.to_string()).or_default();
-        let free = connections
-            .iter()
-            .find(|c| c.streams.load(Ordering::Relaxed) < per_connection.max(1));
-        let connection = match free {
-            Some(c) => c,
+        let free = channels.get(addr).and_then(|connections| {
+            connections
+                .iter()
+                .position(|c| c.streams.load(Ordering::Relaxed) < per_connection.max(1))
+        });
+        let connections = match free {
+            Some(_) => channels.get_mut(addr).expect("found above"),
             None => {
+                // Made before the entry: an address it refuses leaves no empty pool behind.
+                let channel = relay_channel(addr, tls)?;
+                let connections = channels.entry(addr.to_string()).or_default();
                 connections.push(RelayConnection {
-                    channel: relay_channel(addr, tls)?,
+                    channel,
                     streams: Arc::default(),
                 });
-                connections.last().expect("just pushed")
+                connections
             }
         };
+        let connection = &connections[free.unwrap_or(connections.len() - 1)];
         connection.streams.fetch_add(1, Ordering::Relaxed);
         Ok((
             connection.channel.clone(),
@@ -355,6 +360,9 @@ mod tests {
         assert_eq!(connections(&relays, "127.0.0.1:1"), [2, 1]);
         drop((b, c));
         assert_eq!(connections(&relays, "127.0.0.1:1"), [1, 0]);
+        // An address no channel can be made for is refused and leaves no pool.
+        assert!(relays.channel("not an address", &tls, 2).is_err());
+        assert_eq!(relays.channel_addrs(), ["127.0.0.1:1", "127.0.0.1:2"]);
     }
 
     #[test]
