@@ -21,7 +21,7 @@ pub(crate) struct Batch {
     /// Events were lost: rescan everything.
     pub rescan: bool,
     /// When the batch's last change was seen: the debounce's quiet period counts from
-    /// it, not from when the batch was read (`None` for an empty batch).
+    /// it, not from when the batch was read (`None` when unknown: events were lost).
     pub last_seen: Option<SystemTime>,
 }
 
