@@ -81,10 +81,9 @@ impl PushContext {
         next.version = version;
         let mut namespaces_changed = false;
         let mut endpoints_changed = false;
-        let mut moved = HashSet::new();
-        let mut note_moved = |eps: &ServiceEndpoints| {
-            moved.extend(eps.endpoints.iter().map(|ep| ep.address.clone()));
-        };
+        // The endpoint chunks replaced or removed and their replacements: their
+        // addresses are the moved ones, read only if the index stays.
+        let mut touched: Vec<Arc<ServiceEndpoints>> = Vec::new();
         for key in removed {
             match key {
                 ChunkKey::Namespace(ns) => {
@@ -93,7 +92,7 @@ impl PushContext {
                 ChunkKey::Endpoints(svc) => {
                     if let Some(old) = next.endpoints.remove(&svc) {
                         endpoints_changed = true;
-                        note_moved(&old);
+                        touched.push(old);
                     }
                 }
             }
@@ -106,11 +105,9 @@ impl PushContext {
                 }
                 Chunk::Endpoints(eps) => {
                     endpoints_changed = true;
-                    note_moved(&eps);
-                    let service = eps.service.clone();
-                    if let Some(old) = next.endpoints.insert(service, Arc::new(eps)) {
-                        note_moved(&old);
-                    }
+                    let eps = Arc::new(eps);
+                    touched.push(eps.clone());
+                    touched.extend(next.endpoints.insert(eps.service.clone(), eps));
                 }
             }
         }
@@ -123,7 +120,10 @@ impl PushContext {
         if endpoints_changed || namespaces_changed {
             next.instances = OnceLock::new();
         }
-        next.moved_addresses = (!namespaces_changed).then(|| Arc::new(moved));
+        next.moved_addresses = (!namespaces_changed).then(|| {
+            let moved = touched.iter().flat_map(|eps| &eps.endpoints);
+            Arc::new(moved.map(|ep| ep.address.clone()).collect())
+        });
         next
     }
 
