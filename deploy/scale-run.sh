@@ -10,6 +10,8 @@
 #   ENDPOINTS [10]     endpoints per service of the mesh
 #   LB [spread]        --lb of the loadtest (spread | random)
 #   CONNS              HTTP/2 connections of the loadtest (default: one per 100 proxies)
+#   SHOAL_RELAY_CONNECTIONS  the edges' --relay-connections (default: false when CONNS
+#                      is below PROXIES, else the edges' own default, true)
 #   LOADTEST_ARGS      appended to `loadtest run` (e.g. "--changes 600 --rate 10" with
 #                      CHANGE=storm; "--delta")
 #   TIMEOUT [900]      bound of each wait, seconds
@@ -73,6 +75,12 @@ mkdir -p "$OUT/logs"
 ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 ulimit -u unlimited 2>/dev/null || true
 conns=${CONNS:-$(( (PROXIES + 99) / 100 ))}
+# A tunnel (the edges' --relay-connections) takes a connection to its first proxy's
+# owner, which relays the other proxies' streams on: with many proxies to a connection,
+# stream relays unless SHOAL_RELAY_CONNECTIONS says otherwise.
+if [ "$conns" -lt "$PROXIES" ]; then
+  export SHOAL_RELAY_CONNECTIONS=${SHOAL_RELAY_CONNECTIONS:-false}
+fi
 if [ -r /proc/sys/net/ipv4/ip_local_port_range ]; then
   read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range
   if [ "$conns" -gt $((hi - lo)) ]; then

@@ -1,7 +1,8 @@
 //! What a relayed stream costs the edge that relays it, against what a served stream
 //! costs the edge that serves it: resident memory and CPU per stream, each edge a process
-//! of its own, the proxies (this process) many streams to an HTTP/2 connection as the
-//! loadtest opens them.
+//! of its own, the proxies (this process) one stream to a connection as Envoy and the
+//! agent open them (`SHOAL_RELAY_STREAMS_PER_CONN`: more, as the loadtest can). The
+//! edges relay whole connections (`SHOAL_RELAY_CONNECTIONS=false`: each stream).
 //!
 //! ```text
 //!  served:  proxies ──plaintext──► edge b (serves)                       measured: b
@@ -31,6 +32,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, Discovery
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::sign::CertifiedKey;
+use shoal_edge::ads::tunnel::{Origin, plain_conns};
 use shoal_edge::ads::{XdsConfig, XdsServer};
 use shoal_edge::membership::Ring;
 use shoal_edge::proxy::Proxy;
@@ -50,12 +52,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 
 const TYPES: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
-/// Streams per HTTP/2 connection, as the loadtest opens them.
-const STREAMS_PER_CONN: usize = 100;
+/// Streams per HTTP/2 connection: one, as Envoy and the agent open them.
+const STREAMS_PER_CONN_ENV: &str = "SHOAL_RELAY_STREAMS_PER_CONN";
 const ROLE_ENV: &str = "SHOAL_RELAY_COST_ROLE";
 const DIR_ENV: &str = "SHOAL_RELAY_COST_DIR";
 
@@ -84,12 +86,11 @@ async fn edge(me: &str) {
     let (_mesh, push) = support::push_context(&support::spec(1_000, true));
     let (_snapshots, rx) = watch::channel(Arc::new(push));
     let mut registry = prometheus_client::registry::Registry::default();
-    let xds = XdsServer::new(
-        XdsConfig::default(),
-        Arc::new(Generator::new()),
-        rx,
-        &mut registry,
-    );
+    let config = XdsConfig {
+        relay_connections: std::env::var("SHOAL_RELAY_CONNECTIONS").as_deref() != Ok("false"),
+        ..XdsConfig::default()
+    };
+    let xds = XdsServer::new(config, Arc::new(Generator::new()), rx, &mut registry);
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(read(&dir, "edge.key")));
     let provider = rustls::crypto::ring::default_provider();
     let signer = provider.key_provider.load_private_key(key).unwrap();
@@ -137,15 +138,19 @@ async fn edge(me: &str) {
         "cluster.local",
         Vec::new(),
     )));
+    // As the edge binary serves them: connections routed (served or tunneled).
+    let secure_conns = xds.incoming(Origin::Secure, incoming(secure, tls, limits));
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(secure_service)
-            .serve_with_incoming(incoming(secure, tls, limits)),
+            .add_service(xds.tunnel_service())
+            .serve_with_incoming(secure_conns),
     );
+    let plain_conns = xds.incoming(Origin::Plaintext, plain_conns(plain));
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(xds.ads_service())
-            .serve_with_incoming(TcpListenerStream::new(plain)),
+            .serve_with_incoming(plain_conns),
     );
     // Until the parent closes stdin.
     tokio::task::spawn_blocking(|| {
@@ -321,8 +326,12 @@ async fn open_all(
     fleet: &[Proxy],
     names: &HashMap<String, Vec<Vec<String>>>,
 ) -> Vec<Held> {
+    let per_conn: usize = std::env::var(STREAMS_PER_CONN_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let mut syncs = Vec::new();
-    for chunk in fleet.chunks(STREAMS_PER_CONN) {
+    for chunk in fleet.chunks(per_conn.max(1)) {
         let channel = Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()
             .initial_stream_window_size(1 << 20)

@@ -178,6 +178,21 @@ pub struct PushArgs {
     /// to reconnect (an owner that is down is not waited for: the proxy is served here).
     #[arg(long, env = "SHOAL_RELAY_OPEN_TIMEOUT", default_value = "120s", value_parser = duration)]
     pub relay_open_timeout: Duration,
+    /// Relay a proxy's whole connection to its owner (its bytes copied both ways, the
+    /// first stream's node deciding) rather than each stream's messages.
+    #[arg(long, env = "SHOAL_RELAY_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub relay_connections: bool,
+    /// What is read of a proxy's connection, at most, to find its first stream's node;
+    /// a connection that sends more first is served where it landed.
+    #[arg(long, env = "SHOAL_RELAY_PRELUDE_BYTES", default_value_t = crate::ads::XdsConfig::default().relay_prelude_bytes)]
+    pub relay_prelude_bytes: usize,
+    /// Bytes an owner's server may have written to a tunneled connection before the
+    /// tunnel takes them; beyond it the server waits.
+    #[arg(long, env = "SHOAL_TUNNEL_BUFFER_BYTES", default_value_t = crate::ads::XdsConfig::default().tunnel_buffer_bytes)]
+    pub tunnel_buffer_bytes: usize,
+    /// Accepted (and tunneled) connections waiting for a listener's HTTP/2 server.
+    #[arg(long, env = "SHOAL_ACCEPT_QUEUE", default_value_t = crate::ads::XdsConfig::default().accept_queue)]
+    pub accept_queue: usize,
     #[command(flatten)]
     pub caches: CacheArgs,
     #[command(flatten)]
@@ -252,6 +267,10 @@ impl PushArgs {
         xds.max_resets_per_connection = self.max_resets_per_connection;
         xds.relay_streams_per_connection = self.relay_streams_per_connection;
         xds.relay_open_timeout = self.relay_open_timeout;
+        xds.relay_connections = self.relay_connections;
+        xds.relay_prelude_bytes = self.relay_prelude_bytes;
+        xds.tunnel_buffer_bytes = self.tunnel_buffer_bytes;
+        xds.accept_queue = self.accept_queue;
     }
 }
 

@@ -2,6 +2,7 @@
 //! membership heartbeat, and the gRPC server. Used by the `edge` binary (NATS and Redis)
 //! and by the all-in-one `shoal` (in-process twins).
 
+use crate::ads::tunnel::{Origin, plain_conns};
 use crate::ads::{XdsConfig, XdsServer};
 use crate::jwks::{JwksFetchConfig, JwksRefresher};
 use crate::membership::{self, MembershipConfig, Ring};
@@ -22,7 +23,6 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tonic::transport::server::TcpIncoming;
 use tracing::{Instrument, error, info, info_span};
 
 #[derive(Clone, Debug)]
@@ -379,24 +379,21 @@ impl BoundEdge {
         let max_resets = Some(edge.config.xds.max_resets_per_connection).filter(|&n| n > 0);
         let plaintext_server = plaintext.map(|(listener, addr)| {
             info!(%addr, member = %edge.config.member_id, "plaintext xDS listening");
+            let incoming = edge.xds.incoming(Origin::Plaintext, plain_conns(listener));
             tonic::transport::Server::builder()
                 .http2_max_local_error_reset_streams(max_resets)
                 .add_service(edge.xds.ads_service())
-                // Without it a small push waits behind the previous one's delayed ACK
-                // (up to 40 ms on Linux).
-                .serve_with_incoming_shutdown(
-                    TcpIncoming::from(listener).with_nodelay(Some(true)),
-                    shutdown(),
-                )
+                .serve_with_incoming_shutdown(incoming, shutdown())
         });
         let secure_server = secure.map(|s| {
             info!(addr = %s.addr, member = %edge.config.member_id, "secure xDS (TLS) listening");
-            let incoming = crate::tls::incoming::incoming(s.listener, s.config, s.handshake);
+            let tls = crate::tls::incoming::incoming(s.listener, s.config, s.handshake);
             tonic::transport::Server::builder()
                 .http2_max_local_error_reset_streams(max_resets)
                 .add_service(edge.xds.secure_ads_service(s.authenticator))
+                .add_service(edge.xds.tunnel_service())
                 .add_optional_service(s.ca)
-                .serve_with_incoming_shutdown(incoming, shutdown())
+                .serve_with_incoming_shutdown(edge.xds.incoming(Origin::Secure, tls), shutdown())
         });
         let server = async move {
             let plaintext = async {

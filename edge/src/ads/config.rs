@@ -54,6 +54,19 @@ pub struct XdsConfig {
     /// proxies over 4 edges on 2 cores, 65k hand-offs and 229k reconnects, the storm
     /// feeding itself. So this bounds only an owner that is alive but never answers.
     pub relay_open_timeout: Duration,
+    /// `SHOAL_RELAY_CONNECTIONS`: a proxy's whole connection is tunneled to its owner
+    /// (the first stream's node decides), its bytes copied both ways; off: each stream is
+    /// relayed on its own, its messages re-framed.
+    pub relay_connections: bool,
+    /// `SHOAL_RELAY_PRELUDE_BYTES`: what is read of a connection, at most, to find its
+    /// first stream's node; beyond it the connection is served here.
+    pub relay_prelude_bytes: usize,
+    /// `SHOAL_TUNNEL_BUFFER_BYTES`: what the owner's HTTP/2 server may have written to a
+    /// tunnel that the tunnel has not sent yet; beyond it the server waits.
+    pub tunnel_buffer_bytes: usize,
+    /// `SHOAL_ACCEPT_QUEUE`: accepted (and tunneled) connections waiting for the HTTP/2
+    /// server to take them, per listener.
+    pub accept_queue: usize,
     /// The SPIFFE ID every edge's certificate names (`--trust-domain`,
     /// `--system-namespace`, `--service-account`): relays are taken only from a peer that
     /// presents it, and made only to an owner that does.
@@ -81,6 +94,12 @@ impl Default for XdsConfig {
             max_resets_per_connection: 1_000_000,
             relay_streams_per_connection: 256,
             relay_open_timeout: Duration::from_secs(120),
+            relay_connections: true,
+            // Istio's first request carries the node's metadata: a few KiB, tens with
+            // many labels and annotations.
+            relay_prelude_bytes: 64 * 1024,
+            tunnel_buffer_bytes: 64 * 1024,
+            accept_queue: 1024,
             edge_identity: default_edge_identity(),
         }
     }

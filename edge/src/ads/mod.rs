@@ -47,6 +47,7 @@ pub mod sotw;
 pub mod source;
 pub mod status;
 mod transport;
+pub mod tunnel;
 
 pub use body::AdsBody;
 pub use config::XdsConfig;

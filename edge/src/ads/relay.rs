@@ -165,13 +165,7 @@ where
         body,
         link,
         done: false,
-        held: Held {
-            shared: shared.clone(),
-            proxy: proxy_id.to_string(),
-            id,
-            _permit: permit,
-            _slot: slot,
-        },
+        held: Held::new(shared.clone(), proxy_id.to_string(), id, permit, slot),
     })
 }
 
@@ -242,13 +236,33 @@ pub(crate) struct Relayed {
     held: Held,
 }
 
-/// What a relay holds while it lasts, given back when the proxy's response ends.
-struct Held {
+/// What a relay holds while it lasts, given back when it ends: its entry in
+/// [`Relays`](super::ownership::Relays), its place under `--max-streams` and on its
+/// connection to the owner.
+pub(crate) struct Held {
     shared: Arc<Shared>,
     proxy: String,
     id: u64,
     _permit: OwnedSemaphorePermit,
     _slot: ConnectionSlot,
+}
+
+impl Held {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        proxy: String,
+        id: u64,
+        permit: OwnedSemaphorePermit,
+        slot: ConnectionSlot,
+    ) -> Self {
+        Held {
+            shared,
+            proxy,
+            id,
+            _permit: permit,
+            _slot: slot,
+        }
+    }
 }
 
 impl Drop for Held {
@@ -336,4 +350,4 @@ impl std::fmt::Display for ErrorChain<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -6,19 +6,24 @@ use super::ownership::Placement;
 use super::registry::Registry;
 pub use super::service::AdsService;
 use super::shared::Shared;
+use super::tunnel::{EdgeConn, Origin, TunnelService};
 use crate::membership::Ring;
 use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};
 use crate::snapshot::SnapshotUpdate;
+use crate::tls::PeerInfo;
 use crate::tls::TlsMaterial;
 use crate::tls::client::RelayConnector;
 use crate::xds::Generator;
+use futures::Stream;
 use shoal_proto::change::ChangeSet;
 use shoal_proto::push_context::PushContext;
 use shoal_proto::security::Authenticator;
 use shoal_proto::security::authn::Anonymous;
 use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Semaphore, mpsc, watch};
+use tonic::transport::server::Connected;
 use tracing::Instrument;
 
 /// The edge's ADS server. Cheap to clone.
@@ -59,6 +64,7 @@ impl XdsServer {
             relays: Default::default(),
             relay_tls: Default::default(),
             announced: Default::default(),
+            tunnels: Default::default(),
         };
         XdsServer {
             shared: Arc::new(shared),
@@ -77,6 +83,28 @@ impl XdsServer {
     /// UNAUTHENTICATED. Relays are taken here from other edges.
     pub fn secure_ads_service(&self, authenticator: Arc<dyn Authenticator>) -> AdsService {
         AdsService::new(self.shared.clone(), authenticator, true)
+    }
+
+    /// The connections for the server of the listener `origin` that accepts `conns`:
+    /// each read for its first stream's proxy and served here or tunneled to the proxy's
+    /// owner, and the connections other edges tunnel to this listener. A connection from
+    /// another edge (relays, tunnels) is served as it is.
+    pub fn incoming<L, S>(
+        &self,
+        origin: Origin,
+        conns: S,
+    ) -> impl Stream<Item = std::io::Result<EdgeConn<L>>> + Send + 'static
+    where
+        L: Connected<ConnectInfo = PeerInfo> + AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: Stream<Item = std::io::Result<L>> + Send + 'static,
+    {
+        super::tunnel::incoming(self.shared.clone(), origin, conns)
+    }
+
+    /// The endpoint other edges tunnel proxies' connections to, for the secure listener's
+    /// server (a tunnel is taken only over mTLS from an edge).
+    pub fn tunnel_service(&self) -> TunnelService {
+        TunnelService::new(self.shared.clone())
     }
 
     /// Relays streams to their owners over mTLS with `material` (this edge's certificate,

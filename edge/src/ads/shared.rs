@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     /// The newest snapshot version the puller knows exists, pulled or not; unset: only
     /// what is held is known.
     pub announced: OnceLock<Arc<AtomicU64>>,
+    /// Where tunneled connections go: each listener's server.
+    pub tunnels: super::tunnel::inbox::Inboxes,
 }
 
 impl Shared {

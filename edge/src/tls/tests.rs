@@ -5,6 +5,7 @@ use super::client::RelayConnector;
 use super::incoming::{HandshakeLimits, incoming};
 use super::server::server_config;
 use super::{TlsMaterial, provider};
+use crate::ads::tunnel::Origin;
 use crate::ads::{XdsConfig, XdsServer};
 use crate::membership::Ring;
 use crate::xds::Generator;
@@ -97,10 +98,14 @@ pub(crate) fn edge_with(
         "cluster.local",
         Vec::new(),
     )));
+    // As `run` serves the secure listener: connections routed (served or tunneled) and
+    // tunnels taken from other edges.
+    let conns = xds.incoming(Origin::Secure, incoming(listener, config, limits));
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service)
-            .serve_with_incoming(incoming(listener, config, limits)),
+            .add_service(xds.tunnel_service())
+            .serve_with_incoming(conns),
     );
     TestEdge {
         xds,

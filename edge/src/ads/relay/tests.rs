@@ -16,16 +16,16 @@ use tokio::sync::{mpsc, watch};
 use tonic::{Code, Status, Streaming};
 
 /// Edges `a` and `b` in one ring; proxies reach `a`.
-struct Pair {
-    ca: TestCa,
-    a: TestEdge,
-    b: TestEdge,
-    members: Vec<Member>,
-    ring: watch::Sender<Arc<Ring>>,
+pub(crate) struct Pair {
+    pub ca: TestCa,
+    pub a: TestEdge,
+    pub b: TestEdge,
+    pub members: Vec<Member>,
+    pub ring: watch::Sender<Arc<Ring>>,
 }
 
 /// Listeners for edges `a` and `b`, and the two as ring members.
-async fn listeners() -> (TcpListener, TcpListener, Vec<Member>) {
+pub(crate) async fn listeners() -> (TcpListener, TcpListener, Vec<Member>) {
     let (la, lb) = (
         TcpListener::bind("127.0.0.1:0").await.unwrap(),
         TcpListener::bind("127.0.0.1:0").await.unwrap(),
@@ -40,7 +40,17 @@ async fn listeners() -> (TcpListener, TcpListener, Vec<Member>) {
     (la, lb, members)
 }
 
+/// Stream relays: a's proxies' connections are not tunneled (`tunnel/tests.rs`).
 async fn pair(config_a: XdsConfig) -> Pair {
+    pair_with(XdsConfig {
+        relay_connections: false,
+        ..config_a
+    })
+    .await
+}
+
+/// Edges a (with `config_a`) and b.
+pub(crate) async fn pair_with(config_a: XdsConfig) -> Pair {
     let ca = TestCa::new("mesh");
     let (la, lb, members) = listeners().await;
     let (ring, ring_rx) = watch::channel(Arc::new(Ring::new(members.clone())));
@@ -57,7 +67,7 @@ async fn pair(config_a: XdsConfig) -> Pair {
 
 impl Pair {
     /// `n` proxies of namespace `a` that edge b owns.
-    fn owned_by_b(&self, n: usize) -> Vec<String> {
+    pub fn owned_by_b(&self, n: usize) -> Vec<String> {
         let ring = self.ring.borrow().clone();
         (0..10_000)
             .map(|i| {
@@ -73,7 +83,7 @@ impl Pair {
     }
 
     /// Opens `node`'s stream on edge a, over a connection of its own.
-    async fn open(
+    pub async fn open(
         &self,
         node: &str,
     ) -> Result<(mpsc::Sender<DiscoveryRequest>, Streaming<DiscoveryResponse>), Status> {
@@ -83,7 +93,7 @@ impl Pair {
     }
 
     /// `node`'s stream, relayed by a to b, through its first response.
-    async fn relayed(
+    pub async fn relayed(
         &self,
         node: &str,
     ) -> (mpsc::Sender<DiscoveryRequest>, Streaming<DiscoveryResponse>) {
@@ -98,7 +108,7 @@ impl Pair {
 }
 
 /// The status that ends `responses` (within 5 s).
-async fn closing_status(responses: &mut Streaming<DiscoveryResponse>) -> Status {
+pub(crate) async fn closing_status(responses: &mut Streaming<DiscoveryResponse>) -> Status {
     let end = async {
         loop {
             match responses.message().await {
@@ -113,7 +123,7 @@ async fn closing_status(responses: &mut Streaming<DiscoveryResponse>) -> Status 
         .expect("the stream ends")
 }
 
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+pub(crate) async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     for _ in 0..250 {
         if check() {
             return;
@@ -206,6 +216,7 @@ async fn a_live_owner_that_does_not_take_the_stream_sends_the_proxy_back_not_ser
     let (_ring_tx, ring_rx) = watch::channel(ring.clone());
     let config = XdsConfig {
         relay_open_timeout: Duration::from_millis(300),
+        relay_connections: false,
         ..Default::default()
     };
     let a = edge_with(&ca, la, Some(("a", ring_rx)), config);

@@ -67,3 +67,39 @@ fn parse_identity(value: &str) -> Result<Identity, String> {
     let id = SpiffeId::parse(id).map_err(|e| e.to_string())?;
     Ok(Identity::authenticated(id.into_principal(method)))
 }
+
+/// The path of a tunnel: a proxy's whole connection, relayed to its owner.
+pub const TUNNEL_PATH: &str = "/shoal.edge.v1.ConnectionRelay/Open";
+/// The tunnel's service, for tonic's router.
+pub const TUNNEL_SERVICE: &str = "shoal.edge.v1.ConnectionRelay";
+/// Which listener the proxy reached: `plaintext` or `secure`.
+pub const TUNNEL_ORIGIN: &str = "x-shoal-tunnel-origin";
+/// The certificate chain the proxy presented, verified by the relaying edge against the
+/// mesh root: base64 DER, leaf first, comma-separated; empty when it presented none.
+pub const TUNNEL_PEER_CERTS: &str = "x-shoal-tunnel-peer-certs";
+/// The proxy's address as the relaying edge saw it.
+pub const TUNNEL_REMOTE: &str = "x-shoal-tunnel-remote";
+
+/// The [`TUNNEL_PEER_CERTS`] value of `certificates`.
+pub(crate) fn peer_certs_header(certificates: &[bytes::Bytes]) -> String {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let encoded: Vec<String> = certificates.iter().map(|c| engine.encode(c)).collect();
+    encoded.join(",")
+}
+
+/// The certificates of a [`TUNNEL_PEER_CERTS`] value.
+pub(crate) fn parse_peer_certs(value: &str) -> Result<Vec<bytes::Bytes>, String> {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    value
+        .split(',')
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            engine
+                .decode(c)
+                .map(bytes::Bytes::from)
+                .map_err(|e| format!("{TUNNEL_PEER_CERTS}: not base64 ({e})"))
+        })
+        .collect()
+}

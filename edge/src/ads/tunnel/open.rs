@@ -1,0 +1,256 @@
+//! A tunnel's client side, on the relaying edge: one HTTP/2 stream to the owner on the
+//! pooled mTLS connections between edges. Its request body is the proxy's bytes (what
+//! the prelude read, then the socket, read as the owner's HTTP/2 layer takes them), its
+//! response body the owner's, copied to the proxy's socket by the connection's task.
+
+use super::Origin;
+use crate::ads::error::Ending;
+use crate::ads::metrics::RelayFailure;
+use crate::ads::ownership::RelayLink;
+use crate::ads::relay::Held;
+use crate::ads::shared::Shared;
+use crate::ads::transport::relay_header::{
+    RELAYED_BY, TUNNEL_ORIGIN, TUNNEL_PATH, TUNNEL_PEER_CERTS, TUNNEL_REMOTE, peer_certs_header,
+};
+use crate::tls::PeerInfo;
+use bytes::{Buf, Bytes};
+use http::header::HeaderValue;
+use http_body::{Body, Frame, SizeHint};
+use shoal_proto::transport::Member;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, ready};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
+use tokio::sync::oneshot;
+use tonic::Status;
+use tonic::codegen::Service;
+use tonic::transport::server::Connected;
+use tracing::{debug, info, warn};
+
+/// What a read of the proxy's socket takes at most (on the stack: nothing is kept
+/// between reads).
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Tunnels `conn` (of which `replay` was read) to `owner` and copies until either side
+/// ends. `Err` gives the connection back, untouched but for what was read, when the
+/// owner cannot take it: the caller serves it here.
+pub(super) async fn tunnel<L>(
+    shared: &Arc<Shared>,
+    origin: Origin,
+    owner: Member,
+    proxy_id: &str,
+    conn: L,
+    replay: Bytes,
+) -> Result<(), (L, Bytes)>
+where
+    L: Connected<ConnectInfo = PeerInfo> + AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (Some(placement), Some(tls)) = (shared.placement.get(), shared.relay_tls.get()) else {
+        return Err((conn, replay));
+    };
+    // Refusals come from the stream's own admission, served here: draining, at the limit.
+    if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
+        return Err((conn, replay));
+    }
+    let Ok(permit) = shared.streams.clone().try_acquire_owned() else {
+        return Err((conn, replay));
+    };
+    let per_connection = shared.config.relay_streams_per_connection;
+    let (mut channel, slot) = match shared.relays.channel(&owner.xds_addr, tls, per_connection) {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
+            return Err((conn, replay));
+        }
+    };
+    let link = Arc::new(RelayLink::default());
+    let (hand_over, handed) = oneshot::channel();
+    let up = Up::<L> {
+        replay: replay.clone(),
+        read: UpRead::Waiting(handed),
+        link: link.clone(),
+    };
+    let mut req = http::Request::new(tonic::body::Body::new(up));
+    *req.method_mut() = http::Method::POST;
+    *req.uri_mut() = http::Uri::from_static(TUNNEL_PATH);
+    let headers = req.headers_mut();
+    let peer = conn.connect_info();
+    let values = [
+        (RELAYED_BY, placement.me.clone()),
+        (TUNNEL_ORIGIN, origin.as_str().to_string()),
+        (TUNNEL_PEER_CERTS, peer_certs_header(&peer.certificates)),
+        (
+            TUNNEL_REMOTE,
+            peer.remote.map(|r| r.to_string()).unwrap_or_default(),
+        ),
+    ];
+    for (name, value) in values {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    let opened = async {
+        std::future::poll_fn(|cx| channel.poll_ready(cx))
+            .await
+            .map_err(|e| e.to_string())?;
+        let resp = channel.call(req).await.map_err(|e| e.to_string())?;
+        if resp.status() != http::StatusCode::OK {
+            return Err(format!("HTTP {}", resp.status()));
+        }
+        // A refusal is a trailers-only response: grpc-status in the headers.
+        if let Some(code) = resp.headers().get("grpc-status") {
+            let message = resp.headers().get("grpc-message");
+            return Err(format!("refused with grpc-status {code:?} ({message:?})"));
+        }
+        Ok(resp.into_body())
+    };
+    let open_timeout = shared.config.relay_open_timeout;
+    let body = match tokio::time::timeout(open_timeout, opened).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => {
+            shared.metrics.relay_failed(RelayFailure::ServedHere);
+            debug!(owner = %owner.id, error = %e, "owner cannot take the connection; serving here");
+            return Err((conn, replay));
+        }
+        Err(_) => {
+            // Served here, it would only be handed off again, when the fleet can least
+            // afford it: the proxy reconnects instead.
+            shared.metrics.relay_failed(RelayFailure::OwnerBusy);
+            debug!(owner = %owner.id, ?open_timeout, "owner slow to take the connection; closed for the proxy to reconnect");
+            return Ok(());
+        }
+    };
+    // Sent up already; kept only to serve the connection here had the owner refused.
+    drop(replay);
+    let (read, write) = tokio::io::split(conn);
+    let id = shared.relays.insert(proxy_id, &owner.id, link.clone());
+    // One session per proxy ID: a stream of the same proxy served here ends.
+    if let Some(served) = shared.registry.proxy(proxy_id) {
+        served.end(Ending::Replaced);
+    }
+    // A drain that began while the owner was taking it: `end_all` ran before the insert.
+    if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
+        link.end(Ending::Draining);
+    }
+    if hand_over.send(read).is_err() {
+        // hyper dropped the request body: the owner's stream is gone already.
+        link.end(Ending::HandedOff);
+    }
+    shared.metrics.relayed.inc();
+    info!(proxy = %proxy_id, owner = %owner.id, "tunneling the connection to its proxy's owner");
+    let _held = Held::new(shared.clone(), proxy_id.to_string(), id, permit, slot);
+    copy_down(shared, body, write, &link).await;
+    Ok(())
+}
+
+/// Copies the owner's bytes to the proxy until the owner's response ends or the relay
+/// is ended here (hand-off, drain, a newer connection of the proxy); then closes the
+/// proxy's side.
+async fn copy_down<L: AsyncWrite>(
+    shared: &Shared,
+    mut body: tonic::body::Body,
+    mut write: WriteHalf<L>,
+    link: &RelayLink,
+) {
+    loop {
+        let frame = std::future::poll_fn(|cx| {
+            link.down.register(cx.waker());
+            if link.ended() {
+                return Poll::Ready(None);
+            }
+            Pin::new(&mut body).poll_frame(cx)
+        })
+        .await;
+        let mut data = match frame {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue,
+            },
+            Some(Err(status)) => {
+                shared.metrics.relay_failed(RelayFailure::OwnerGone);
+                debug!(error = %status, "the tunnel to the owner failed");
+                break;
+            }
+            None => break,
+        };
+        while !data.is_empty() {
+            let written = std::future::poll_fn(|cx| {
+                link.down.register(cx.waker());
+                if link.ended() {
+                    return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+                }
+                Pin::new(&mut write).poll_write(cx, &data)
+            })
+            .await;
+            match written {
+                Ok(0) | Err(_) => {
+                    link.close();
+                    return;
+                }
+                Ok(n) => data.advance(n),
+            }
+        }
+    }
+    link.close();
+    let _ = tokio::time::timeout(shared.config.send_timeout, write.shutdown()).await;
+}
+
+/// The proxy's bytes, as the body of the tunnel's request: what the prelude read, then
+/// the socket as it is read; it ends when the relay does.
+struct Up<L> {
+    replay: Bytes,
+    read: UpRead<L>,
+    link: Arc<RelayLink>,
+}
+
+enum UpRead<L> {
+    /// Until the owner takes the tunnel: the socket stays with the caller, to be served
+    /// here if the owner does not.
+    Waiting(oneshot::Receiver<ReadHalf<L>>),
+    Reading(ReadHalf<L>),
+}
+
+impl<L: AsyncRead> Body for Up<L> {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        this.link.up.register(cx.waker());
+        if this.link.ended() {
+            return Poll::Ready(None);
+        }
+        if !this.replay.is_empty() {
+            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut this.replay)))));
+        }
+        loop {
+            match &mut this.read {
+                UpRead::Waiting(handed) => match ready!(Pin::new(handed).poll(cx)) {
+                    Ok(read) => this.read = UpRead::Reading(read),
+                    Err(_) => return Poll::Ready(None),
+                },
+                UpRead::Reading(read) => {
+                    let mut chunk = [0u8; READ_CHUNK];
+                    let mut buf = ReadBuf::new(&mut chunk);
+                    return match ready!(Pin::new(read).poll_read(cx, &mut buf)) {
+                        Ok(()) if !buf.filled().is_empty() => {
+                            Poll::Ready(Some(Ok(Frame::data(Bytes::copy_from_slice(buf.filled())))))
+                        }
+                        // The proxy closed its side (or its socket failed): the owner's
+                        // connection ends, and with it the response.
+                        _ => Poll::Ready(None),
+                    };
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
