@@ -3,6 +3,7 @@
 
 use super::outbound::Outbound;
 use super::relay::Relayed;
+use crate::tls::incoming::Closer;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::convert::Infallible;
@@ -11,7 +12,7 @@ use std::task::{Context, Poll};
 
 /// The response body of an ADS stream.
 #[derive(Default)]
-pub struct AdsBody(Inner);
+pub struct AdsBody(Inner, Option<Closer>);
 
 enum Inner {
     Served(Outbound),
@@ -26,13 +27,27 @@ impl Default for Inner {
 
 impl From<Outbound> for AdsBody {
     fn from(o: Outbound) -> Self {
-        AdsBody(Inner::Served(o))
+        AdsBody(Inner::Served(o), None)
     }
 }
 
 impl From<Relayed> for AdsBody {
     fn from(r: Relayed) -> Self {
-        AdsBody(Inner::Relayed(r))
+        AdsBody(Inner::Relayed(r), None)
+    }
+}
+
+/// `grpc-status` UNAVAILABLE: the proxy is to reconnect (hand-off, drain, a newer
+/// stream of it).
+const UNAVAILABLE: &str = "14";
+
+impl AdsBody {
+    /// Closes the connection beneath, through `closer`, once the stream ends for the
+    /// proxy to reconnect: a tunneled connection would otherwise bring its next stream
+    /// back here, to an edge that no longer serves it.
+    pub(crate) fn closing(mut self, closer: Option<Closer>) -> Self {
+        self.1 = closer;
+        self
     }
 }
 
@@ -44,10 +59,19 @@ impl Body for AdsBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match &mut self.0 {
+        let polled = match &mut self.0 {
             Inner::Served(o) => Pin::new(o).poll_frame(cx),
             Inner::Relayed(r) => Pin::new(r).poll_frame(cx),
+        };
+        if let (Poll::Ready(Some(Ok(frame))), Some(closer)) = (&polled, &self.1)
+            && frame
+                .trailers_ref()
+                .and_then(|t| t.get("grpc-status"))
+                .is_some_and(|code| code == UNAVAILABLE)
+        {
+            closer.close();
         }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

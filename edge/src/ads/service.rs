@@ -120,6 +120,9 @@ where
     }
     // The TLS handshake's verified client certificate; none on plaintext.
     let peer = req.extensions().get::<PeerInfo>();
+    // A tunneled connection is closed when its stream is sent away (a hand-off, a drain):
+    // a proxy retries on the connection it has, which would bring it back here.
+    let closer = peer.and_then(|p| p.closer.clone());
     // Relayed by another edge: served here, whatever this edge's ring says (no second
     // hop), as the identity the relaying edge authenticated. Taken only from a peer that
     // proved to be an edge; relay headers from anyone else refuse the stream.
@@ -140,11 +143,17 @@ where
     let inbound = Inbound::<B, M::Request>::new(req.into_body(), shared.config.max_request_bytes);
     match connection::accept::<M, _>(&shared, inbound, who).await {
         Ok(body) => {
+            let body = body.closing(closer);
             let mut resp = http::Response::new(body);
             resp.headers_mut().insert(CONTENT_TYPE, GRPC);
             resp
         }
-        Err(status) => status.into_http(),
+        Err(status) => {
+            if let Some(closer) = closer.filter(|_| status.code() == tonic::Code::Unavailable) {
+                closer.close();
+            }
+            status.into_http()
+        }
     }
 }
 

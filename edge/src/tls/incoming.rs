@@ -50,6 +50,25 @@ pub struct PeerInfo {
     pub certificates: Arc<[Bytes]>,
     /// The SPIFFE ID of the verified leaf.
     pub spiffe: Option<SpiffeId>,
+    /// Closes the connection beneath HTTP/2, for one another edge passed on here (a
+    /// tunnel): its proxy then reconnects there; `None` for one accepted here.
+    pub closer: Option<Closer>,
+}
+
+/// Closes a connection beneath its HTTP/2 layer.
+#[derive(Clone)]
+pub struct Closer(pub Arc<dyn Fn() + Send + Sync>);
+
+impl Closer {
+    pub fn close(&self) {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Closer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Closer")
+    }
 }
 
 /// One accepted TLS connection.
@@ -75,6 +94,7 @@ impl TlsConn {
                 remote: Some(remote),
                 certificates,
                 spiffe,
+                closer: None,
             },
         }
     }

@@ -120,8 +120,11 @@ where
         None => return Some(EdgeConn::replayed(conn, prelude.into_replay())),
     };
     let replay = prelude.into_replay();
-    let placement = shared.placement.get()?;
-    let owner = match placement.owner_elsewhere(&proxy_id).await {
+    let owner = match shared.placement.get() {
+        Some(placement) => placement.owner_elsewhere(&proxy_id).await,
+        None => Ok(None),
+    };
+    let owner = match owner {
         Ok(Some(owner)) => owner,
         // Ours, or no ring yet: the stream's own admission decides (and waits or refuses).
         Ok(None) | Err(_) => return Some(EdgeConn::replayed(conn, replay)),

@@ -5,7 +5,7 @@
 
 use super::Origin;
 use super::pipe::pipe;
-use super::tunnel_io::TunnelIo;
+use super::tunnel_io::{Closed, TunnelIo};
 use crate::ads::shared::Shared;
 use crate::ads::transport::relay_header::{
     TUNNEL_ORIGIN, TUNNEL_PATH, TUNNEL_PEER_CERTS, TUNNEL_REMOTE, TUNNEL_SERVICE, parse_peer_certs,
@@ -103,12 +103,14 @@ where
     let certificates: Arc<[Bytes]> = parse_peer_certs(header(TUNNEL_PEER_CERTS))
         .map_err(Status::invalid_argument)?
         .into();
+    let closed = Arc::new(Closed::default());
     let info = PeerInfo {
         remote: header(TUNNEL_REMOTE).parse().ok(),
         spiffe: certificates
             .first()
             .and_then(|c| crate::tls::peer::spiffe_id(c)),
         certificates,
+        closer: Some(closed.closer()),
     };
     let Some(inbox) = shared.tunnels.get(origin) else {
         return Err(Status::unavailable(format!(
@@ -117,7 +119,12 @@ where
         )));
     };
     let (writer, body) = pipe(shared.config.tunnel_buffer_bytes);
-    let io = TunnelIo::new(tonic::body::Body::new(req.into_body()), writer, info);
+    let io = TunnelIo::new(
+        tonic::body::Body::new(req.into_body()),
+        writer,
+        info,
+        closed,
+    );
     let io = Box::new(io);
     inbox(io).map_err(|_| {
         Status::unavailable(format!(

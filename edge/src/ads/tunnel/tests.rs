@@ -134,3 +134,28 @@ async fn a_live_owner_that_does_not_take_the_tunnel_closes_the_connection_not_se
     assert_eq!(a.xds.relayed(), 0);
     assert_eq!(a.xds.shared.registry.len(), 0);
 }
+
+#[tokio::test]
+async fn a_stream_sent_away_closes_its_tunneled_connection() {
+    let p = pair_with(XdsConfig::default()).await;
+    let node = &p.owned_by_b(1)[0];
+    let web = p.ca.issue(&[], Some(WEB));
+    let mut proxy = client(p.a.addr, &p.ca, Some(&web)).await;
+    let (_tx, mut responses) = open(&mut proxy, node, &[]).await.unwrap();
+    responses.message().await.unwrap().expect("served by b");
+    // b drains and hands its stream off; the proxy would retry on the connection it has,
+    // which would bring it back to b until b exits: the tunnel is closed instead.
+    p.b.xds.shared.refusing.store(true, Ordering::Release);
+    p.b.xds
+        .shared
+        .registry
+        .proxy(node)
+        .unwrap()
+        .end(Ending::HandedOff);
+    closing_status(&mut responses).await;
+    eventually("a forgets the tunnel", || p.a.xds.relayed() == 0).await;
+    // Its next connection reaches a, which b (draining) leaves to serve it.
+    let (_tx, mut responses) = open(&mut proxy, node, &[]).await.unwrap();
+    responses.message().await.unwrap().expect("served by a");
+    assert!(p.a.xds.shared.registry.proxy(node).is_some());
+}

@@ -4,15 +4,20 @@
 
 use super::pipe::PipeWriter;
 use crate::tls::PeerInfo;
+use crate::tls::incoming::Closer;
 use bytes::{Buf, Bytes};
+use futures::task::AtomicWaker;
 use http_body::Body;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 pub struct TunnelIo {
     up: tonic::body::Body,
+    closed: Arc<Closed>,
     /// The rest of the last chunk read from `up`.
     chunk: Bytes,
     up_done: bool,
@@ -22,14 +27,43 @@ pub struct TunnelIo {
 }
 
 impl TunnelIo {
-    pub(super) fn new(up: tonic::body::Body, down: PipeWriter, info: PeerInfo) -> Self {
+    pub(super) fn new(
+        up: tonic::body::Body,
+        down: PipeWriter,
+        info: PeerInfo,
+        closed: Arc<Closed>,
+    ) -> Self {
         TunnelIo {
             up,
+            closed,
             chunk: Bytes::new(),
             up_done: false,
             down,
             info,
         }
+    }
+}
+
+/// Set to close a tunneled connection from above its HTTP/2 layer: the next read fails,
+/// the server drops the connection, and the tunnel ends with it.
+#[derive(Default)]
+pub(super) struct Closed {
+    set: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl Closed {
+    fn is_set(&self) -> bool {
+        self.set.load(Ordering::Acquire)
+    }
+
+    /// The [`Closer`] of the connection this belongs to.
+    pub(super) fn closer(self: &Arc<Self>) -> Closer {
+        let closed = self.clone();
+        Closer(Arc::new(move || {
+            closed.set.store(true, Ordering::Release);
+            closed.waker.wake();
+        }))
     }
 }
 
@@ -40,6 +74,10 @@ impl AsyncRead for TunnelIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        this.closed.waker.register(cx.waker());
+        if this.closed.is_set() {
+            return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+        }
         loop {
             if !this.chunk.is_empty() {
                 let n = this.chunk.len().min(buf.remaining());
