@@ -41,6 +41,16 @@ pub struct Balancer {
     /// `Random`: per edge, until when (ms since `epoch`) it is left out of picks.
     unready_until_ms: Vec<AtomicU64>,
     epoch: Instant,
+    /// `Spread` with a connection per proxy: a failed-over stream dials its own.
+    own_failover: Option<OwnFailover>,
+}
+
+/// How a proxy that has a connection of its own dials another edge to fail over.
+#[derive(Debug)]
+struct OwnFailover {
+    addrs: Vec<String>,
+    timeout: Duration,
+    dial: Dial,
 }
 
 /// A stream's channel and the edge it goes to.
@@ -83,9 +93,28 @@ impl Balancer {
         Ok(Balancer::with_pools(lb, pools, conns))
     }
 
+    /// A proxy fails over on a connection of its own, dialled then, as a real one does
+    /// (for runs with a connection per proxy): a pooled connection to the other edge is
+    /// another proxy's, and an edge that tunnels connections sends all its streams to
+    /// that proxy's owner, which may be the edge being failed away from.
+    pub fn fail_over_on_own_connections(
+        mut self,
+        addrs: &[String],
+        timeout: Duration,
+        dial: &Dial,
+    ) -> Balancer {
+        self.own_failover = Some(OwnFailover {
+            addrs: addrs.to_vec(),
+            timeout,
+            dial: dial.clone(),
+        });
+        self
+    }
+
     fn with_pools(lb: Lb, pools: Vec<Vec<Channel>>, conns: usize) -> Balancer {
         Balancer {
             lb,
+            own_failover: None,
             conns,
             unready_until_ms: pools.iter().map(|_| AtomicU64::new(0)).collect(),
             pools,
@@ -130,8 +159,13 @@ impl Balancer {
                     self.ready_from((own + failed) % self.pools.len())
                 };
                 let pool = &self.pools[edge];
+                let own = (edge != own)
+                    .then_some(self.own_failover.as_ref())
+                    .flatten()
+                    .and_then(|f| transport::connect_lazy(&f.addrs[edge], f.timeout, &f.dial).ok());
                 Pick {
-                    channel: pool[(j / self.pools.len()) % pool.len()].clone(),
+                    channel: own
+                        .unwrap_or_else(|| pool[(j / self.pools.len()) % pool.len()].clone()),
                     edge,
                 }
             }

@@ -243,16 +243,22 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         limits: config.limits.clone(),
         security: config.security.clone(),
     });
-    let balancer = Arc::new(
-        Balancer::connect(
-            config.lb,
+    let mut balancer = Balancer::connect(
+        config.lb,
+        &config.xds_addrs,
+        conns,
+        config.limits.open_timeout,
+        &config.security.dial,
+    )
+    .await?;
+    if conns >= config.proxies && config.lb == Lb::Spread {
+        balancer = balancer.fail_over_on_own_connections(
             &config.xds_addrs,
-            conns,
             config.limits.open_timeout,
             &config.security.dial,
-        )
-        .await?,
-    );
+        );
+    }
+    let balancer = Arc::new(balancer);
     let (shutdown_tx, shutdown) = watch::channel(false);
     let mut tasks = JoinSet::new();
     phase("connect");
