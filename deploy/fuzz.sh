@@ -38,6 +38,7 @@ for target in "${targets[@]}"; do
   case $target in
     config_parse) max_len=4096 ;;
     ads_request) max_len=16384 ;;
+    connection_prelude) max_len=16384 ;;
     *) max_len=4096 ;;
   esac
   # New inputs go to a scratch corpus; the committed seeds are only read.

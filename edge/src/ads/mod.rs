@@ -62,7 +62,8 @@ pub use sotw::SotwStream;
 pub use source::{GeneratorSource, ResourceSource};
 pub use status::{Nack, Reply, RequestKind, TypeStatus};
 
-/// The request decoder, for the fuzz targets in `fuzz/` (feature `fuzzing`).
+/// The request decoder and the connection prelude, for the fuzz targets in `fuzz/`
+/// (feature `fuzzing`).
 #[cfg(feature = "fuzzing")]
 pub use transport::fuzzing;
 
