@@ -49,6 +49,7 @@ use std::task::{Context, Poll, ready};
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tonic::Status;
 use tonic::codegen::Service;
+use tonic::transport::Channel;
 use tracing::{debug, info, warn};
 
 /// A stream given back to be served here: its first request, the rest, and its place
@@ -113,20 +114,7 @@ where
     if let Ok(identity) = HeaderValue::from_str(&identity_header(&proxy.identity)) {
         headers.insert(RELAYED_IDENTITY, identity);
     }
-    let opened = async {
-        std::future::poll_fn(|cx| channel.poll_ready(cx))
-            .await
-            .map_err(|e| e.to_string())?;
-        let resp = channel.call(req).await.map_err(|e| e.to_string())?;
-        if resp.status() != http::StatusCode::OK {
-            return Err(format!("HTTP {}", resp.status()));
-        }
-        // A refusal is a trailers-only response: grpc-status in the headers.
-        if let Some(code) = resp.headers().get("grpc-status") {
-            return Err(format!("refused with grpc-status {code:?}"));
-        }
-        Ok(resp.into_body())
-    };
+    let opened = open_at_owner(&mut channel, req);
     let open_timeout = shared.config.relay_open_timeout;
     let body = match tokio::time::timeout(open_timeout, opened).await {
         Ok(Ok(body)) => body,
@@ -145,28 +133,72 @@ where
             ))));
         }
     };
-    let id = shared.relays.insert(proxy_id, &owner.id, link.clone());
-    // One session per proxy ID: a stream of the same proxy served here ends.
-    if let Some(served) = shared.registry.proxy(proxy_id) {
-        served.end(Ending::Replaced);
-    }
-    // A drain that began while the owner was taking the stream: `end_all` ran before the
-    // insert, so the relay ends here.
-    if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
-        link.end(Ending::Draining);
-    }
-    if hand_over.send(inbound).is_err() {
-        // hyper dropped the request body: the owner's stream is gone already.
-        link.end(Ending::HandedOff);
-    }
-    shared.metrics.relayed.inc();
+    let held = record_relay(
+        shared,
+        proxy_id,
+        &owner.id,
+        &link,
+        (hand_over, inbound),
+        permit,
+        slot,
+    );
     info!(protocol = M::NAME, proxy = %proxy_id, owner = %owner.id, "relaying to the proxy's owner");
     Ok(Relayed {
         body,
         link,
         done: false,
-        held: Held::new(shared.clone(), proxy_id.to_string(), id, permit, slot),
+        held,
     })
+}
+
+/// Sends `req` (a relay or a tunnel) to the owner on `channel`: the response body once
+/// the owner takes it, why not when it does not (unreachable, refusing).
+pub(crate) async fn open_at_owner(
+    channel: &mut Channel,
+    req: http::Request<tonic::body::Body>,
+) -> Result<tonic::body::Body, String> {
+    std::future::poll_fn(|cx| channel.poll_ready(cx))
+        .await
+        .map_err(|e| e.to_string())?;
+    let resp = channel.call(req).await.map_err(|e| e.to_string())?;
+    if resp.status() != http::StatusCode::OK {
+        return Err(format!("HTTP {}", resp.status()));
+    }
+    // A refusal is a trailers-only response: grpc-status in the headers.
+    if let Some(code) = resp.headers().get("grpc-status") {
+        let message = resp.headers().get("grpc-message");
+        return Err(format!("refused with grpc-status {code:?} ({message:?})"));
+    }
+    Ok(resp.into_body())
+}
+
+/// Records a relay (or tunnel) of `proxy_id` the owner took: one session per proxy ID
+/// (a stream of it served here ends), ended at once if a drain began meanwhile, and the
+/// proxy's side handed to the request body (`hand_over`). What it holds is given back
+/// when the returned [`Held`] drops.
+pub(crate) fn record_relay<T>(
+    shared: &Arc<Shared>,
+    proxy_id: &str,
+    owner_id: &str,
+    link: &Arc<RelayLink>,
+    (hand_over, inbound): (oneshot::Sender<T>, T),
+    permit: OwnedSemaphorePermit,
+    slot: ConnectionSlot,
+) -> Held {
+    let id = shared.relays.insert(proxy_id, owner_id, link.clone());
+    if let Some(served) = shared.registry.proxy(proxy_id) {
+        served.end(Ending::Replaced);
+    }
+    // A drain that began while the owner was taking it: `end_all` ran before the insert.
+    if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
+        link.end(Ending::Draining);
+    }
+    if hand_over.send(inbound).is_err() {
+        // hyper dropped the request body: the owner's side is gone already.
+        link.end(Ending::HandedOff);
+    }
+    shared.metrics.relayed.inc();
+    Held::new(shared.clone(), proxy_id.to_string(), id, permit, slot)
 }
 
 /// The proxy's request stream, as the body of the relayed request: its first request,

@@ -4,10 +4,9 @@
 //! response body the owner's, copied to the proxy's socket by the connection's task.
 
 use super::Origin;
-use crate::ads::error::Ending;
 use crate::ads::metrics::RelayFailure;
 use crate::ads::ownership::RelayLink;
-use crate::ads::relay::Held;
+use crate::ads::relay::{open_at_owner, record_relay};
 use crate::ads::shared::Shared;
 use crate::ads::transport::relay_header::{
     RELAYED_BY, TUNNEL_ORIGIN, TUNNEL_PATH, TUNNEL_PEER_CERTS, TUNNEL_REMOTE, peer_certs_header,
@@ -25,7 +24,6 @@ use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
 use tokio::sync::oneshot;
 use tonic::Status;
-use tonic::codegen::Service;
 use tonic::transport::server::Connected;
 use tracing::{debug, info, warn};
 
@@ -91,21 +89,7 @@ where
             headers.insert(name, value);
         }
     }
-    let opened = async {
-        std::future::poll_fn(|cx| channel.poll_ready(cx))
-            .await
-            .map_err(|e| e.to_string())?;
-        let resp = channel.call(req).await.map_err(|e| e.to_string())?;
-        if resp.status() != http::StatusCode::OK {
-            return Err(format!("HTTP {}", resp.status()));
-        }
-        // A refusal is a trailers-only response: grpc-status in the headers.
-        if let Some(code) = resp.headers().get("grpc-status") {
-            let message = resp.headers().get("grpc-message");
-            return Err(format!("refused with grpc-status {code:?} ({message:?})"));
-        }
-        Ok(resp.into_body())
-    };
+    let opened = open_at_owner(&mut channel, req);
     let open_timeout = shared.config.relay_open_timeout;
     let body = match tokio::time::timeout(open_timeout, opened).await {
         Ok(Ok(body)) => body,
@@ -125,22 +109,16 @@ where
     // Sent up already; kept only to serve the connection here had the owner refused.
     drop(replay);
     let (read, write) = tokio::io::split(conn);
-    let id = shared.relays.insert(proxy_id, &owner.id, link.clone());
-    // One session per proxy ID: a stream of the same proxy served here ends.
-    if let Some(served) = shared.registry.proxy(proxy_id) {
-        served.end(Ending::Replaced);
-    }
-    // A drain that began while the owner was taking it: `end_all` ran before the insert.
-    if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
-        link.end(Ending::Draining);
-    }
-    if hand_over.send(read).is_err() {
-        // hyper dropped the request body: the owner's stream is gone already.
-        link.end(Ending::HandedOff);
-    }
-    shared.metrics.relayed.inc();
+    let _held = record_relay(
+        shared,
+        proxy_id,
+        &owner.id,
+        &link,
+        (hand_over, read),
+        permit,
+        slot,
+    );
     info!(proxy = %proxy_id, owner = %owner.id, "tunneling the connection to its proxy's owner");
-    let _held = Held::new(shared.clone(), proxy_id.to_string(), id, permit, slot);
     copy_down(shared, body, write, &link).await;
     Ok(())
 }
