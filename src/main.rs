@@ -15,8 +15,8 @@ use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
 use shoal_infra::cli::{DrainArgs, HttpArgs, UsageError, duration};
 use shoal_infra::memory::{MemoryBus, MemoryConfigKv, MemoryMembership, MemorySnapshotStore};
-use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
+use shoal_infra::telemetry::TelemetryArgs;
 use shoal_ingest::IngestConfig;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,6 +60,8 @@ struct Args {
     push: shoal_edge::cli::PushArgs,
     #[command(flatten)]
     drain: DrainArgs,
+    #[command(flatten)]
+    telemetry: TelemetryArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -87,7 +89,7 @@ fn main() -> ExitCode {
 
 #[tokio::main]
 async fn serve(args: Args) -> anyhow::Result<()> {
-    init_tracing();
+    shoal_infra::telemetry::init(&args.telemetry);
     let usage = |m: String| anyhow::Error::new(UsageError(m));
     let config_dir = args
         .config_dir

@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, RedisArgs, duration};
+use shoal_infra::telemetry::TelemetryArgs;
 use std::time::Duration;
 
 #[derive(Debug, Parser)]
@@ -21,6 +22,8 @@ pub struct Args {
     pub http: HttpArgs,
     #[command(flatten)]
     pub drain: DrainArgs,
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
     /// How long a non-latest snapshot manifest is kept.
     #[arg(long, env = "SHOAL_MANIFEST_TTL", default_value = "10m", value_parser = duration)]
     pub manifest_ttl: Duration,

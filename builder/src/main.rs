@@ -5,7 +5,6 @@ use shoal_builder::{Builder, BuilderConfig, Retention, cli::Args};
 use shoal_infra::admin::{AdminServer, Readiness};
 use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsConfigKv, NatsConfigKvConfig};
 use shoal_infra::redis::RedisSnapshotStore;
-use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
 use std::sync::Arc;
 
@@ -25,7 +24,7 @@ fn main() -> std::process::ExitCode {
 
 #[tokio::main]
 async fn run(args: Args) -> anyhow::Result<()> {
-    init_tracing();
+    shoal_infra::telemetry::init(&args.telemetry);
     let client = args.nats.connect().await.context("connecting to NATS")?;
     let kv = NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
         .await

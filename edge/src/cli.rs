@@ -7,6 +7,7 @@ use crate::xds::GeneratorConfig;
 use crate::{Listen, SecureListen};
 use clap::Parser;
 use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, RedisArgs, duration};
+use shoal_infra::telemetry::TelemetryArgs;
 use shoal_proto::security::SpiffeId;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,6 +34,8 @@ pub struct Args {
     pub http: HttpArgs,
     #[command(flatten)]
     pub drain: DrainArgs,
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
     /// This edge's ID in the membership ring (default: hostname-pid).
     #[arg(long, env = "SHOAL_EDGE_ID")]
     pub edge_id: Option<String>,

@@ -8,7 +8,6 @@ use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
 use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsMembership, NatsMembershipConfig};
 use shoal_infra::redis::RedisSnapshotStore;
-use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
 use std::sync::Arc;
 
@@ -25,7 +24,7 @@ fn main() -> std::process::ExitCode {
 
 #[tokio::main]
 async fn run(args: Args) -> anyhow::Result<()> {
-    init_tracing();
+    shoal_infra::telemetry::init(&args.telemetry);
     let client = args.nats.connect().await.context("connecting to NATS")?;
     let bus = NatsBus::open(client.clone(), NatsBusConfig::default())
         .await

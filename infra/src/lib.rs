@@ -31,6 +31,7 @@ pub mod retry;
 pub mod runtime;
 pub mod secret;
 pub mod supervisor;
+pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
 pub mod tls;

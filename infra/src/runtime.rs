@@ -10,19 +10,12 @@
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::watch;
-use tracing_subscriber::EnvFilter;
 
-/// Installs a `fmt` subscriber filtered by `RUST_LOG` (default `info`), colored only on a
-/// terminal (plain text into files and log collectors). A second call is a no-op, so
-/// tests and binaries may both call it.
+/// Installs text logging filtered by `RUST_LOG` (default `info`), as
+/// [`telemetry::init`](crate::telemetry::init) does by default; for tests and tools. A
+/// second call is a no-op.
 pub fn init_tracing() {
-    use std::io::IsTerminal;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Ignored error: a subscriber is already installed (tests, embedding).
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal())
-        .try_init();
+    crate::telemetry::init(&crate::telemetry::TelemetryArgs::default());
 }
 
 /// Resolves on ctrl-c or SIGTERM (what Kubernetes sends), whichever comes first.

@@ -10,8 +10,8 @@ use prometheus_client::registry::Registry;
 use shoal_infra::admin::AdminServer;
 use shoal_infra::cli::{DrainArgs, HttpArgs, NatsArgs, UsageError, duration};
 use shoal_infra::nats::{NatsBus, NatsConfigKv};
-use shoal_infra::runtime::init_tracing;
 use shoal_infra::supervisor::Supervisor;
+use shoal_infra::telemetry::TelemetryArgs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,6 +73,8 @@ pub struct Args {
     // Admin server: /metrics, /healthz/ready, /debug/{rejections,warnings,clusters}.
     #[command(flatten)]
     pub http: HttpArgs,
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
     /// This cluster's network, labelled on Pods and WorkloadEntries that name none.
     /// Default with `--registry kubernetes`: the `topology.istio.io/network` label of the
     /// cluster's system namespace, as Istio reads it; none without one.
@@ -175,7 +177,7 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
 
 /// Runs the binary until SIGTERM / ctrl-c, then drains.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    init_tracing();
+    shoal_infra::telemetry::init(&args.telemetry);
     let registry = args.registry()?;
     // The error names the (redacted) URL.
     let client = args.nats.connect().await.context("connecting to NATS")?;

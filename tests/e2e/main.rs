@@ -39,7 +39,15 @@ impl Tiers {
         dir: &Path,
     ) -> Tiers {
         let ingest = tiers::ingest(config_dir, &nats.url(), dir);
-        let builder = tiers::builder(1, &nats.url(), &redis.url(), dir);
+        // Logs as a log collector takes them (the other tiers keep text).
+        let builder = tiers::builder_env(
+            1,
+            &nats.url(),
+            &redis.url(),
+            &["--log-format", "json"],
+            &[],
+            dir,
+        );
         let edges: Vec<Edge> = (1..=edges)
             .map(|n| tiers::edge(n, &nats.url(), &redis.url(), &[], dir))
             .collect();
@@ -93,6 +101,17 @@ async fn three_tiers_with_nats_and_redis_route_envoy() {
         .run(&envoy, &[edge.1], tiers.ingest_http, &mut tiers.procs())
         .await;
     println!("e2e three-tier: {report}");
+    // `--log-format json`: every line the builder wrote is one JSON object.
+    let log = std::fs::read_to_string(&tiers.builder.log).expect("the builder's log");
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["level"] == "INFO" && l["message"].is_string()),
+        "the builder logged nothing:\n{log}"
+    );
     tiers.stop();
 }
 
