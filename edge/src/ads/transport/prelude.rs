@@ -19,9 +19,10 @@
 //! block and the first message, which may span frames, are gathered into owned buffers.
 
 use bytes::{Bytes, BytesMut};
-use prost::encoding::{WireType, decode_key, decode_varint};
 
 use super::{DELTA_PATH, SOTW_PATH};
+use hpack::{Headers, Spelled};
+use message::{Gathered, gather, node_id};
 
 /// The server's SETTINGS frame the edge writes first: no parameters, so every one keeps
 /// its RFC 9113 default (which is what the prelude's limits assume).
@@ -32,12 +33,6 @@ const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const FRAME_HEADER_LEN: usize = 9;
 /// SETTINGS_MAX_FRAME_SIZE's default: our SETTINGS allow nothing larger.
 const MAX_FRAME_PAYLOAD: usize = 16_384;
-/// SETTINGS_HEADER_TABLE_SIZE's default: the most a header block may size the table to.
-const HPACK_TABLE_SIZE: usize = 4_096;
-/// A gRPC message's prefix: compressed flag, then a big-endian u32 length.
-const GRPC_PREFIX_LEN: usize = 5;
-/// The longest `:path` or `grpc-encoding` quoted in a `why`, in characters.
-const QUOTED_CHARS: usize = 128;
 
 /// RFC 9113 §6 frame types (only those the prelude acts on).
 mod kind {
@@ -540,73 +535,11 @@ fn unpadded<'a>(
     Ok(&rest[..kept])
 }
 
-/// Reads the first stream's header block for its `:path` and `grpc-encoding`: which
-/// method it calls, if ADS.
-///
-/// Only those two are looked for, and compared, not decoded: a Huffman-coded string has
-/// exactly one encoding, so each is matched against the raw and the Huffman-coded form
-/// of the few values that matter. Nothing else is decoded, and no table is kept: this is
-/// the connection's first header block, so an entry it could index from the dynamic
-/// table was added by itself, which clients do not do for these (such a reference is
-/// ignored: the connection is then served where it landed).
+/// Which method the first stream's header block calls, if ADS (its `:path` and
+/// `grpc-encoding`, read by [`hpack::read`]).
 fn route(block: &[u8], end_stream: bool) -> Result<Route, String> {
     let known = Known::get();
-    let (mut path, mut encoding) = (None, None);
-    // Entries this block added to the dynamic table: an index past them and the static
-    // table's 61 names nothing.
-    let mut added = 0;
-    let check_index = |index: usize, added: usize| match index {
-        0 => Err("the first header block indexes entry 0 (HPACK)".to_string()),
-        i if i > STATIC_ENTRIES + added => Err(format!(
-            "the first header block indexes entry {i}, past both tables (HPACK)"
-        )),
-        _ => Ok(()),
-    };
-    let mut rest = block;
-    while let Some(&first) = rest.first() {
-        let name_index_bits = match first {
-            0x80.. => {
-                // Indexed field: the static table's :path entries (4 and 5) are "/" and
-                // "/index.html", never ADS.
-                let index = hpack_integer(&mut rest, 7).ok_or_else(malformed_block)?;
-                check_index(index, added)?;
-                if matches!(index, 4 | 5) {
-                    path = Some(HpackString::STATIC_PATH);
-                }
-                continue;
-            }
-            0x40.. => {
-                added += 1;
-                6
-            }
-            0x20.. => {
-                let size = hpack_integer(&mut rest, 5).ok_or_else(malformed_block)?;
-                if size > HPACK_TABLE_SIZE {
-                    return Err(format!(
-                        "the first header block sizes the HPACK table to {size} bytes, over \
-                         the {HPACK_TABLE_SIZE} allowed"
-                    ));
-                }
-                continue;
-            }
-            // Literal without indexing, or never indexed.
-            _ => 4,
-        };
-        let name_index = hpack_integer(&mut rest, name_index_bits).ok_or_else(malformed_block)?;
-        if name_index > 0 {
-            check_index(name_index, added)?;
-        }
-        let name = match name_index {
-            0 => Some(take_hpack_string(&mut rest).ok_or_else(malformed_block)?),
-            _ => None,
-        };
-        let value = take_hpack_string(&mut rest).ok_or_else(malformed_block)?;
-        if matches!(name_index, 4 | 5) || name.is_some_and(|n| n.is(&known.path_name)) {
-            path = Some(value);
-        } else if name.is_some_and(|n| n.is(&known.encoding_name)) {
-            encoding = Some(value);
-        }
-    }
+    let Headers { path, encoding } = hpack::read(block, &known.path_name, &known.encoding_name)?;
     let Some(path) = path else {
         return Ok(Route::Other("the first stream has no :path".into()));
     };
@@ -634,31 +567,6 @@ fn route(block: &[u8], end_stream: bool) -> Result<Route, String> {
     Ok(Route::Ads(method))
 }
 
-fn malformed_block() -> String {
-    "the first header block is not valid HPACK (a field runs past its end)".into()
-}
-
-/// Entries in HPACK's static table (RFC 7541 Appendix A).
-const STATIC_ENTRIES: usize = 61;
-
-/// A string the prelude compares against, in both of the forms HPACK may send it.
-struct Spelled {
-    raw: &'static [u8],
-    huffman: Vec<u8>,
-}
-
-impl Spelled {
-    fn new(raw: &'static str) -> Self {
-        let mut huffman = Vec::new();
-        // Only ever our own constants, every byte of which has a code.
-        let _ = httlib_huffman::encode(raw.as_bytes(), &mut huffman);
-        Spelled {
-            raw: raw.as_bytes(),
-            huffman,
-        }
-    }
-}
-
 /// The strings the prelude looks for.
 struct Known {
     path_name: Spelled,
@@ -681,111 +589,6 @@ impl Known {
     }
 }
 
-/// An RFC 7541 §5.2 string as sent: raw or Huffman-coded.
-#[derive(Clone, Copy)]
-struct HpackString<'a> {
-    huffman: bool,
-    bytes: &'a [u8],
-}
-
-impl HpackString<'_> {
-    /// The static table's `:path` values, neither of which is ADS.
-    const STATIC_PATH: HpackString<'static> = HpackString {
-        huffman: false,
-        bytes: b"/",
-    };
-
-    fn is(&self, known: &Spelled) -> bool {
-        match self.huffman {
-            false => self.bytes == known.raw,
-            true => self.bytes == known.huffman,
-        }
-    }
-
-    /// For a log line: the raw string, or that it was Huffman-coded (not decoded here).
-    fn shown(&self) -> String {
-        match self.huffman {
-            false => quoted(self.bytes),
-            true => format!("a Huffman-coded value of {} bytes", self.bytes.len()),
-        }
-    }
-}
-
-/// Takes an RFC 7541 §5.1 integer with a `prefix_bits` prefix off the front of `rest`.
-fn hpack_integer(rest: &mut &[u8], prefix_bits: u32) -> Option<usize> {
-    let mask = u8::MAX >> (8 - prefix_bits);
-    let (&first, mut after) = rest.split_first()?;
-    let mut value = usize::from(first & mask);
-    if first & mask == mask {
-        // At most 4 more bytes (28 bits): more would name no string a frame can hold.
-        for shift in (0..=21).step_by(7) {
-            let (&byte, next) = after.split_first()?;
-            after = next;
-            value += usize::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                *rest = after;
-                return Some(value);
-            }
-        }
-        return None;
-    }
-    *rest = after;
-    Some(value)
-}
-
-/// Takes an RFC 7541 §5.2 string off the front of `rest`.
-fn take_hpack_string<'a>(rest: &mut &'a [u8]) -> Option<HpackString<'a>> {
-    let huffman = rest.first()? & 0x80 != 0;
-    let len = hpack_integer(rest, 7)?;
-    if len > rest.len() {
-        return None;
-    }
-    let (bytes, after) = rest.split_at(len);
-    *rest = after;
-    Some(HpackString { huffman, bytes })
-}
-
-/// A header value fit for a log line: escaped, and cut short if long.
-fn quoted(value: &[u8]) -> String {
-    let text = String::from_utf8_lossy(value);
-    let short: String = text.chars().take(QUOTED_CHARS).collect();
-    format!("{short:?}")
-}
-
-/// Where gathering the first gRPC message stands.
-enum Gathered<'a> {
-    /// The whole message (without its prefix).
-    Whole(&'a [u8]),
-    /// Its prefix says it is compressed: not readable here.
-    Compressed,
-    Partial,
-}
-
-/// Adds the first message's share of `data` (a DATA frame's content) to `message`.
-fn gather<'a>(message: &'a mut Vec<u8>, mut data: &[u8]) -> Gathered<'a> {
-    if message.len() < GRPC_PREFIX_LEN {
-        let take = (GRPC_PREFIX_LEN - message.len()).min(data.len());
-        message.extend_from_slice(&data[..take]);
-        data = &data[take..];
-    }
-    let &[compressed, l0, l1, l2, l3, ..] = &message[..] else {
-        return Gathered::Partial;
-    };
-    if compressed != 0 {
-        return Gathered::Compressed;
-    }
-    // Saturating: a length beyond memory is never whole, and `max_bytes` ends the wait.
-    let whole_len = usize::try_from(u32::from_be_bytes([l0, l1, l2, l3]))
-        .unwrap_or(usize::MAX)
-        .saturating_add(GRPC_PREFIX_LEN);
-    let take = (whole_len - message.len()).min(data.len());
-    message.extend_from_slice(&data[..take]);
-    if message.len() < whole_len {
-        return Gathered::Partial;
-    }
-    Gathered::Whole(&message[GRPC_PREFIX_LEN..])
-}
-
 /// The verdict on an ADS stream's first request: whose node it names.
 fn node_verdict(method: AdsMethod, request: &[u8]) -> Verdict {
     match node_id(request, method.node_field()) {
@@ -797,102 +600,8 @@ fn node_verdict(method: AdsMethod, request: &[u8]) -> Verdict {
     }
 }
 
-/// `node.id` of a request whose `node` is field `node_field`, without decoding the rest.
-/// Several `node` fields merge (protobuf), so the last `id` in any of them wins.
-fn node_id(request: &[u8], node_field: u32) -> Result<Option<String>, String> {
-    let mut id = None;
-    for field in Fields(request) {
-        if let (tag, Value::Bytes(node)) = field?
-            && tag == node_field
-        {
-            id = last_id(node)?.or(id);
-        }
-    }
-    id.map(|id: &[u8]| {
-        String::from_utf8(id.to_vec()).map_err(|_| "node.id is not UTF-8".to_string())
-    })
-    .transpose()
-}
-
-/// The last `id` (field 1) in an `envoy.config.core.v3.Node`.
-fn last_id(node: &[u8]) -> Result<Option<&[u8]>, String> {
-    let mut id = None;
-    for field in Fields(node) {
-        match field? {
-            (1, Value::Bytes(value)) => id = Some(value),
-            (1, Value::Scalar) => return Err("node.id is not a string".into()),
-            _ => {}
-        }
-    }
-    Ok(id)
-}
-
-/// A protobuf field's value, as far as the walk needs it.
-enum Value<'a> {
-    /// Length-delimited: a string, bytes or a message.
-    Bytes(&'a [u8]),
-    /// A varint or a fixed32/64.
-    Scalar,
-}
-
-/// The top-level fields of an encoded protobuf message, each `(field number, value)`;
-/// an `Err` ends the walk (a malformed message, or a group, which ADS never uses).
-struct Fields<'a>(&'a [u8]);
-
-impl<'a> Iterator for Fields<'a> {
-    type Item = Result<(u32, Value<'a>), String>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.0.is_empty() {
-            return None;
-        }
-        let field = self.next_field();
-        if field.is_err() {
-            self.0 = &[];
-        }
-        Some(field)
-    }
-}
-
-impl<'a> Fields<'a> {
-    fn next_field(&mut self) -> Result<(u32, Value<'a>), String> {
-        let malformed = |e: prost::DecodeError| e.to_string();
-        let (tag, wire_type) = decode_key(&mut self.0).map_err(malformed)?;
-        let value = match wire_type {
-            WireType::Varint => {
-                decode_varint(&mut self.0).map_err(malformed)?;
-                Value::Scalar
-            }
-            WireType::ThirtyTwoBit => {
-                self.skip(4, tag)?;
-                Value::Scalar
-            }
-            WireType::SixtyFourBit => {
-                self.skip(8, tag)?;
-                Value::Scalar
-            }
-            WireType::LengthDelimited => {
-                let len = decode_varint(&mut self.0).map_err(malformed)?;
-                let len = usize::try_from(len).unwrap_or(usize::MAX);
-                Value::Bytes(self.skip(len, tag)?)
-            }
-            WireType::StartGroup | WireType::EndGroup => {
-                return Err(format!("field {tag} is a group"));
-            }
-        };
-        Ok((tag, value))
-    }
-
-    /// Takes the next `len` bytes.
-    fn skip(&mut self, len: usize, tag: u32) -> Result<&'a [u8], String> {
-        if len > self.0.len() {
-            return Err(format!("field {tag} runs past the end of its message"));
-        }
-        let (value, rest) = self.0.split_at(len);
-        self.0 = rest;
-        Ok(value)
-    }
-}
+mod hpack;
+mod message;
 
 #[cfg(test)]
 mod tests;
