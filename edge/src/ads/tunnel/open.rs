@@ -56,7 +56,7 @@ where
         return Err((conn, replay));
     };
     let per_connection = shared.config.relay_streams_per_connection;
-    let (mut channel, slot) = match shared.relays.channel(&owner.xds_addr, tls, per_connection) {
+    let (channel, slot) = match shared.relays.channel(&owner.xds_addr, tls, per_connection) {
         Ok(c) => c,
         Err(e) => {
             warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
@@ -70,28 +70,16 @@ where
         read: UpRead::Waiting(handed),
         link: link.clone(),
     };
-    let mut req = http::Request::new(tonic::body::Body::new(up));
-    *req.method_mut() = http::Method::POST;
-    *req.uri_mut() = http::Uri::from_static(TUNNEL_PATH);
-    let headers = req.headers_mut();
-    let peer = conn.connect_info();
-    let values = [
-        (RELAYED_BY, placement.me.clone()),
-        (TUNNEL_ORIGIN, origin.as_str().to_string()),
-        (TUNNEL_PEER_CERTS, peer_certs_header(&peer.certificates)),
-        (
-            TUNNEL_REMOTE,
-            peer.remote.map(|r| r.to_string()).unwrap_or_default(),
-        ),
-    ];
-    for (name, value) in values {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            headers.insert(name, value);
-        }
-    }
-    let opened = open_at_owner(&mut channel, req);
+    let req = tunnel_request(&placement.me, origin, &conn.connect_info(), up);
+    // The channel goes with the opening: a clone of the pool's, not kept for the tunnel.
+    let opened = async move {
+        let mut channel = channel;
+        open_at_owner(&mut channel, req).await
+    };
     let open_timeout = shared.config.relay_open_timeout;
-    let body = match tokio::time::timeout(open_timeout, opened).await {
+    // Boxed: the task's own future, resident for the tunnel's life, then holds only the
+    // copy, not the much larger state of opening it.
+    let body = match Box::pin(tokio::time::timeout(open_timeout, opened)).await {
         Ok(Ok(body)) => body,
         Ok(Err(e)) => {
             shared.metrics.relay_failed(RelayFailure::ServedHere);
@@ -121,6 +109,35 @@ where
     info!(proxy = %proxy_id, owner = %owner.id, "tunneling the connection to its proxy's owner");
     copy_down(shared, body, write, &link).await;
     Ok(())
+}
+
+/// The tunnel's request: its body `up`, the headers naming the relaying edge `me`, the
+/// listener the proxy reached and what it presented there (`peer`).
+fn tunnel_request<L: AsyncRead + Send + 'static>(
+    me: &str,
+    origin: Origin,
+    peer: &PeerInfo,
+    up: Up<L>,
+) -> http::Request<tonic::body::Body> {
+    let mut req = http::Request::new(tonic::body::Body::new(up));
+    *req.method_mut() = http::Method::POST;
+    *req.uri_mut() = http::Uri::from_static(TUNNEL_PATH);
+    let values = [
+        (RELAYED_BY, me.to_string()),
+        (TUNNEL_ORIGIN, origin.as_str().to_string()),
+        (TUNNEL_PEER_CERTS, peer_certs_header(&peer.certificates)),
+        (
+            TUNNEL_REMOTE,
+            peer.remote.map(|r| r.to_string()).unwrap_or_default(),
+        ),
+    ];
+    let headers = req.headers_mut();
+    for (name, value) in values {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    }
+    req
 }
 
 /// Copies the owner's bytes to the proxy until the owner's response ends or the relay

@@ -86,7 +86,14 @@ where
     }
     let mut prelude = Prelude::new(shared.config.relay_prelude_bytes);
     let wait = shared.config.first_request_timeout;
-    match tokio::time::timeout(wait, read_prelude(&mut conn, &mut prelude)).await {
+    // Boxed, as each step before the tunnel: the task's own future, resident for the
+    // tunnel's life, then holds only the copy.
+    match Box::pin(tokio::time::timeout(
+        wait,
+        read_prelude(&mut conn, &mut prelude),
+    ))
+    .await
+    {
         Ok(Ok(None)) => {}
         // What the prelude cannot follow, HTTP/2 may still take: served here when the
         // replay is whole (our SETTINGS acknowledged), closed otherwise.
@@ -121,7 +128,7 @@ where
     };
     let replay = prelude.into_replay();
     let owner = match shared.placement.get() {
-        Some(placement) => placement.owner_elsewhere(&proxy_id).await,
+        Some(placement) => Box::pin(placement.owner_elsewhere(&proxy_id)).await,
         None => Ok(None),
     };
     let owner = match owner {
