@@ -96,12 +96,7 @@ where
     // The proxy's requests go up once the owner takes the stream; until then only the
     // first, and the stream stays here to be served if the owner does not.
     let link = Arc::new(RelayLink::default());
-    let (hand_over, handed) = oneshot::channel();
-    let up = Up::<S> {
-        first: Some(frame(&first)),
-        inbound: Inbound::Waiting(handed),
-        link: link.clone(),
-    };
+    let (up, hand_over) = Up::<Requests<S>>::new(frame(&first), link.clone());
     let mut req = http::Request::new(tonic::body::Body::new(up));
     *req.method_mut() = http::Method::POST;
     *req.uri_mut() = http::Uri::from_static(M::PATH);
@@ -138,7 +133,7 @@ where
         proxy_id,
         &owner.id,
         &link,
-        (hand_over, inbound),
+        (hand_over, Requests(inbound)),
         permit,
         slot,
     );
@@ -201,25 +196,42 @@ pub(crate) fn record_relay<T>(
     Held::new(shared.clone(), proxy_id.to_string(), id, permit, slot)
 }
 
-/// The proxy's request stream, as the body of the relayed request: its first request,
-/// then each as it is read, framed; it ends when the relay does.
-struct Up<S> {
-    first: Option<Bytes>,
-    inbound: Inbound<S>,
+/// What a relay sends up to the owner after its first chunk, as the owner takes it.
+pub(crate) trait UpSource: Unpin + Send + 'static {
+    /// The next chunk; `None` ends the request to the owner. A source that ends for the
+    /// proxy's fault says why through `link` ([`RelayLink::fail`]).
+    fn poll_chunk(&mut self, cx: &mut Context<'_>, link: &RelayLink) -> Poll<Option<Bytes>>;
+}
+
+/// The proxy's side, as the body of the request to its owner: a first chunk, then its
+/// source ([`UpSource`]) once the owner took the relay (until then the source stays with
+/// the caller, to be served here if the owner does not); it ends when the relay does.
+pub(crate) struct Up<T> {
+    first: Bytes,
+    source: Source<T>,
     link: Arc<RelayLink>,
 }
 
-enum Inbound<S> {
-    /// Until the owner takes the stream.
-    Waiting(oneshot::Receiver<S>),
-    Reading(S),
+enum Source<T> {
+    /// Until the owner takes the relay.
+    Waiting(oneshot::Receiver<T>),
+    Reading(T),
 }
 
-impl<S, R> Body for Up<S>
-where
-    S: Stream<Item = Result<R, Status>> + Unpin + Send + 'static,
-    R: prost::Message,
-{
+impl<T> Up<T> {
+    /// The body, and where to hand it its source once the owner took the relay.
+    pub(crate) fn new(first: Bytes, link: Arc<RelayLink>) -> (Up<T>, oneshot::Sender<T>) {
+        let (hand_over, handed) = oneshot::channel();
+        let up = Up {
+            first,
+            source: Source::Waiting(handed),
+            link,
+        };
+        (up, hand_over)
+    }
+}
+
+impl<T: UpSource> Body for Up<T> {
     type Data = Bytes;
     type Error = Status;
 
@@ -232,28 +244,46 @@ where
         if this.link.ended() {
             return Poll::Ready(None);
         }
-        if let Some(first) = this.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(first))));
+        if !this.first.is_empty() {
+            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut this.first)))));
         }
         loop {
-            match &mut this.inbound {
-                Inbound::Waiting(handed) => match ready!(Pin::new(handed).poll(cx)) {
-                    Ok(inbound) => this.inbound = Inbound::Reading(inbound),
+            match &mut this.source {
+                Source::Waiting(handed) => match ready!(Pin::new(handed).poll(cx)) {
+                    Ok(source) => this.source = Source::Reading(source),
                     Err(_) => return Poll::Ready(None),
                 },
-                Inbound::Reading(inbound) => {
-                    return match ready!(Pin::new(inbound).poll_next(cx)) {
-                        Some(Ok(req)) => Poll::Ready(Some(Ok(Frame::data(frame(&req))))),
-                        // A request the proxy's stream cannot take: it ends the relay with
-                        // that status, and the owner's stream with the proxy's half-close.
-                        Some(Err(status)) => {
-                            this.link.fail(status);
-                            Poll::Ready(None)
-                        }
-                        None => Poll::Ready(None),
-                    };
+                Source::Reading(source) => {
+                    let chunk = ready!(source.poll_chunk(cx, &this.link));
+                    return Poll::Ready(chunk.map(|c| Ok(Frame::data(c))));
                 }
             }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+/// A stream relay's source: the proxy's requests, each framed as it is read.
+struct Requests<S>(S);
+
+impl<S, R> UpSource for Requests<S>
+where
+    S: Stream<Item = Result<R, Status>> + Unpin + Send + 'static,
+    R: prost::Message,
+{
+    fn poll_chunk(&mut self, cx: &mut Context<'_>, link: &RelayLink) -> Poll<Option<Bytes>> {
+        match ready!(Pin::new(&mut self.0).poll_next(cx)) {
+            Some(Ok(req)) => Poll::Ready(Some(frame(&req))),
+            // A request the proxy's stream cannot take: it ends the relay with that
+            // status, and the owner's stream with the proxy's half-close.
+            Some(Err(status)) => {
+                link.fail(status);
+                Poll::Ready(None)
+            }
+            None => Poll::Ready(None),
         }
     }
 }

@@ -6,7 +6,7 @@
 use super::Origin;
 use crate::ads::metrics::RelayFailure;
 use crate::ads::ownership::RelayLink;
-use crate::ads::relay::{open_at_owner, record_relay};
+use crate::ads::relay::{Up, UpSource, open_at_owner, record_relay};
 use crate::ads::shared::Shared;
 use crate::ads::transport::relay_header::{
     RELAYED_BY, TUNNEL_ORIGIN, TUNNEL_PATH, TUNNEL_PEER_CERTS, TUNNEL_REMOTE, peer_certs_header,
@@ -14,7 +14,7 @@ use crate::ads::transport::relay_header::{
 use crate::tls::PeerInfo;
 use bytes::{Buf, Bytes};
 use http::header::HeaderValue;
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 use shoal_proto::transport::Member;
 use std::io;
 use std::pin::Pin;
@@ -22,8 +22,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
-use tokio::sync::oneshot;
-use tonic::Status;
 use tonic::transport::server::Connected;
 use tracing::{debug, info, warn};
 
@@ -64,12 +62,7 @@ where
         }
     };
     let link = Arc::new(RelayLink::default());
-    let (hand_over, handed) = oneshot::channel();
-    let up = Up::<L> {
-        replay: replay.clone(),
-        read: UpRead::Waiting(handed),
-        link: link.clone(),
-    };
+    let (up, hand_over) = Up::<Socket<L>>::new(replay.clone(), link.clone());
     let req = tunnel_request(&placement.me, origin, &conn.connect_info(), up);
     // The channel goes with the opening: a clone of the pool's, not kept for the tunnel.
     let opened = async move {
@@ -102,7 +95,7 @@ where
         proxy_id,
         &owner.id,
         &link,
-        (hand_over, read),
+        (hand_over, Socket(read)),
         permit,
         slot,
     );
@@ -117,7 +110,7 @@ fn tunnel_request<L: AsyncRead + Send + 'static>(
     me: &str,
     origin: Origin,
     peer: &PeerInfo,
-    up: Up<L>,
+    up: Up<Socket<L>>,
 ) -> http::Request<tonic::body::Body> {
     let mut req = http::Request::new(tonic::body::Body::new(up));
     *req.method_mut() = http::Method::POST;
@@ -192,60 +185,20 @@ async fn copy_down<L: AsyncWrite>(
     let _ = tokio::time::timeout(shared.config.send_timeout, write.shutdown()).await;
 }
 
-/// The proxy's bytes, as the body of the tunnel's request: what the prelude read, then
-/// the socket as it is read; it ends when the relay does.
-struct Up<L> {
-    replay: Bytes,
-    read: UpRead<L>,
-    link: Arc<RelayLink>,
-}
+/// A tunnel's source: the proxy's socket, read as the owner's HTTP/2 layer takes it.
+struct Socket<L>(ReadHalf<L>);
 
-enum UpRead<L> {
-    /// Until the owner takes the tunnel: the socket stays with the caller, to be served
-    /// here if the owner does not.
-    Waiting(oneshot::Receiver<ReadHalf<L>>),
-    Reading(ReadHalf<L>),
-}
-
-impl<L: AsyncRead> Body for Up<L> {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let this = &mut *self;
-        this.link.up.register(cx.waker());
-        if this.link.ended() {
-            return Poll::Ready(None);
-        }
-        if !this.replay.is_empty() {
-            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut this.replay)))));
-        }
-        loop {
-            match &mut this.read {
-                UpRead::Waiting(handed) => match ready!(Pin::new(handed).poll(cx)) {
-                    Ok(read) => this.read = UpRead::Reading(read),
-                    Err(_) => return Poll::Ready(None),
-                },
-                UpRead::Reading(read) => {
-                    let mut chunk = [0u8; READ_CHUNK];
-                    let mut buf = ReadBuf::new(&mut chunk);
-                    return match ready!(Pin::new(read).poll_read(cx, &mut buf)) {
-                        Ok(()) if !buf.filled().is_empty() => {
-                            Poll::Ready(Some(Ok(Frame::data(Bytes::copy_from_slice(buf.filled())))))
-                        }
-                        // The proxy closed its side (or its socket failed): the owner's
-                        // connection ends, and with it the response.
-                        _ => Poll::Ready(None),
-                    };
-                }
+impl<L: AsyncRead + Send + 'static> UpSource for Socket<L> {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>, _: &RelayLink) -> Poll<Option<Bytes>> {
+        let mut chunk = [0u8; READ_CHUNK];
+        let mut buf = ReadBuf::new(&mut chunk);
+        match ready!(Pin::new(&mut self.0).poll_read(cx, &mut buf)) {
+            Ok(()) if !buf.filled().is_empty() => {
+                Poll::Ready(Some(Bytes::copy_from_slice(buf.filled())))
             }
+            // The proxy closed its side (or its socket failed): the owner's connection
+            // ends, and with it the response.
+            _ => Poll::Ready(None),
         }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
     }
 }
