@@ -109,7 +109,9 @@ async fn three_tiers_with_nats_and_redis_route_envoy() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
     assert!(
-        lines.iter().any(|l| l["level"] == "INFO" && l["message"].is_string()),
+        lines
+            .iter()
+            .any(|l| l["level"] == "INFO" && l["message"].is_string()),
         "the builder logged nothing:\n{log}"
     );
     tiers.stop();
