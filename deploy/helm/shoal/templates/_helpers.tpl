@@ -98,6 +98,8 @@ livenessProbe:
 {{- define "shoal.commonEnv" -}}
 - name: RUST_LOG
   value: {{ .root.Values.logLevel | quote }}
+- name: SHOAL_LOG_FORMAT
+  value: {{ .root.Values.logFormat | quote }}
 {{- with .values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
