@@ -12,7 +12,19 @@ use std::task::{Context, Poll};
 
 /// The response body of an ADS stream.
 #[derive(Default)]
-pub struct AdsBody(Inner, Option<Closer>);
+pub struct AdsBody(Inner, Tunneled);
+
+/// The closer of the tunneled connection the stream is on, held while the stream lives.
+#[derive(Default)]
+struct Tunneled(Option<Closer>);
+
+impl Drop for Tunneled {
+    fn drop(&mut self) {
+        if let Some(closer) = &self.0 {
+            closer.release();
+        }
+    }
+}
 
 enum Inner {
     Served(Outbound),
@@ -27,13 +39,13 @@ impl Default for Inner {
 
 impl From<Outbound> for AdsBody {
     fn from(o: Outbound) -> Self {
-        AdsBody(Inner::Served(o), None)
+        AdsBody(Inner::Served(o), Tunneled::default())
     }
 }
 
 impl From<Relayed> for AdsBody {
     fn from(r: Relayed) -> Self {
-        AdsBody(Inner::Relayed(r), None)
+        AdsBody(Inner::Relayed(r), Tunneled::default())
     }
 }
 
@@ -43,10 +55,13 @@ const UNAVAILABLE: &str = "14";
 
 impl AdsBody {
     /// Closes the connection beneath, through `closer`, once the stream ends for the
-    /// proxy to reconnect: a tunneled connection would otherwise bring its next stream
-    /// back here, to an edge that no longer serves it.
+    /// proxy to reconnect (unless other streams use it): a tunneled connection would
+    /// otherwise bring its next stream back here, to an edge that no longer serves it.
     pub(crate) fn closing(mut self, closer: Option<Closer>) -> Self {
-        self.1 = closer;
+        if let Some(closer) = &closer {
+            closer.hold();
+        }
+        self.1 = Tunneled(closer);
         self
     }
 }
@@ -63,13 +78,13 @@ impl Body for AdsBody {
             Inner::Served(o) => Pin::new(o).poll_frame(cx),
             Inner::Relayed(r) => Pin::new(r).poll_frame(cx),
         };
-        if let (Poll::Ready(Some(Ok(frame))), Some(closer)) = (&polled, &self.1)
+        if let (Poll::Ready(Some(Ok(frame))), Some(closer)) = (&polled, &self.1.0)
             && frame
                 .trailers_ref()
                 .and_then(|t| t.get("grpc-status"))
                 .is_some_and(|code| code == UNAVAILABLE)
         {
-            closer.close();
+            closer.close_unless_shared(1);
         }
         polled
     }

@@ -150,7 +150,7 @@ where
         }
         Err(status) => {
             if let Some(closer) = closer.filter(|_| status.code() == tonic::Code::Unavailable) {
-                closer.close();
+                closer.close_unless_shared(0);
             }
             status.into_http()
         }

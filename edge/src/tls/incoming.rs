@@ -10,6 +10,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -55,13 +56,38 @@ pub struct PeerInfo {
     pub closer: Option<Closer>,
 }
 
-/// Closes a connection beneath its HTTP/2 layer.
+/// Closes a connection beneath its HTTP/2 layer, unless other streams still use it.
 #[derive(Clone)]
-pub struct Closer(pub Arc<dyn Fn() + Send + Sync>);
+pub struct Closer {
+    close: Arc<dyn Fn() + Send + Sync>,
+    /// Streams of the connection that hold it ([`Closer::hold`]).
+    streams: Arc<AtomicUsize>,
+}
 
 impl Closer {
-    pub fn close(&self) {
-        (self.0)()
+    pub fn new(close: impl Fn() + Send + Sync + 'static) -> Self {
+        Closer {
+            close: Arc::new(close),
+            streams: Arc::default(),
+        }
+    }
+
+    /// Counts a stream on the connection until [`Closer::release`].
+    pub fn hold(&self) {
+        self.streams.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn release(&self) {
+        self.streams.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Closes the connection unless streams other than `own` (1 for a stream that holds
+    /// it, 0 for one that never did) still use it: a connection that carries several
+    /// proxies (a load generator's) keeps serving the others.
+    pub fn close_unless_shared(&self, own: usize) {
+        if self.streams.load(Ordering::Acquire) <= own {
+            (self.close)()
+        }
     }
 }
 

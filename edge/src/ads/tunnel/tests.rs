@@ -159,3 +159,27 @@ async fn a_stream_sent_away_closes_its_tunneled_connection() {
     responses.message().await.unwrap().expect("served by a");
     assert!(p.a.xds.shared.registry.proxy(node).is_some());
 }
+
+#[tokio::test]
+async fn a_stream_sent_away_leaves_open_a_tunnel_other_streams_use() {
+    let p = pair_with(XdsConfig::default()).await;
+    let nodes = p.owned_by_b(2);
+    let web = p.ca.issue(&[], Some(WEB));
+    let mut proxies = client(p.a.addr, &p.ca, Some(&web)).await;
+    let (_tx1, mut first) = open(&mut proxies, &nodes[0], &[]).await.unwrap();
+    first.message().await.unwrap().expect("served by b");
+    let (_tx2, mut second) = open(&mut proxies, &nodes[1], &[]).await.unwrap();
+    second.message().await.unwrap().expect("served by b");
+    // A load generator's connection carries many proxies: one handed off leaves the
+    // others served.
+    p.b.xds
+        .shared
+        .registry
+        .proxy(&nodes[0])
+        .unwrap()
+        .end(Ending::HandedOff);
+    closing_status(&mut first).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(p.a.xds.relayed(), 1, "the tunnel stays");
+    assert!(p.b.xds.shared.registry.proxy(&nodes[1]).is_some());
+}

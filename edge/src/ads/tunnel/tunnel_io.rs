@@ -60,10 +60,10 @@ impl Closed {
     /// The [`Closer`] of the connection this belongs to.
     pub(super) fn closer(self: &Arc<Self>) -> Closer {
         let closed = self.clone();
-        Closer(Arc::new(move || {
+        Closer::new(move || {
             closed.set.store(true, Ordering::Release);
             closed.waker.wake();
-        }))
+        })
     }
 }
 
