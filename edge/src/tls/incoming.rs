@@ -97,14 +97,23 @@ impl std::fmt::Debug for Closer {
     }
 }
 
-/// One accepted TLS connection.
-pub struct TlsConn {
-    inner: tokio_rustls::server::TlsStream<TcpStream>,
+/// An accepted connection and what is known of its peer (tonic's [`Connected`] info).
+pub struct PeerConn<IO> {
+    inner: IO,
     info: PeerInfo,
 }
 
+/// One accepted TLS connection.
+pub type TlsConn = PeerConn<tokio_rustls::server::TlsStream<TcpStream>>;
+
+impl<IO> PeerConn<IO> {
+    pub fn new(inner: IO, info: PeerInfo) -> Self {
+        PeerConn { inner, info }
+    }
+}
+
 impl TlsConn {
-    fn new(inner: tokio_rustls::server::TlsStream<TcpStream>, remote: SocketAddr) -> Self {
+    fn accepted(inner: tokio_rustls::server::TlsStream<TcpStream>, remote: SocketAddr) -> Self {
         let certificates: Arc<[Bytes]> = inner
             .get_ref()
             .1
@@ -114,19 +123,17 @@ impl TlsConn {
             .map(|c| Bytes::copy_from_slice(c.as_ref()))
             .collect();
         let spiffe = certificates.first().and_then(|c| peer::spiffe_id(c));
-        TlsConn {
-            inner,
-            info: PeerInfo {
-                remote: Some(remote),
-                certificates,
-                spiffe,
-                closer: None,
-            },
-        }
+        let info = PeerInfo {
+            remote: Some(remote),
+            certificates,
+            spiffe,
+            closer: None,
+        };
+        PeerConn::new(inner, info)
     }
 }
 
-impl Connected for TlsConn {
+impl<IO> Connected for PeerConn<IO> {
     type ConnectInfo = PeerInfo;
 
     fn connect_info(&self) -> PeerInfo {
@@ -134,7 +141,7 @@ impl Connected for TlsConn {
     }
 }
 
-impl AsyncRead for TlsConn {
+impl<IO: AsyncRead + Unpin> AsyncRead for PeerConn<IO> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -144,7 +151,7 @@ impl AsyncRead for TlsConn {
     }
 }
 
-impl AsyncWrite for TlsConn {
+impl<IO: AsyncWrite + Unpin> AsyncWrite for PeerConn<IO> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -209,7 +216,7 @@ pub fn incoming(
                 let _slot = slot;
                 match tokio::time::timeout(limits.timeout, acceptor.accept(tcp)).await {
                     Ok(Ok(tls)) => {
-                        let _ = tx.send(Ok(TlsConn::new(tls, remote))).await;
+                        let _ = tx.send(Ok(TlsConn::accepted(tls, remote))).await;
                     }
                     Ok(Err(e)) => debug!(%remote, error = %e, "TLS handshake failed"),
                     Err(_) => debug!(%remote, timeout = ?limits.timeout, "TLS handshake timed out"),

@@ -27,7 +27,7 @@ use rustls::sign::CertifiedKey;
 use std::sync::Arc;
 use tokio::sync::watch;
 
-pub use incoming::{PeerInfo, TlsConn};
+pub use incoming::{PeerConn, PeerInfo, TlsConn};
 
 /// Where a TLS listener gets its certificate and the mesh root from. Both are watched: a
 /// new value is used from the next handshake on.

@@ -2,7 +2,7 @@
 //! read by the prelude, replayed first), or one tunneled from another edge.
 
 use super::tunnel_io::TunnelIo;
-use crate::tls::PeerInfo;
+use crate::tls::{PeerConn, PeerInfo};
 use bytes::{Buf, Bytes};
 use futures::{Stream, StreamExt};
 use std::io;
@@ -120,58 +120,7 @@ impl<L: AsyncWrite + Unpin> AsyncWrite for EdgeConn<L> {
 }
 
 /// A plaintext connection and what is known of its peer (its address).
-pub struct PlainConn {
-    io: TcpStream,
-    info: PeerInfo,
-}
-
-impl Connected for PlainConn {
-    type ConnectInfo = PeerInfo;
-
-    fn connect_info(&self) -> PeerInfo {
-        self.info.clone()
-    }
-}
-
-impl AsyncRead for PlainConn {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for PlainConn {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
+pub type PlainConn = PeerConn<TcpStream>;
 
 /// The plaintext connections `listener` accepts, with TCP_NODELAY (without it a small
 /// push waits behind the previous one's delayed ACK, up to 40 ms on Linux).
@@ -183,6 +132,6 @@ pub fn plain_conns(listener: TcpListener) -> impl Stream<Item = io::Result<Plain
             remote: io.peer_addr().ok(),
             ..PeerInfo::default()
         };
-        Ok(PlainConn { io, info })
+        Ok(PeerConn::new(io, info))
     })
 }
