@@ -1,9 +1,11 @@
 //! `shoal`: ingest, builder and edge in one process, joined by the in-process bus, config
 //! KV and snapshot store (the same traits NATS and Redis implement for the split tiers).
 //! `shoal analyze DIR` reports what is wrong in a config directory instead (see
-//! [`analyze`]).
+//! [`analyze`]); `shoal status` whether a config revision reached the proxies (see
+//! [`status`]).
 
 mod analyze;
+mod status;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -47,7 +49,8 @@ struct Args {
     listen: shoal_edge::cli::XdsListenArgs,
     #[command(flatten)]
     security: shoal_edge::security::SecurityArgs,
-    // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,warnings,builder,ring}.
+    // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,warnings,builder,ring,
+    // push_status}.
     #[command(flatten)]
     http: HttpArgs,
     /// Quiet period before a push, counted from when the source saw the last change.
@@ -70,6 +73,10 @@ enum Command {
     /// analyze` does: invalid objects, references to what does not exist, conflicts, and
     /// what Shoal does not implement.
     Analyze(analyze::AnalyzeArgs),
+    /// Whether a config revision reached the proxies it concerned: per edge, how many it
+    /// concerned, were sent it, ACKed, NACKed (with Envoy's words) or are pending.
+    /// `--wait` waits for the answer, for CI and GitOps pipelines.
+    Status(status::StatusArgs),
 }
 
 // mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
@@ -81,6 +88,7 @@ fn main() -> ExitCode {
     let mut args = Args::parse();
     let result = match args.command.take() {
         Some(Command::Analyze(analyze_args)) => Ok(analyze::run(&analyze_args)),
+        Some(Command::Status(status_args)) => status::run(status_args),
         None => serve(args).map(|()| ExitCode::SUCCESS),
     };
     // Errors are one line (usage errors exit 2), never a backtrace.
@@ -151,6 +159,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     }
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
+    let push_status = edge.push_status_debug();
     let edge_ready = edge.ready();
     let edge = edge.bind(args.listen.listen(&security)).await?;
 
@@ -168,6 +177,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .debug("warnings", Arc::new(move || warnings.warnings_json()))
         .debug("builder", Arc::new(move || status.json()))
         .debug("ring", Arc::new(ring_debug))
+        .debug_query("push_status", Arc::new(push_status))
         .bind(args.http.http_addr)
         .await?;
     let (plaintext, secure) = (edge.plaintext_addr(), edge.secure_addr());

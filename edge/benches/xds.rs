@@ -34,6 +34,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use shoal_edge::ads::{DeltaStream, GeneratorSource, PushScope, SotwStream, proxy_needs_push};
+use shoal_edge::convergence::{Ledger, Revisions};
 use shoal_edge::proxy::Proxy;
 use shoal_edge::push_queue::{PushEvent, PushQueue};
 use shoal_edge::xds::Generator;
@@ -214,6 +215,8 @@ struct Fleet {
     generator: Generator,
     conns: Vec<Conn>,
     queue: PushQueue<u64, PushEvent>,
+    /// Per-revision convergence, tracked as the edge tracks it.
+    ledger: Arc<Ledger>,
     rt: tokio::runtime::Runtime,
 }
 
@@ -313,6 +316,7 @@ impl Fleet {
             generator,
             conns,
             queue: PushQueue::new(),
+            ledger: Arc::new(Ledger::new(256)),
             rt: tokio::runtime::Builder::new_current_thread()
                 .build()
                 .expect("runtime"),
@@ -323,12 +327,17 @@ impl Fleet {
     fn fan_out(&mut self, event: PushEvent) -> FanOut {
         let mut out = FanOut::default();
         let started = Instant::now();
+        let version = event.push.version();
+        self.ledger
+            .dispatched(version, &event.changes, std::time::SystemTime::now());
         for (id, conn) in self.conns.iter_mut().enumerate() {
             if needs_push(conn, &event) {
-                self.queue.enqueue(id as u64, event.clone());
+                let tracked = Revisions::concerned(&self.ledger, version);
+                self.queue.enqueue(id as u64, event.tracked(tracked));
                 out.pushed += 1;
             }
         }
+        self.ledger.concerned(version, out.pushed as u64);
         out.decide = started.elapsed();
         let started = Instant::now();
         let (queue, conns, generator) = (&self.queue, &mut self.conns, &self.generator);
@@ -353,15 +362,15 @@ impl Fleet {
     }
 
     fn event(&self, full: bool, keys: BTreeSet<ChangeKey>) -> PushEvent {
-        PushEvent {
-            push: self.push.clone(),
-            changes: Arc::new(ChangeSet::of(
+        PushEvent::new(
+            self.push.clone(),
+            Arc::new(ChangeSet::of(
                 full,
                 keys,
                 TriggerReason::Unknown,
                 SystemTime::now(),
             )),
-        }
+        )
     }
 }
 

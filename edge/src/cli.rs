@@ -29,7 +29,7 @@ pub struct Args {
     pub listen: XdsListenArgs,
     #[command(flatten)]
     pub security: SecurityArgs,
-    // Admin HTTP: /metrics, /healthz/ready, /debug/syncz, /debug/ring.
+    // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,ring,push_status}.
     #[command(flatten)]
     pub http: HttpArgs,
     #[command(flatten)]
@@ -168,6 +168,10 @@ pub struct PushArgs {
     /// Delta); a request that would exceed it closes the stream with RESOURCE_EXHAUSTED.
     #[arg(long, env = "SHOAL_XDS_MAX_NAMES_PER_STREAM", default_value_t = crate::ads::DEFAULT_MAX_NAMES)]
     pub max_names_per_stream: usize,
+    /// Config revisions whose convergence (concerned, sent, ACKed, NACKed proxies) this
+    /// edge keeps for `/debug/push_status` and `shoal status`.
+    #[arg(long, env = "SHOAL_PUSH_STATUS_REVISIONS", default_value_t = crate::ads::XdsConfig::default().push_status_revisions, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub push_status_revisions: usize,
     /// Streams one HTTP/2 connection may have reset for its peer's protocol errors, over
     /// its life, before the edge closes it (a guard against hostile clients; relays
     /// between edges churn many streams on one connection). 0: no limit.
@@ -267,6 +271,7 @@ impl PushArgs {
         xds.initial_throttle = self.initial_throttle;
         xds.resume_wait = self.resume_wait;
         xds.max_names_per_stream = self.max_names_per_stream;
+        xds.push_status_revisions = self.push_status_revisions;
         xds.max_resets_per_connection = self.max_resets_per_connection;
         xds.relay_streams_per_connection = self.relay_streams_per_connection;
         xds.relay_open_timeout = self.relay_open_timeout;

@@ -14,6 +14,7 @@ pub mod ads;
 pub mod authn;
 pub mod ca;
 pub mod cli;
+pub mod convergence;
 pub mod jwks;
 pub mod kubernetes;
 pub mod membership;

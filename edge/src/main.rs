@@ -73,6 +73,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
+    let push_status = edge.push_status_debug();
     let ready = edge.ready();
     let edge = edge.bind(args.listen.listen(&security)).await?;
 
@@ -84,6 +85,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         ))
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("ring", Arc::new(ring_debug))
+        .debug_query("push_status", Arc::new(push_status))
         .bind(args.http.http_addr)
         .await?;
     supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));

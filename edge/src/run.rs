@@ -17,6 +17,7 @@ use prometheus_client::registry::Registry;
 use shoal_infra::runtime::DrainWatch;
 use shoal_proto::security::Authenticator;
 use shoal_proto::transport::{Bus, Member, Membership, SnapshotStore};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -182,6 +183,23 @@ impl Edge {
     /// The current membership ring.
     pub fn ring(&self) -> watch::Receiver<Arc<Ring>> {
         self.ring_tx.subscribe()
+    }
+
+    /// `/debug/push_status?revision=R`: how far config revision `R` (the latest pushed
+    /// without one) reached the proxies it concerned here, named by this edge. A query
+    /// that is not one answers `{"error": ...}`.
+    pub fn push_status_debug(
+        &self,
+    ) -> impl Fn(&BTreeMap<String, String>) -> serde_json::Value + Send + Sync + 'static {
+        let (xds, me) = (self.xds(), self.config.member_id.clone());
+        move |query| {
+            let mut answer = match xds.push_status(query.get("revision").map(String::as_str)) {
+                Ok(status) => serde_json::to_value(status).unwrap_or_default(),
+                Err(error) => serde_json::json!({ "error": error }),
+            };
+            answer["edge"] = me.clone().into();
+            answer
+        }
     }
 
     /// `/debug/ring`: the live members, and how the proxies connected here split between

@@ -2,7 +2,7 @@
 //! checked with the real tools: `promtool check rules` and `promtool test rules` on the
 //! alert rules, the dashboard's shape as Grafana reads it, and a real Prometheus scraping
 //! the all-in-one `shoal` with the rules loaded, whose NACK alert fires when a real Envoy
-//! rejects a config.
+//! rejects a config; `shoal status --wait` answering whether a revision reached that Envoy.
 //!
 //! `prometheus` and `promtool` come from Debian's `prometheus` package (`make setup`
 //! installs it); `SHOAL_PROMETHEUS` and `SHOAL_PROMTOOL` override where they are found.
@@ -13,6 +13,7 @@ mod support;
 mod dashboard;
 mod prometheus;
 mod rules;
+mod status;
 
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -125,10 +125,10 @@ async fn prometheus_scraping_shoal_fires_the_nack_alert_when_envoy_rejects_a_con
 }
 
 /// How long shoal, Envoy and Prometheus get to reach each state.
-const SYNC: Duration = Duration::from_secs(30);
+pub(crate) const SYNC: Duration = Duration::from_secs(30);
 
 /// The all-in-one on `config_dir`: plaintext ADS on `xds`, admin (`/metrics`) on `http`.
-async fn start_shoal(config_dir: &Path, http: u16, xds: u16, dir: &Path) -> Proc {
+pub(crate) async fn start_shoal(config_dir: &Path, http: u16, xds: u16, dir: &Path) -> Proc {
     let shoal = Proc::spawn(
         "shoal",
         Path::new(env!("CARGO_BIN_EXE_shoal")),
@@ -151,7 +151,7 @@ async fn start_shoal(config_dir: &Path, http: u16, xds: u16, dir: &Path) -> Proc
 }
 
 /// The test mesh's VirtualService with a first route Envoy cannot load.
-fn virtual_service_envoy_rejects() -> String {
+pub(crate) fn virtual_service_envoy_rejects() -> String {
     let route = format!(
         "  - name: greek\n    match:\n    - uri:\n        regex: \"{REGEX_ENVOY_REJECTS}\"\n    \
          route:\n    - destination:\n        host: reviews\n        subset: v2\n"
@@ -193,7 +193,7 @@ async fn dashboard_and_rules_read_what_shoal_exports(prometheus: &Prometheus) {
 }
 
 /// Each xDS type of the one proxy in the edge's `/debug/syncz`, with its state.
-async fn type_states(admin: &str) -> Vec<(String, Value)> {
+pub(crate) async fn type_states(admin: &str) -> Vec<(String, Value)> {
     let Ok(response) = reqwest::get(format!("{admin}/debug/syncz")).await else {
         return Vec::new();
     };
@@ -205,7 +205,7 @@ async fn type_states(admin: &str) -> Vec<(String, Value)> {
 }
 
 /// Polls `check` every 200 ms until it gives a value; panics naming `what` after `timeout`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,

@@ -37,6 +37,9 @@ pub struct XdsConfig {
     /// all its types (SotW and Delta); a request that would exceed it closes the stream
     /// with RESOURCE_EXHAUSTED.
     pub max_names_per_stream: usize,
+    /// `SHOAL_PUSH_STATUS_REVISIONS`: config revisions whose convergence this edge keeps
+    /// for `/debug/push_status` (the latest ones; older revisions are reported forgotten).
+    pub push_status_revisions: usize,
     /// `SHOAL_XDS_MAX_RESETS_PER_CONNECTION`: streams one HTTP/2 connection may see reset
     /// by the edge for its peer's protocol errors before the edge closes it (h2's guard
     /// against MadeYouReset, CVE-2025-8671). h2 counts over the connection's life, and a
@@ -91,6 +94,7 @@ impl Default for XdsConfig {
             initial_throttle: 100,
             resume_wait: Duration::from_secs(3),
             max_names_per_stream: super::limits::DEFAULT_MAX_NAMES,
+            push_status_revisions: 256,
             max_resets_per_connection: 1_000_000,
             relay_streams_per_connection: 256,
             relay_open_timeout: Duration::from_secs(120),

@@ -12,6 +12,7 @@ use super::scope::{PushScope, short_type};
 use super::shared::Shared;
 use super::source::GeneratorSource;
 use super::status::RequestKind;
+use crate::convergence::InFlight;
 use crate::proxy::Proxy;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::value::Kind;
@@ -236,6 +237,7 @@ pub(crate) async fn serve<M, S>(
         shared: shared.clone(),
         conn: conn.clone(),
         out,
+        in_flight: InFlight::default(),
     };
     match task.run(first, inbound, push_rx).await {
         Ok(()) | Err(Stop::Ads(AdsError::ClientGone)) => info!("proxy disconnected"),
@@ -293,6 +295,8 @@ struct StreamTask<M: Protocol> {
     shared: Arc<Shared>,
     conn: Arc<Connection>,
     out: outbound::Sender,
+    /// The push awaiting the proxy's answer, for per-revision convergence.
+    in_flight: InFlight,
 }
 
 impl<M: Protocol> StreamTask<M> {
@@ -405,12 +409,16 @@ impl<M: Protocol> StreamTask<M> {
         for resp in reply.responses {
             self.send(resp).await?;
         }
-        self.conn.publish(self.machine.status());
+        let status = self.machine.status();
+        self.in_flight.answered(&status, &self.conn.proxy.id);
+        self.conn.publish(status);
         Ok(())
     }
 
     async fn on_push(&mut self, job: PushJob) -> Result<(), AdsError> {
         let PushJob { event, done } = job;
+        // What was sent before, to tell which responses this push sent.
+        let before = self.machine.status();
         // Never go back: a newer snapshot may have been read by a request meanwhile.
         let latest = self.shared.latest();
         let push = if latest.version() > event.push.version() {
@@ -447,7 +455,9 @@ impl<M: Protocol> StreamTask<M> {
             .metrics
             .convergence
             .observe(convergence.as_secs_f64());
-        self.conn.publish(self.machine.status());
+        let after = self.machine.status();
+        self.in_flight.pushed(event.revisions, &before, &after);
+        self.conn.publish(after);
         drop(done);
         Ok(())
     }

@@ -4,12 +4,14 @@
 use super::error::Ending;
 use super::registry::{Connection, PushJob};
 use super::shared::Shared;
+use crate::convergence::Revisions;
 use crate::proxy::{InterceptionMode, ProxyKind};
 use crate::push_queue::{DoneGuard, PushEvent};
 use crate::snapshot::SnapshotUpdate;
 use shoal_proto::change::ChangeSet;
 use shoal_proto::push_context::{PushContext, SidecarScope};
 use std::sync::Arc;
+use std::time::SystemTime;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -42,18 +44,25 @@ impl Shared {
     /// Queues `event` for every connection it concerns.
     pub(crate) fn dispatch(&self, event: PushEvent) {
         let started = std::time::Instant::now();
+        let version = event.push.version();
+        let ledger = &self.convergence;
+        // The entry first: a proxy may answer before the loop ends.
+        ledger.dispatched(version, &event.changes, SystemTime::now());
         let mut queued = 0usize;
         let conns = self.registry.all();
         for conn in &conns {
             let needed = needs_push(conn, &event);
             if inbound_changed(conn, &event.push) {
-                self.queue.enqueue(conn.id, as_full(&event));
+                let tracked = Revisions::concerned(ledger, version);
+                self.queue.enqueue(conn.id, as_full(&event, tracked));
                 queued += 1;
             } else if needed {
-                self.queue.enqueue(conn.id, event.clone());
+                let tracked = Revisions::concerned(ledger, version);
+                self.queue.enqueue(conn.id, event.tracked(tracked));
                 queued += 1;
             }
         }
+        ledger.concerned(version, queued as u64);
         debug!(
             version = event.push.version(),
             full = event.changes.full,
@@ -128,13 +137,14 @@ fn serves_inbound(conn: &Connection) -> bool {
     captured || conn.proxy.kind == ProxyKind::Router
 }
 
-/// `event` as a full push (for one connection).
-fn as_full(event: &PushEvent) -> PushEvent {
+/// `event` as a full push for one connection, answering for `revisions`.
+fn as_full(event: &PushEvent, revisions: Revisions) -> PushEvent {
     let mut changes = (*event.changes).clone();
     changes.full = true;
     PushEvent {
         push: event.push.clone(),
         changes: Arc::new(changes),
+        revisions,
     }
 }
 

@@ -7,6 +7,7 @@ use super::registry::Registry;
 pub use super::service::AdsService;
 use super::shared::Shared;
 use super::tunnel::{EdgeConn, Origin, TunnelService};
+use crate::convergence::{Ledger, PushStatus};
 use crate::membership::Ring;
 use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};
@@ -48,6 +49,7 @@ impl XdsServer {
         });
         let initial = config.initial_throttle.max(1);
         let shared = Shared {
+            convergence: Arc::new(Ledger::new(config.push_status_revisions)),
             throttle: Arc::new(Semaphore::new(config.push_throttle.max(1))),
             streams: Arc::new(Semaphore::new(config.max_streams)),
             config,
@@ -143,10 +145,23 @@ impl XdsServer {
     /// what generation reads beside the snapshot (the JWKS the edge fetches).
     pub fn push_changes(&self, changes: ChangeSet) {
         let push = self.shared.latest();
-        self.shared.dispatch(PushEvent {
-            push,
-            changes: Arc::new(changes),
-        });
+        self.shared
+            .dispatch(PushEvent::new(push, Arc::new(changes)));
+    }
+
+    /// `/debug/push_status?revision=R`: how far config revision `R` (the latest pushed
+    /// without one) reached the proxies it concerned here. `Err`: the query is not one.
+    pub fn push_status(&self, revision: Option<&str>) -> Result<PushStatus, String> {
+        let asked = match revision.map(str::trim) {
+            None | Some("") | Some("latest") => None,
+            Some(r) => Some(r.parse::<u64>().map_err(|_| {
+                format!("revision {r:?}: expected a config revision (a number) or \"latest\"")
+            })?),
+        };
+        Ok(self
+            .shared
+            .convergence
+            .status(asked, self.shared.latest().version()))
     }
 
     /// `/debug/syncz`: per connected proxy, its identity and per-type sync state.
@@ -186,5 +201,7 @@ impl XdsServer {
     }
 }
 
+#[cfg(test)]
+mod push_status_tests;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@ use super::config::XdsConfig;
 use super::metrics::Metrics;
 use super::ownership::{Placement, Relays};
 use super::registry::Registry;
+use crate::convergence::Ledger;
 use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};
 use crate::xds::Generator;
@@ -44,6 +45,8 @@ pub(crate) struct Shared {
     pub announced: OnceLock<Arc<AtomicU64>>,
     /// Where tunneled connections go: each listener's server.
     pub tunnels: super::tunnel::inbox::Inboxes,
+    /// Per-revision convergence ([`XdsConfig::push_status_revisions`] revisions).
+    pub convergence: Arc<Ledger>,
 }
 
 impl Shared {

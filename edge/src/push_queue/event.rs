@@ -1,4 +1,5 @@
 use super::Merge;
+use crate::convergence::Revisions;
 use crate::snapshot::SnapshotUpdate;
 use shoal_proto::change::ChangeSet;
 use shoal_proto::push_context::PushContext;
@@ -7,13 +8,35 @@ use std::time::SystemTime;
 
 /// A push for one connection: a [`SnapshotUpdate`] whose change set is shared, so
 /// enqueueing one update for thousands of connections copies a pointer, not the set.
-#[derive(Clone, Debug)]
+/// Not `Clone`: each connection's copy carries its own [`Revisions`] to settle
+/// ([`PushEvent::tracked`]).
+#[derive(Debug)]
 pub struct PushEvent {
     pub push: Arc<PushContext>,
     pub changes: Arc<ChangeSet>,
+    /// The config revisions this push answers for, on this connection.
+    pub revisions: Revisions,
 }
 
 impl PushEvent {
+    /// A push no revision waits on.
+    pub fn new(push: Arc<PushContext>, changes: Arc<ChangeSet>) -> Self {
+        PushEvent {
+            push,
+            changes,
+            revisions: Revisions::none(),
+        }
+    }
+
+    /// This push for one connection, answering for `revisions`.
+    pub fn tracked(&self, revisions: Revisions) -> Self {
+        PushEvent {
+            push: self.push.clone(),
+            changes: self.changes.clone(),
+            revisions,
+        }
+    }
+
     /// False when only endpoints changed (EDS push).
     pub fn full(&self) -> bool {
         self.changes.full
@@ -27,10 +50,7 @@ impl PushEvent {
 
 impl From<SnapshotUpdate> for PushEvent {
     fn from(u: SnapshotUpdate) -> Self {
-        PushEvent {
-            push: u.push,
-            changes: Arc::new(u.changes),
-        }
+        PushEvent::new(u.push, Arc::new(u.changes))
     }
 }
 
@@ -50,6 +70,7 @@ impl Merge for PushEvent {
                 self.push
             },
             changes,
+            revisions: self.revisions.merge(newer.revisions),
         }
     }
 }

@@ -12,10 +12,10 @@ fn key(name: &str) -> ConfigKey {
 fn ev(version: u64, full: bool, keys: &[&str], start_s: u64) -> PushEvent {
     let at = SystemTime::UNIX_EPOCH + Duration::from_secs(start_s);
     let keys = keys.iter().map(|k| key(k).into()).collect();
-    PushEvent {
-        push: Arc::new(PushContext::from_chunks(version, [])),
-        changes: Arc::new(ChangeSet::of(full, keys, TriggerReason::Unknown, at)),
-    }
+    PushEvent::new(
+        Arc::new(PushContext::from_chunks(version, [])),
+        Arc::new(ChangeSet::of(full, keys, TriggerReason::Unknown, at)),
+    )
 }
 
 fn names(e: &PushEvent) -> BTreeSet<String> {

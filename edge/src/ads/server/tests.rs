@@ -19,16 +19,23 @@ use tonic::Status;
 
 const NODE: &str = "sidecar~10.0.0.1~web-1.a~a.svc.cluster.local";
 
-fn server(config: XdsConfig, push: PushContext) -> (XdsServer, watch::Sender<Arc<PushContext>>) {
+pub(super) fn server(
+    config: XdsConfig,
+    push: PushContext,
+) -> (XdsServer, watch::Sender<Arc<PushContext>>) {
     let (tx, rx) = watch::channel(Arc::new(push));
     let mut registry = prometheus_client::registry::Registry::default();
     let s = XdsServer::new(config, Arc::new(Generator::new()), rx, &mut registry);
     (s, tx)
 }
 
-type Inbound = mpsc::Sender<Result<DiscoveryRequest, Status>>;
+pub(super) type Inbound = mpsc::Sender<Result<DiscoveryRequest, Status>>;
 
-async fn open(s: &XdsServer, node_id: &str, type_url: &str) -> (Inbound, Result<Outbound, Status>) {
+pub(super) async fn open(
+    s: &XdsServer,
+    node_id: &str,
+    type_url: &str,
+) -> (Inbound, Result<Outbound, Status>) {
     open_reporting(s, node_id, type_url, "").await
 }
 
@@ -71,7 +78,7 @@ async fn open_answered(s: &XdsServer) -> (Inbound, Outbound) {
     (inbound, out)
 }
 
-fn svc(ns: &str, name: &str) -> Service {
+pub(super) fn svc(ns: &str, name: &str) -> Service {
     Service {
         hostname: format!("{name}.{ns}.svc.cluster.local"),
         namespace: ns.into(),
@@ -264,14 +271,16 @@ async fn updates_reach_only_the_proxies_whose_scope_depends_on_them() {
     conns.sort_by_key(|c| c.id);
     let (ca, cb) = (&conns[0], &conns[1]);
 
-    let event = |full: bool, keys: &[ChangeKey]| PushEvent {
-        push: push.clone(),
-        changes: Arc::new(ChangeSet::of(
-            full,
-            keys.iter().cloned().collect::<BTreeSet<_>>(),
-            TriggerReason::Unknown,
-            SystemTime::now(),
-        )),
+    let event = |full: bool, keys: &[ChangeKey]| {
+        PushEvent::new(
+            push.clone(),
+            Arc::new(ChangeSet::of(
+                full,
+                keys.iter().cloned().collect::<BTreeSet<_>>(),
+                TriggerReason::Unknown,
+                SystemTime::now(),
+            )),
+        )
     };
     let y = ChangeKey::service("b", "y.b.svc.cluster.local");
     let x = ChangeKey::service("a", "x.a.svc.cluster.local");

@@ -1,0 +1,110 @@
+//! `shoal status --wait` against the all-in-one and a real Envoy: 0 once a good change is
+//! ACKed, 1 (naming the proxy and Envoy's words) once a change is NACKed.
+
+use crate::prometheus::{
+    SYNC, eventually, start_shoal, type_states, virtual_service_envoy_rejects,
+};
+use crate::support::envoy::{Envoy, XdsApi, bootstrap};
+use crate::support::{free_port, mesh};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shoal_status_waits_for_a_revision_and_names_the_proxy_that_rejects_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config_dir = dir.path().join("config");
+    mesh::write(&config_dir, free_port(), free_port(), free_port());
+    let (http, xds) = (free_port(), free_port());
+    let mut shoal = start_shoal(&config_dir, http, xds, dir.path()).await;
+    let admin = format!("http://127.0.0.1:{http}");
+    let admin = admin.as_str();
+    let envoy_admin = free_port();
+    let node = bootstrap(
+        XdsApi::Sotw,
+        "127.0.0.1",
+        mesh::NAMESPACE,
+        "productpage",
+        &[xds],
+        envoy_admin,
+    );
+    let mut envoy = Envoy::start("envoy", &node, envoy_admin, dir.path());
+    eventually("Envoy ACKs every type", SYNC, || async move {
+        let states = type_states(admin).await;
+        let synced = states.iter().all(|(_, state)| state["state"] == "SYNCED");
+        (!states.is_empty() && synced).then_some(())
+    })
+    .await;
+    let edges = format!("127.0.0.1:{http}");
+    let before = latest_pushed(admin).await;
+
+    // A good change: the revision that carries it is followed until Envoy ACKs it.
+    let vs = config_dir.join("routing/virtual-service.yaml");
+    std::fs::write(&vs, mesh::virtual_service(30)).expect("edit");
+    let good = pushed_after(admin, before).await;
+    let out = status(&edges, good, &["--wait", "--timeout", "30s", "-o", "json"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["verdict"], "converged", "{report:#}");
+    assert!(report["totals"]["acked"].as_u64() >= Some(1), "{report:#}");
+    assert_eq!(report["totals"]["pending"], 0, "{report:#}");
+
+    // A change Envoy rejects: non-zero at once, naming the proxy and Envoy's error.
+    std::fs::write(&vs, virtual_service_envoy_rejects()).expect("edit");
+    let bad = pushed_after(admin, good).await;
+    let out = status(&edges, bad, &["--wait", "--timeout", "20s"]).await;
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("productpage"), "names the proxy: {shown}");
+    assert!(shown.contains("program size"), "Envoy's error: {shown}");
+    assert!(shown.contains("rejected: 1 proxies NACKed it"), "{shown}");
+
+    // The latest by default; a bad address is one clear line and exit 3.
+    let out = status(&edges, None, &[]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let out = status("127.0.0.1:1", None, &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+
+    envoy.proc.stop(Duration::from_secs(5));
+    shoal.assert_running();
+    shoal.stop(Duration::from_secs(5));
+}
+
+/// `shoal status --edges EDGES [--revision R] ARGS`.
+async fn status(edges: &str, revision: impl Into<Option<u64>>, args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(Path::new(env!("CARGO_BIN_EXE_shoal")));
+    cmd.args(["status", "--edges", edges]);
+    if let Some(r) = revision.into() {
+        cmd.args(["--revision", &r.to_string()]);
+    }
+    cmd.args(args).output().await.expect("shoal status runs")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The newest revision the edge pushed (0: none).
+async fn latest_pushed(admin: &str) -> u64 {
+    let answer: Value = reqwest::get(format!("{admin}/debug/push_status"))
+        .await
+        .expect("push_status")
+        .json()
+        .await
+        .expect("JSON");
+    answer["latest_pushed"].as_u64().unwrap_or(0)
+}
+
+/// Waits for a revision pushed after `before`: the file change reached the edge.
+async fn pushed_after(admin: &str, before: u64) -> u64 {
+    eventually("the change is pushed", SYNC, || async move {
+        let latest = latest_pushed(admin).await;
+        (latest > before).then_some(latest)
+    })
+    .await
+}
