@@ -2,9 +2,11 @@
 //! KV and snapshot store (the same traits NATS and Redis implement for the split tiers).
 //! `shoal analyze DIR` reports what is wrong in a config directory instead (see
 //! [`analyze`]); `shoal status` whether a config revision reached the proxies (see
-//! [`status`]).
+//! [`status`]); `shoal proxy-status` each proxy's sync state (see [`proxy_status`]).
 
 mod analyze;
+mod edges;
+mod proxy_status;
 mod status;
 
 use anyhow::Context;
@@ -77,6 +79,10 @@ enum Command {
     /// concerned, were sent it, ACKed, NACKed (with Envoy's words) or are pending.
     /// `--wait` waits for the answer, for CI and GitOps pipelines.
     Status(status::StatusArgs),
+    /// Every proxy across the edges in `istioctl proxy-status`'s columns (CDS, LDS, EDS,
+    /// RDS synced, stale, NACKED or not sent; the edge serving it; the revision it holds),
+    /// or one proxy's types in full.
+    ProxyStatus(proxy_status::ProxyStatusArgs),
 }
 
 // mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
@@ -89,6 +95,7 @@ fn main() -> ExitCode {
     let result = match args.command.take() {
         Some(Command::Analyze(analyze_args)) => Ok(analyze::run(&analyze_args)),
         Some(Command::Status(status_args)) => status::run(status_args),
+        Some(Command::ProxyStatus(args)) => proxy_status::run(args),
         None => serve(args).map(|()| ExitCode::SUCCESS),
     };
     // Errors are one line (usage errors exit 2), never a backtrace.

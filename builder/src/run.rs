@@ -238,7 +238,9 @@ impl BuildState {
                             _ => break,
                         }
                     }
-                    self.handle(batch).instrument(info_span!("build")).await;
+                    // Every line a build logs names the revision it builds.
+                    let span = info_span!("build", revision = tracing::field::Empty);
+                    self.handle(batch).instrument(span).await;
                 }
             }
         }
@@ -309,6 +311,7 @@ impl BuildState {
         else {
             return;
         };
+        tracing::Span::current().record("revision", request.revision);
         if !self.catch_up(request.revision).await {
             warn!(
                 revision = request.revision,

@@ -4,10 +4,10 @@
 
 mod fleet;
 
+use crate::edges::{Edges, EdgesArgs};
 use fleet::{EdgeAnswer, FleetStatus, Outcome, Verdict};
 use shoal_edge::convergence::PushStatus;
-use shoal_infra::cli::{UsageError, duration};
-use std::path::PathBuf;
+use shoal_infra::cli::duration;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -18,12 +18,10 @@ use std::time::{Duration, Instant};
     --wait: its timeout), 3 when an edge could not be asked or has forgotten the revision."
 )]
 pub struct StatusArgs {
-    /// The admin addresses (`--http-addr`) of the edges, comma-separated; against the
-    /// all-in-one, its `--http-addr`.
-    #[arg(long, env = "SHOAL_EDGES", value_delimiter = ',', required = true)]
-    edges: Vec<String>,
-    /// The config revision to follow (a snapshot version, as ingest logs it); default: the
-    /// newest any edge pushed.
+    #[command(flatten)]
+    edges: EdgesArgs,
+    /// The config revision to follow (a snapshot version; ingest logs `push published`
+    /// with each push's); default: the newest any edge pushed.
     #[arg(long)]
     revision: Option<u64>,
     /// Wait until the revision converged or was rejected.
@@ -32,10 +30,6 @@ pub struct StatusArgs {
     /// How long `--wait` waits.
     #[arg(long, default_value = "60s", value_parser = duration)]
     timeout: Duration,
-    /// A bearer token for edges on other hosts (their `/debug` pages answer other callers
-    /// only with a token of the control plane's namespace).
-    #[arg(long, env = "SHOAL_STATUS_TOKEN_FILE")]
-    token_file: Option<PathBuf>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     output: Format,
@@ -51,26 +45,10 @@ enum Format {
 
 /// How often `--wait` asks again.
 const POLL: Duration = Duration::from_millis(250);
-/// How long one edge has to answer.
-const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[tokio::main(flavor = "current_thread")]
 pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let token = match &args.token_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| UsageError(format!("--token-file {}: {e}", path.display())))?
-                .trim()
-                .to_string(),
-        ),
-        None => None,
-    };
-    let client = reqwest::Client::builder().timeout(ASK_TIMEOUT).build()?;
-    let asker = Asker {
-        client,
-        token,
-        edges: args.edges.iter().map(|e| e.trim().to_string()).collect(),
-    };
+    let asker = Asker(Edges::new(&args.edges)?);
     let deadline = Instant::now() + args.timeout;
     let mut revision = args.revision;
     let status = loop {
@@ -95,20 +73,33 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(status.verdict.exit_code()))
 }
 
-struct Asker {
-    client: reqwest::Client,
-    token: Option<String>,
-    edges: Vec<String>,
-}
+struct Asker(Edges);
 
 impl Asker {
     /// Every edge's answer about `revision` (the latest each pushed when `None`).
     async fn ask(&self, revision: Option<u64>) -> Vec<EdgeAnswer> {
-        let asks = self.edges.iter().map(|addr| self.ask_one(addr, revision));
+        let page = match revision {
+            Some(r) => format!("push_status?revision={r}"),
+            None => "push_status".to_string(),
+        };
+        let asks = self.0.addrs().iter().map(|addr| {
+            let page = page.as_str();
+            async move {
+                let answer = self.0.get::<Named<PushStatus>>(addr, page).await;
+                EdgeAnswer {
+                    addr: addr.clone(),
+                    edge: answer.as_ref().ok().and_then(|a| a.edge.clone()),
+                    outcome: match answer {
+                        Ok(a) => Outcome::Answered(a.inner),
+                        Err(why) => Outcome::Failed(why),
+                    },
+                }
+            }
+        });
         futures::future::join_all(asks).await
     }
 
-    /// The newest revision any edge pushed (or holds, where none pushed one).
+    /// The newest revision any edge pushed.
     async fn latest(&self) -> Option<u64> {
         self.ask(None)
             .await
@@ -119,54 +110,14 @@ impl Asker {
             })
             .max()
     }
+}
 
-    async fn ask_one(&self, addr: &str, revision: Option<u64>) -> EdgeAnswer {
-        let base = if addr.contains("://") {
-            addr.to_string()
-        } else {
-            format!("http://{addr}")
-        };
-        let mut url = format!("{}/debug/push_status", base.trim_end_matches('/'));
-        if let Some(r) = revision {
-            url.push_str(&format!("?revision={r}"));
-        }
-        let mut request = self.client.get(&url);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        let answer = async {
-            let response = request.send().await.map_err(|e| format!("{url}: {e}"))?;
-            let code = response.status();
-            let body = response.text().await.map_err(|e| format!("{url}: {e}"))?;
-            if !code.is_success() {
-                return Err(format!("{url}: HTTP {code}: {}", body.trim()));
-            }
-            let value: serde_json::Value =
-                serde_json::from_str(&body).map_err(|e| format!("{url}: not JSON: {e}"))?;
-            let edge = value
-                .get("edge")
-                .and_then(|e| e.as_str())
-                .map(str::to_string);
-            if let Some(error) = value.get("error").and_then(|e| e.as_str()) {
-                return Err(format!("{url}: {error}"));
-            }
-            let status: PushStatus = serde_json::from_value(value)
-                .map_err(|e| format!("{url}: not a push status (is this an edge?): {e}"))?;
-            Ok((edge, status))
-        };
-        match answer.await {
-            Ok((edge, status)) => EdgeAnswer {
-                addr: addr.to_string(),
-                edge,
-                outcome: Outcome::Answered(status),
-            },
-            Err(why) => EdgeAnswer {
-                addr: addr.to_string(),
-                edge: None,
-                outcome: Outcome::Failed(why),
-            },
-        }
-    }
+/// An edge's answer with the edge's ID beside it.
+#[derive(serde::Deserialize)]
+struct Named<T> {
+    edge: Option<String>,
+    #[serde(flatten)]
+    inner: T,
 }
 
 #[cfg(test)]

@@ -15,11 +15,13 @@
 //! `SHOAL_FLEET_PROXIES=1500 cargo test --release -p shoal --test fleet -- --nocapture` is
 //! the full run recorded in BENCHMARKS.md; CI runs 300 proxies.
 //!
-//! [`storm`]: a connection storm on fresh tiers, several rounds.
+//! [`storm`]: a connection storm on fresh tiers, several rounds. [`proxy_status`]:
+//! `shoal proxy-status` over two edges' proxies.
 
 #[path = "../support/mod.rs"]
 mod support;
 
+mod proxy_status;
 mod storm;
 
 use shoal_infra::testing::{NatsServer, RedisServer};

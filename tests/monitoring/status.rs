@@ -1,5 +1,6 @@
-//! `shoal status --wait` against the all-in-one and a real Envoy: 0 once a good change is
-//! ACKed, 1 (naming the proxy and Envoy's words) once a change is NACKed.
+//! `shoal status --wait` and `shoal proxy-status` against the all-in-one and a real Envoy:
+//! 0 once a good change is ACKed, 1 (naming the proxy and Envoy's words) once a change is
+//! NACKed.
 
 use crate::prometheus::{
     SYNC, eventually, start_shoal, type_states, virtual_service_envoy_rejects,
@@ -12,7 +13,7 @@ use std::process::Output;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shoal_status_waits_for_a_revision_and_names_the_proxy_that_rejects_one() {
+async fn shoal_status_and_proxy_status_follow_a_revision_to_a_real_envoy() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config_dir = dir.path().join("config");
     mesh::write(&config_dir, free_port(), free_port(), free_port());
@@ -49,6 +50,20 @@ async fn shoal_status_waits_for_a_revision_and_names_the_proxy_that_rejects_one(
     assert_eq!(report["verdict"], "converged", "{report:#}");
     assert!(report["totals"]["acked"].as_u64() >= Some(1), "{report:#}");
     assert_eq!(report["totals"]["pending"], 0, "{report:#}");
+    // `shoal proxy-status`: the Envoy in istioctl's columns, synced at that revision.
+    let out = run_shoal(&["proxy-status", "--edges", &edges]).await;
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{shown}");
+    assert!(shown.starts_with("NAME "), "{shown}");
+    let row = shown
+        .lines()
+        .find(|l| l.contains("productpage"))
+        .expect("the proxy");
+    assert_eq!(row.matches("SYNCED").count(), 4, "{shown}");
+    assert!(
+        row.ends_with(&good.to_string()),
+        "holds revision {good}: {shown}"
+    );
 
     // A change Envoy rejects: non-zero at once, naming the proxy and Envoy's error.
     std::fs::write(&vs, virtual_service_envoy_rejects()).expect("edit");
@@ -59,6 +74,9 @@ async fn shoal_status_waits_for_a_revision_and_names_the_proxy_that_rejects_one(
     assert!(shown.contains("productpage"), "names the proxy: {shown}");
     assert!(shown.contains("program size"), "Envoy's error: {shown}");
     assert!(shown.contains("rejected: 1 proxies NACKed it"), "{shown}");
+    let out = run_shoal(&["proxy-status", "--edges", &edges]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("NACKED"), "{}", text(&out));
 
     // The latest by default; a bad address is one clear line and exit 3.
     let out = status(&edges, None, &[]).await;
@@ -73,12 +91,22 @@ async fn shoal_status_waits_for_a_revision_and_names_the_proxy_that_rejects_one(
 
 /// `shoal status --edges EDGES [--revision R] ARGS`.
 async fn status(edges: &str, revision: impl Into<Option<u64>>, args: &[&str]) -> Output {
-    let mut cmd = tokio::process::Command::new(Path::new(env!("CARGO_BIN_EXE_shoal")));
-    cmd.args(["status", "--edges", edges]);
-    if let Some(r) = revision.into() {
-        cmd.args(["--revision", &r.to_string()]);
+    let revision = revision.into().map(|r| r.to_string());
+    let mut all = vec!["status", "--edges", edges];
+    if let Some(r) = &revision {
+        all.extend(["--revision", r]);
     }
-    cmd.args(args).output().await.expect("shoal status runs")
+    all.extend(args);
+    run_shoal(&all).await
+}
+
+/// `shoal ARGS`, its output collected.
+async fn run_shoal(args: &[&str]) -> Output {
+    tokio::process::Command::new(Path::new(env!("CARGO_BIN_EXE_shoal")))
+        .args(args)
+        .output()
+        .await
+        .expect("shoal runs")
 }
 
 fn text(out: &Output) -> String {

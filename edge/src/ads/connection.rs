@@ -393,7 +393,15 @@ impl<M: Protocol> StreamTask<M> {
         match &reply.kind {
             RequestKind::Nack(message) => {
                 self.shared.metrics.rejected(type_url);
-                warn!(r#type = short_type(type_url), %message, "proxy rejected config");
+                // The revision rejected: the version this edge sent (SotW and Delta alike).
+                let revision = self
+                    .machine
+                    .status()
+                    .into_iter()
+                    .find(|s| s.type_url == type_url)
+                    .map(|s| s.version_sent.to_string())
+                    .unwrap_or_default();
+                warn!(r#type = short_type(type_url), %revision, %message, "proxy rejected config");
             }
             RequestKind::Stale => self.shared.metrics.expired_nonce(type_url),
             RequestKind::Unsupported => {
@@ -444,7 +452,7 @@ impl<M: Protocol> StreamTask<M> {
                 Ok(None) => {}
                 Err(error) => {
                     self.shared.metrics.push_context_errors.inc();
-                    warn!(%type_url, %error, version = push.version(), "push failed for type");
+                    warn!(%type_url, %error, revision = push.version(), "push failed for type");
                 }
             }
         }

@@ -64,7 +64,7 @@ impl Shared {
         }
         ledger.concerned(version, queued as u64);
         debug!(
-            version = event.push.version(),
+            revision = version,
             full = event.changes.full,
             changed = event.changes.keys.len(),
             connections = conns.len(),
