@@ -2,6 +2,7 @@
 //! exactly as the directory registry reads it; the findings come from
 //! `shoal_proto::analyze`.
 
+use crate::output::{Format, OutputArgs};
 use shoal_proto::analyze::{self, Message};
 use shoal_proto::config::parse::{Location, ParseError};
 use std::path::PathBuf;
@@ -16,7 +17,9 @@ const UNREADABLE: u8 = 2;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exit status: 0 when no errors were found (warnings allowed), 1 when \
+    after_help = "Output: one line per finding (`Error [IST0101] (VirtualService ns/name \
+    file:line) text`), or with -o json an array of {code, level, origin, message, file, \
+    line}.\n\nExit status: 0 when no errors were found (warnings allowed), 1 when \
     some were, 2 when DIR cannot be read.\n\nCodes: Istio's where Istio has one (IST0101 \
     ReferencedResourceNotFound, IST0106 SchemaValidationError, IST0109, IST0110, IST0111, \
     IST0132, IST0133, IST0145, IST0173, IST0174); SHL0001 a kind Shoal does not implement \
@@ -25,17 +28,8 @@ const UNREADABLE: u8 = 2;
 pub struct AnalyzeArgs {
     /// Directory of Kubernetes and Istio YAML, read recursively as `--config-dir` is.
     dir: PathBuf,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
-    output: Format,
-}
-
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum Format {
-    /// One line per finding: `Error [IST0101] (VirtualService ns/name file:line) text`.
-    Text,
-    /// An array of `{code, level, origin, message, file, line}`.
-    Json,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 pub fn run(args: &AnalyzeArgs) -> ExitCode {
@@ -85,7 +79,7 @@ pub fn run(args: &AnalyzeArgs) -> ExitCode {
 }
 
 fn print(messages: &[Message], args: &AnalyzeArgs) {
-    match args.output {
+    match args.output.output {
         Format::Json => println!("{:#}", analyze::to_json(messages)),
         Format::Text if messages.is_empty() => eprintln!(
             "\u{2714} No validation issues found when analyzing {}.",

@@ -6,6 +6,7 @@
 
 mod analyze;
 mod edges;
+mod output;
 mod proxy_status;
 mod status;
 

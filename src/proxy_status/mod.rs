@@ -4,12 +4,14 @@
 mod table;
 
 use crate::edges::{Edges, EdgesArgs};
+use crate::output::{Format, OutputArgs};
 use std::process::ExitCode;
 use table::{Row, Synced};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exit status: 0 when every proxy shown is synced (or the one asked \
+    after_help = "Output: the table (one proxy: its types in full), or with -o json an \
+    array of rows, each with every type's state and versions.\n\nExit status: 0 when every proxy shown is synced (or the one asked \
     for is), 1 when one is NACKED or STALE, 2 when the proxy asked for is not connected, \
     3 when an edge could not be asked."
 )]
@@ -18,17 +20,8 @@ pub struct ProxyStatusArgs {
     proxy: Option<String>,
     #[command(flatten)]
     edges: EdgesArgs,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
-    output: Format,
-}
-
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum Format {
-    /// The table (one proxy: its types in full).
-    Text,
-    /// An array of rows, each with every type's state and versions.
-    Json,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -65,7 +58,7 @@ pub async fn run(args: ProxyStatusArgs) -> anyhow::Result<ExitCode> {
         }
     }
     rows.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.edge.cmp(&b.edge)));
-    match (args.output, &args.proxy) {
+    match (args.output.output, &args.proxy) {
         (Format::Json, _) => println!("{}", serde_json::to_string_pretty(&rows)?),
         (Format::Text, Some(_)) => rows.iter().for_each(|r| print!("{}", table::detail(r))),
         (Format::Text, None) => print!("{}", table::table(&rows)),

@@ -5,6 +5,7 @@
 mod fleet;
 
 use crate::edges::{Edges, EdgesArgs};
+use crate::output::{Format, OutputArgs};
 use fleet::{EdgeAnswer, FleetStatus, Outcome, Verdict};
 use shoal_edge::convergence::PushStatus;
 use shoal_infra::cli::duration;
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Exit status: 0 when every proxy the revision concerned ACKed it \
+    after_help = "Output: a row per edge, the totals, the rejections and a verdict line, \
+    or with -o json {revision, verdict, totals, edges: [...]}.\n\nExit status: 0 when every proxy the revision concerned ACKed it \
     (or left), 1 when a proxy NACKed it, 2 when proxies are still to answer (at the end of \
     --wait: its timeout), 3 when an edge could not be asked or has forgotten the revision."
 )]
@@ -30,17 +32,8 @@ pub struct StatusArgs {
     /// How long `--wait` waits.
     #[arg(long, default_value = "60s", value_parser = duration)]
     timeout: Duration,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
-    output: Format,
-}
-
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum Format {
-    /// A table per edge, the totals, the rejections and a verdict line.
-    Text,
-    /// `{revision, verdict, totals, edges: [...]}`.
-    Json,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// How often `--wait` asks again.
@@ -63,7 +56,7 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         }
         tokio::time::sleep(POLL).await;
     };
-    match args.output {
+    match args.output.output {
         Format::Text => print!("{}", status.text()),
         Format::Json => println!("{}", serde_json::to_string_pretty(&status)?),
     }

@@ -184,6 +184,19 @@ async fn metric(http: u16, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// The storm's mesh (40 services of 4 endpoints in 4 namespaces), written under `dir`.
+fn small_mesh(dir: &Path) -> (std::path::PathBuf, shoal_test_support::meshgen::Mesh) {
+    let spec = MeshSpec {
+        services: 40,
+        endpoints_per_service: 4,
+        namespaces: 4,
+        ..MeshSpec::default()
+    };
+    let mesh_dir = dir.join("mesh");
+    write_mesh(&spec, &mesh_dir).expect("write mesh");
+    (mesh_dir, shoal_test_support::meshgen::Mesh::generate(&spec))
+}
+
 /// Edge `n`; proxies served away from their owner go home quickly in this test.
 fn edge(n: usize, nats: &str, redis: &str, dir: &Path) -> Edge {
     tiers::edge(n, nats, redis, &["--rehome-interval", "2s"], dir)

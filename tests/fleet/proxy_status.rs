@@ -3,12 +3,10 @@
 //!
 //! `SHOAL_PROXY_STATUS_PROXIES` (default 1,000) sizes it; BENCHMARKS.md records 10,000.
 
-use super::{edge, pilot_xds};
+use super::{edge, pilot_xds, small_mesh};
 use shoal_infra::testing::{NatsServer, RedisServer};
-use shoal_loadtest::mesh::write_mesh;
 use shoal_loadtest::run::change::cluster_name;
 use shoal_loadtest::{Lb, RunConfig, run};
-use shoal_test_support::meshgen::{Mesh, MeshSpec};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::process::wait_http_ok;
@@ -23,15 +21,7 @@ async fn proxy_status_lists_every_proxy_of_two_edges() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000usize);
     let dir = tempfile::tempdir().expect("tempdir");
-    let mesh_dir = dir.path().join("mesh");
-    let spec = MeshSpec {
-        services: 40,
-        endpoints_per_service: 4,
-        namespaces: 4,
-        ..MeshSpec::default()
-    };
-    write_mesh(&spec, &mesh_dir).expect("write mesh");
-    let mesh = Mesh::generate(&spec);
+    let (mesh_dir, mesh) = small_mesh(dir.path());
     let last = mesh.services.last().expect("a service");
     let nats = NatsServer::start();
     let redis = RedisServer::start();

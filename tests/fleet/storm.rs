@@ -13,12 +13,10 @@
 //!
 //! `SHOAL_STORM_PROXIES` (default 1,000) and `SHOAL_STORM_ROUNDS` (default 3) size it.
 
-use super::{edge, handoffs};
+use super::{edge, handoffs, small_mesh};
 use shoal_infra::testing::{NatsServer, RedisServer};
-use shoal_loadtest::mesh::write_mesh;
 use shoal_loadtest::run::change::cluster_name;
 use shoal_loadtest::{Lb, RunConfig, run};
-use shoal_test_support::meshgen::{Mesh, MeshSpec};
 use std::time::{Duration, Instant};
 use support::process::wait_http_ok;
 use support::tiers::{self, Edge};
@@ -40,15 +38,7 @@ async fn a_connection_storm_on_fresh_edges_leaves_no_proxy_without_config() {
     let proxies = env_or("SHOAL_STORM_PROXIES", 1_000);
     let rounds = env_or("SHOAL_STORM_ROUNDS", 3);
     let dir = tempfile::tempdir().expect("tempdir");
-    let mesh_dir = dir.path().join("mesh");
-    let spec = MeshSpec {
-        services: 40,
-        endpoints_per_service: 4,
-        namespaces: 4,
-        ..MeshSpec::default()
-    };
-    write_mesh(&spec, &mesh_dir).expect("write mesh");
-    let mesh = Mesh::generate(&spec);
+    let (mesh_dir, mesh) = small_mesh(dir.path());
     let last = mesh.services.last().expect("a service");
 
     for round in 1..=rounds {

@@ -13,6 +13,7 @@ mod support;
 mod dashboard;
 mod prometheus;
 mod rules;
+mod served;
 mod status;
 
 use serde_json::Value;

@@ -1,9 +1,9 @@
 //! A real Prometheus scrapes the all-in-one `shoal` every second with the chart's alert
 //! rules loaded; a real Envoy rejects a VirtualService and the NACK alert fires.
 
-use crate::support::envoy::{Envoy, XdsApi, bootstrap};
+use crate::served::{SYNC, Served, eventually, type_states, virtual_service_envoy_rejects};
+use crate::support::free_port;
 use crate::support::process::{Proc, wait_http_ok};
-use crate::support::{free_port, mesh};
 use crate::{alerts, dashboard, dashboard_queries, debian_tool, rules, shoal_metric_names};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -23,39 +23,11 @@ const EXPOSED_ONCE_USED: [&str; 4] = [
     "shoal_ingest_transport_retries_total",
 ];
 
-/// A regex whose RE2 program (124) is over Envoy's default limit (100): Envoy NACKs the
-/// routes that carry it. Istio's validation accepts it (istiod's bootstrap raises the
-/// limit; the test's Envoy keeps the default).
-const REGEX_ENVOY_REJECTS: &str = "/(alpha|beta|gamma|delta|epsilon|zeta|eta|theta|iota|kappa|lambda|mu|nu|xi|omicron|pi|rho|sigma|tau|upsilon|phi|chi|psi|omega)+/[0-9]{3,9}";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scraping_shoal_fires_the_nack_alert_when_envoy_rejects_a_config() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config_dir = dir.path().join("config");
-    // No traffic flows: the backends' ports need not answer.
-    mesh::write(&config_dir, free_port(), free_port(), free_port());
-    let (http, xds) = (free_port(), free_port());
-    let mut shoal = start_shoal(&config_dir, http, xds, dir.path()).await;
-    let admin = format!("http://127.0.0.1:{http}");
-    let admin = admin.as_str();
-    let envoy_admin = free_port();
-    let node = bootstrap(
-        XdsApi::Sotw,
-        "127.0.0.1",
-        mesh::NAMESPACE,
-        "productpage",
-        &[xds],
-        envoy_admin,
-    );
-    let mut envoy = Envoy::start("envoy", &node, envoy_admin, dir.path());
-    eventually("Envoy ACKs every type", SYNC, || async move {
-        let states = type_states(admin).await;
-        let synced = states.iter().all(|(_, state)| state["state"] == "SYNCED");
-        (!states.is_empty() && synced).then_some(())
-    })
-    .await;
-
-    let mut prometheus = Prometheus::start(http, dir.path()).await;
+    let served = Served::start().await;
+    let (http, admin) = (served.http, served.admin.as_str());
+    let mut prometheus = Prometheus::start(http, served.dir.path()).await;
     let server = &prometheus;
     // Every rule evaluates against the real series, and a healthy shoal fires none.
     eventually("the rules evaluate on a scrape", SYNC, || async move {
@@ -73,7 +45,7 @@ async fn prometheus_scraping_shoal_fires_the_nack_alert_when_envoy_rejects_a_con
     let before = prometheus.active_alerts().await;
     assert!(before.is_empty(), "alerts before any NACK: {before:#?}");
 
-    let vs = config_dir.join("routing/virtual-service.yaml");
+    let vs = served.config_dir.join("routing/virtual-service.yaml");
     std::fs::write(vs, virtual_service_envoy_rejects()).expect("edit");
     let written = Instant::now();
     let nack = eventually("Envoy NACKs the routes", SYNC, || async move {
@@ -119,44 +91,7 @@ async fn prometheus_scraping_shoal_fires_the_nack_alert_when_envoy_rejects_a_con
     dashboard_and_rules_read_what_shoal_exports(&prometheus).await;
 
     prometheus.proc.stop(Duration::from_secs(5));
-    envoy.proc.stop(Duration::from_secs(5));
-    shoal.assert_running();
-    shoal.stop(Duration::from_secs(5));
-}
-
-/// How long shoal, Envoy and Prometheus get to reach each state.
-pub(crate) const SYNC: Duration = Duration::from_secs(30);
-
-/// The all-in-one on `config_dir`: plaintext ADS on `xds`, admin (`/metrics`) on `http`.
-pub(crate) async fn start_shoal(config_dir: &Path, http: u16, xds: u16, dir: &Path) -> Proc {
-    let shoal = Proc::spawn(
-        "shoal",
-        Path::new(env!("CARGO_BIN_EXE_shoal")),
-        &[
-            "--config-dir".into(),
-            config_dir.display().to_string(),
-            "--plaintext-xds-addr".into(),
-            format!("127.0.0.1:{xds}"),
-            "--secure-xds-addr".into(),
-            "127.0.0.1:0".into(),
-            "--http-addr".into(),
-            format!("127.0.0.1:{http}"),
-        ],
-        &[("RUST_LOG", "info".to_string())],
-        dir,
-    );
-    let ready = format!("http://127.0.0.1:{http}/healthz/ready");
-    assert!(wait_http_ok(&ready, SYNC).await, "shoal not ready");
-    shoal
-}
-
-/// The test mesh's VirtualService with a first route Envoy cannot load.
-pub(crate) fn virtual_service_envoy_rejects() -> String {
-    let route = format!(
-        "  - name: greek\n    match:\n    - uri:\n        regex: \"{REGEX_ENVOY_REJECTS}\"\n    \
-         route:\n    - destination:\n        host: reviews\n        subset: v2\n"
-    );
-    mesh::virtual_service(80).replace("  http:\n", &format!("  http:\n{route}"))
+    served.stop();
 }
 
 /// The dashboard's and the rules' metrics are ones shoal exports (it has exported them to
@@ -189,34 +124,6 @@ async fn dashboard_and_rules_read_what_shoal_exports(prometheus: &Prometheus) {
             .replace("$__rate_interval", "30s");
         let answer = prometheus.try_query(&expr).await;
         assert_eq!(answer["status"], "success", "{expr}: {answer}");
-    }
-}
-
-/// Each xDS type of the one proxy in the edge's `/debug/syncz`, with its state.
-pub(crate) async fn type_states(admin: &str) -> Vec<(String, Value)> {
-    let Ok(response) = reqwest::get(format!("{admin}/debug/syncz")).await else {
-        return Vec::new();
-    };
-    let syncz: Value = response.json().await.unwrap_or_default();
-    syncz[0]["types"]
-        .as_object()
-        .map(|types| types.iter().map(|(t, s)| (t.clone(), s.clone())).collect())
-        .unwrap_or_default()
-}
-
-/// Polls `check` every 200 ms until it gives a value; panics naming `what` after `timeout`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

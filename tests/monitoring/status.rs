@@ -2,46 +2,21 @@
 //! 0 once a good change is ACKed, 1 (naming the proxy and Envoy's words) once a change is
 //! NACKed.
 
-use crate::prometheus::{
-    SYNC, eventually, start_shoal, type_states, virtual_service_envoy_rejects,
-};
-use crate::support::envoy::{Envoy, XdsApi, bootstrap};
-use crate::support::{free_port, mesh};
+use crate::served::{SYNC, Served, eventually, virtual_service_envoy_rejects};
+use crate::support::mesh;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shoal_status_and_proxy_status_follow_a_revision_to_a_real_envoy() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config_dir = dir.path().join("config");
-    mesh::write(&config_dir, free_port(), free_port(), free_port());
-    let (http, xds) = (free_port(), free_port());
-    let mut shoal = start_shoal(&config_dir, http, xds, dir.path()).await;
-    let admin = format!("http://127.0.0.1:{http}");
-    let admin = admin.as_str();
-    let envoy_admin = free_port();
-    let node = bootstrap(
-        XdsApi::Sotw,
-        "127.0.0.1",
-        mesh::NAMESPACE,
-        "productpage",
-        &[xds],
-        envoy_admin,
-    );
-    let mut envoy = Envoy::start("envoy", &node, envoy_admin, dir.path());
-    eventually("Envoy ACKs every type", SYNC, || async move {
-        let states = type_states(admin).await;
-        let synced = states.iter().all(|(_, state)| state["state"] == "SYNCED");
-        (!states.is_empty() && synced).then_some(())
-    })
-    .await;
+    let served = Served::start().await;
+    let (http, admin) = (served.http, served.admin.as_str());
     let edges = format!("127.0.0.1:{http}");
     let before = latest_pushed(admin).await;
 
     // A good change: the revision that carries it is followed until Envoy ACKs it.
-    let vs = config_dir.join("routing/virtual-service.yaml");
+    let vs = served.config_dir.join("routing/virtual-service.yaml");
     std::fs::write(&vs, mesh::virtual_service(30)).expect("edit");
     let good = pushed_after(admin, before).await;
     let out = status(&edges, good, &["--wait", "--timeout", "30s", "-o", "json"]).await;
@@ -84,9 +59,7 @@ async fn shoal_status_and_proxy_status_follow_a_revision_to_a_real_envoy() {
     let out = status("127.0.0.1:1", None, &[]).await;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
 
-    envoy.proc.stop(Duration::from_secs(5));
-    shoal.assert_running();
-    shoal.stop(Duration::from_secs(5));
+    served.stop();
 }
 
 /// `shoal status --edges EDGES [--revision R] ARGS`.
