@@ -15,6 +15,7 @@ pub mod authn;
 pub mod ca;
 pub mod cli;
 pub mod convergence;
+pub mod csds;
 pub mod jwks;
 pub mod kubernetes;
 pub mod membership;

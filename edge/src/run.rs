@@ -401,6 +401,7 @@ impl BoundEdge {
             tonic::transport::Server::builder()
                 .http2_max_local_error_reset_streams(max_resets)
                 .add_service(edge.xds.ads_service())
+                .add_service(edge.xds.csds_service())
                 .serve_with_incoming_shutdown(incoming, shutdown())
         });
         let secure_server = secure.map(|s| {
@@ -408,6 +409,7 @@ impl BoundEdge {
             let tls = crate::tls::incoming::incoming(s.listener, s.config, s.handshake);
             tonic::transport::Server::builder()
                 .http2_max_local_error_reset_streams(max_resets)
+                .add_service(edge.xds.secure_csds_service(s.authenticator.clone()))
                 .add_service(edge.xds.secure_ads_service(s.authenticator))
                 .add_service(edge.xds.tunnel_service())
                 .add_optional_service(s.ca)

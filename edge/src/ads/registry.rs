@@ -85,6 +85,12 @@ impl Connection {
         self.status.send_replace(status);
     }
 
+    /// The stream's sync state as last published (`/debug/syncz` and CSDS read it here).
+    /// Hold it briefly: the stream's next publish waits for it.
+    pub fn status(&self) -> watch::Ref<'_, Vec<TypeStatus>> {
+        self.status.borrow()
+    }
+
     /// Ends the stream with a retryable status, so the proxy reconnects elsewhere.
     pub fn hand_off(&self) {
         self.end(Ending::HandedOff);
@@ -122,8 +128,7 @@ impl Connection {
             .id
             .clone();
         let types: serde_json::Map<String, Value> = self
-            .status
-            .borrow()
+            .status()
             .iter()
             .map(|t| {
                 let key = match short_type(&t.type_url) {
@@ -254,6 +259,15 @@ impl Registry {
 
     pub fn len(&self) -> usize {
         self.read().by_id.len()
+    }
+
+    /// Calls `visit` with the newest stream of each proxy connected here and its sync
+    /// state (what CSDS answers); the registry's lock is not held meanwhile.
+    pub fn visit_proxies(&self, visit: &mut dyn FnMut(&Proxy, &[TypeStatus])) {
+        let newest: Vec<Arc<Connection>> = self.read().by_proxy.values().cloned().collect();
+        for conn in newest {
+            visit(&conn.proxy, &conn.status());
+        }
     }
 
     /// Per connected proxy: identity and per-type sync state, by connection id.

@@ -6,8 +6,10 @@ use super::ownership::Placement;
 use super::registry::Registry;
 pub use super::service::AdsService;
 use super::shared::Shared;
+use super::status::TypeStatus;
 use super::tunnel::{EdgeConn, Origin, TunnelService};
 use crate::convergence::{Ledger, PushStatus};
+use crate::csds::{self, Access, ConnectedProxies, CsdsService};
 use crate::membership::Ring;
 use crate::placement::Pacer;
 use crate::push_queue::{PushEvent, PushQueue};
@@ -21,6 +23,7 @@ use shoal_proto::change::ChangeSet;
 use shoal_proto::push_context::PushContext;
 use shoal_proto::security::Authenticator;
 use shoal_proto::security::authn::Anonymous;
+use shoal_proto::xds::Proxy;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -101,6 +104,22 @@ impl XdsServer {
         S: Stream<Item = std::io::Result<L>> + Send + 'static,
     {
         super::tunnel::incoming(self.shared.clone(), origin, conns)
+    }
+
+    /// CSDS for the plaintext listener (istiod's 15010): anyone may ask, as Istio answers
+    /// there.
+    pub fn csds_service(&self) -> CsdsService {
+        csds::service(Arc::new(self.clone()), Access::Anyone)
+    }
+
+    /// CSDS for the secure listener: only an identity of the control plane's namespace
+    /// (the edges' own, [`XdsConfig::edge_identity`]), proven to `authenticator`, may ask.
+    pub fn secure_csds_service(&self, authenticator: Arc<dyn Authenticator>) -> CsdsService {
+        let access = Access::ControlPlane {
+            authenticator,
+            system_namespace: self.shared.config.edge_identity.namespace.clone(),
+        };
+        csds::service(Arc::new(self.clone()), access)
     }
 
     /// The endpoint other edges tunnel proxies' connections to, for the secure listener's
@@ -198,6 +217,13 @@ impl XdsServer {
     /// Streams currently connected.
     pub fn connected(&self) -> usize {
         self.shared.registry.len()
+    }
+}
+
+/// CSDS reads the proxies from the registry of streams.
+impl ConnectedProxies for XdsServer {
+    fn visit(&self, visit: &mut dyn FnMut(&Proxy, &[TypeStatus])) {
+        self.shared.registry.visit_proxies(visit)
     }
 }
 
