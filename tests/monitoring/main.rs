@@ -2,7 +2,8 @@
 //! checked with the real tools: `promtool check rules` and `promtool test rules` on the
 //! alert rules, the dashboard's shape as Grafana reads it, and a real Prometheus scraping
 //! the all-in-one `shoal` with the rules loaded, whose NACK alert fires when a real Envoy
-//! rejects a config; `shoal status --wait` answering whether a revision reached that Envoy.
+//! rejects a config; `shoal status --wait` answering whether a revision reached that Envoy;
+//! CSDS answering a real `grpcio` client about that Envoy (`csds.rs`).
 //!
 //! `prometheus` and `promtool` come from Debian's `prometheus` package (`make setup`
 //! installs it); `SHOAL_PROMETHEUS` and `SHOAL_PROMTOOL` override where they are found.
@@ -10,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod csds;
 mod dashboard;
 mod prometheus;
 mod rules;

@@ -16,6 +16,8 @@ pub(crate) struct Served {
     /// `shoal`'s `--http-addr` port, and its URL.
     pub http: u16,
     pub admin: String,
+    /// `shoal`'s plaintext xDS port (where CSDS answers too).
+    pub xds: u16,
     shoal: Proc,
     envoy: Envoy,
 }
@@ -51,6 +53,7 @@ impl Served {
             config_dir,
             http,
             admin,
+            xds,
             shoal,
             envoy,
         }

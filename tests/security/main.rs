@@ -4,7 +4,8 @@
 //! gRPC status, a gateway's credential goes to its own router only, a CA rotation
 //! reaches the workloads without a failed request, sidecars talk the mesh's mTLS
 //! as PeerAuthentication says, RequestAuthentication's JWTs are validated; a namespace
-//! moves from an istiod stand-in to Shoal and back while requests flow.
+//! moves from an istiod stand-in to Shoal and back while requests flow; CSDS on the
+//! secure port answers the control plane's namespace only.
 //!
 //! Run `cargo build --workspace --bins` first (for `shoal` and `agent-stand-in`); Envoy
 //! comes from `.venv/bin/envoy` or `SHOAL_ENVOY`.
@@ -19,6 +20,7 @@ mod k8s;
 mod authorization;
 mod bootstrap;
 mod client;
+mod csds;
 mod eastwest;
 mod ext_authz;
 mod gateway;
