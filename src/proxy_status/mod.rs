@@ -33,7 +33,11 @@ pub async fn run(args: ProxyStatusArgs) -> anyhow::Result<ExitCode> {
             // The edge's ID names it in the table; its address where it does not say.
             let name = match edges.get::<Named>(addr, "push_status").await {
                 Ok(Named { edge: Some(id) }) => id,
-                _ => addr.clone(),
+                Ok(Named { edge: None }) => addr.clone(),
+                Err(why) => {
+                    eprintln!("shoal proxy-status: naming the edge by its address: {why}");
+                    addr.clone()
+                }
             };
             let listed = edges.get::<Vec<Synced>>(addr, "syncz").await;
             (name, listed)
