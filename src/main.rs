@@ -105,7 +105,8 @@ fn main() -> ExitCode {
 
 #[tokio::main]
 async fn serve(args: Args) -> anyhow::Result<()> {
-    shoal_infra::telemetry::init(&args.telemetry);
+    // Held until the process ends: dropping it flushes the last spans.
+    let _telemetry = shoal_infra::telemetry::init(&args.telemetry, "shoal")?;
     let usage = |m: String| anyhow::Error::new(UsageError(m));
     let config_dir = args
         .config_dir

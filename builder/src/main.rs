@@ -24,7 +24,8 @@ fn main() -> std::process::ExitCode {
 
 #[tokio::main]
 async fn run(args: Args) -> anyhow::Result<()> {
-    shoal_infra::telemetry::init(&args.telemetry);
+    // Held until the process ends: dropping it flushes the last spans.
+    let _telemetry = shoal_infra::telemetry::init(&args.telemetry, "shoal-builder")?;
     let client = args.nats.connect().await.context("connecting to NATS")?;
     let kv = NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
         .await

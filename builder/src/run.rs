@@ -10,6 +10,7 @@ use futures::{FutureExt, StreamExt};
 use prometheus_client::registry::Registry;
 use shoal_infra::retry::{Backoff, RetryConfig};
 use shoal_infra::runtime::DrainWatch;
+use shoal_infra::telemetry::{self, TRACE_TARGET};
 use shoal_proto::change::{ChangeSet, unix_nanos};
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::{Bus, ConfigKv, Delivery, SnapshotStore, TransportError};
@@ -239,7 +240,24 @@ impl BuildState {
                         }
                     }
                     // Every line a build logs names the revision it builds.
-                    let span = info_span!("build", revision = tracing::field::Empty);
+                    let span = info_span!(
+                        target: TRACE_TARGET,
+                        "build",
+                        revision = tracing::field::Empty,
+                        requests = batch.len(),
+                        full = tracing::field::Empty,
+                        version = tracing::field::Empty,
+                    );
+                    // Part of the trace of the earliest change in the batch (the one
+                    // `ChangeSet::merge` keeps).
+                    if let Some(first) = batch
+                        .iter()
+                        .map(|d| &d.message.changes)
+                        .filter(|c| !c.trace.is_empty())
+                        .min_by_key(|c| c.start_unix_nanos)
+                    {
+                        telemetry::set_parent(&span, &first.trace);
+                    }
                     self.handle(batch).instrument(span).await;
                 }
             }
@@ -312,7 +330,9 @@ impl BuildState {
             return;
         };
         tracing::Span::current().record("revision", request.revision);
-        if !self.catch_up(request.revision).await {
+        let waited =
+            info_span!(target: TRACE_TARGET, "wait for revision", revision = request.revision);
+        if !self.catch_up(request.revision).instrument(waited).await {
             warn!(
                 revision = request.revision,
                 have = self.model().replica.revision(),
@@ -344,7 +364,10 @@ impl BuildState {
             .model
             .take()
             .expect("the model is back after every build");
+        let build_span = info_span!(target: TRACE_TARGET, "snapshot build", full = tracing::field::Empty, changed = tracing::field::Empty);
+        let in_build = build_span.clone();
         let (model, built) = match tokio::task::spawn_blocking(move || {
+            let _entered = in_build.enter();
             let version = model.replica.revision();
             let built = model.builder.build(
                 &model.replica,
@@ -354,6 +377,7 @@ impl BuildState {
             );
             (model, built)
         })
+        .instrument(build_span.clone())
         .await
         {
             Ok(done) => done,
@@ -394,6 +418,12 @@ impl BuildState {
         for w in &built.warnings {
             warn!("{w}");
         }
+        build_span.record("full", built.full);
+        build_span.record("changed", built.changed.len());
+        drop(build_span);
+        let current = tracing::Span::current();
+        current.record("full", built.full);
+        current.record("version", built.manifest.version);
         let kind = if built.full { "full" } else { "incremental" };
         self.metrics
             .builds
@@ -401,11 +431,16 @@ impl BuildState {
             .inc();
         // What proxies need is what the build found; when, why and the trace come from
         // the requests.
-        let announced = ChangeSet {
+        let mut announced = ChangeSet {
             full: built.full,
             keys: built.changed.clone(),
             ..changes
         };
+        // The edges' spans follow from this build (same trace as the request's).
+        let trace = telemetry::inject(&current);
+        if !trace.is_empty() {
+            announced.trace = trace;
+        }
         let pending = PendingWrite {
             built,
             base: self.built_version,
@@ -416,7 +451,8 @@ impl BuildState {
             backoff: Backoff::new(WRITE_RETRY),
             retry_at: None,
         };
-        self.write(pending).await;
+        let span = info_span!(target: TRACE_TARGET, "snapshot write", version = pending.built.manifest.version);
+        self.write(pending).instrument(span).await;
     }
 
     /// Writes a build; on failure keeps it to retry in process (no new build starts

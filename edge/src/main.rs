@@ -24,7 +24,8 @@ fn main() -> std::process::ExitCode {
 
 #[tokio::main]
 async fn run(args: Args) -> anyhow::Result<()> {
-    shoal_infra::telemetry::init(&args.telemetry);
+    // Held until the process ends: dropping it flushes the last spans.
+    let _telemetry = shoal_infra::telemetry::init(&args.telemetry, "shoal-edge")?;
     let client = args.nats.connect().await.context("connecting to NATS")?;
     let bus = NatsBus::open(client.clone(), NatsBusConfig::default())
         .await

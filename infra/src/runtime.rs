@@ -15,7 +15,8 @@ use tokio::sync::watch;
 /// [`telemetry::init`](crate::telemetry::init) does by default; for tests and tools. A
 /// second call is a no-op.
 pub fn init_tracing() {
-    crate::telemetry::init(&crate::telemetry::TelemetryArgs::default());
+    // Without an endpoint nothing can fail and there is nothing to flush.
+    let _ = crate::telemetry::init(&crate::telemetry::TelemetryArgs::default(), "shoal");
 }
 
 /// Resolves on ctrl-c or SIGTERM (what Kubernetes sends), whichever comes first.

@@ -177,7 +177,8 @@ async fn kube_client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kub
 
 /// Runs the binary until SIGTERM / ctrl-c, then drains.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    shoal_infra::telemetry::init(&args.telemetry);
+    // Held until the process ends: dropping it flushes the last spans.
+    let _telemetry = shoal_infra::telemetry::init(&args.telemetry, "shoal-ingest")?;
     let registry = args.registry()?;
     // The error names the (redacted) URL.
     let client = args.nats.connect().await.context("connecting to NATS")?;

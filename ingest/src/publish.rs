@@ -3,10 +3,12 @@
 
 use crate::metrics::{Metrics, TypeLabel};
 use crate::retry::{RetryConfig, retry};
+use shoal_infra::telemetry::{self, TRACE_TARGET};
 use shoal_proto::push::PushRequest;
 use shoal_proto::transport::Bus;
 use std::sync::Arc;
 use std::time::SystemTime;
+use tracing::{Instrument, info_span};
 
 pub(crate) struct Publisher {
     bus: Arc<dyn Bus>,
@@ -25,7 +27,28 @@ impl Publisher {
 
     /// Publishes `req`, retrying while the bus is unavailable. Other errors (the bus was
     /// closed at shutdown) are logged: the next start's full push covers the change.
-    pub async fn publish(&self, req: PushRequest) {
+    pub async fn publish(&self, mut req: PushRequest) {
+        let push_type = if req.changes.full { "full" } else { "eds" };
+        // The debounced push: a child of its earliest change's trace, or a trace's root
+        // (a start-up or resync push); the builder's spans follow from it.
+        let span = info_span!(
+            target: TRACE_TARGET,
+            "push publish",
+            push = push_type,
+            revision = req.revision,
+            configs = req.changes.keys.len(),
+            events = req.changes.events(),
+            waited_ms = tracing::field::Empty,
+        );
+        telemetry::set_parent(&span, &req.changes.trace);
+        let trace = telemetry::inject(&span);
+        if !trace.is_empty() {
+            req.changes.trace = trace;
+        }
+        self.publish_in(req).instrument(span).await;
+    }
+
+    async fn publish_in(&self, req: PushRequest) {
         let push_type = if req.changes.full { "full" } else { "eds" };
         let bus = &self.bus;
         let result = retry("publish_push", self.retry, &self.metrics, || {
@@ -50,6 +73,7 @@ impl Publisher {
                     .duration_since(req.changes.start())
                     .unwrap_or_default();
                 self.metrics.debounce_time.observe(waited.as_secs_f64());
+                tracing::Span::current().record("waited_ms", waited.as_millis() as u64);
                 tracing::info!(
                     push = push_type,
                     revision = req.revision,

@@ -8,12 +8,13 @@ use crate::convergence::Revisions;
 use crate::proxy::{InterceptionMode, ProxyKind};
 use crate::push_queue::{DoneGuard, PushEvent};
 use crate::snapshot::SnapshotUpdate;
+use shoal_infra::telemetry::{self, TRACE_TARGET};
 use shoal_proto::change::ChangeSet;
 use shoal_proto::push_context::{PushContext, SidecarScope};
 use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::mpsc;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, info_span, warn};
 
 impl Shared {
     pub(crate) async fn run_dispatcher(
@@ -45,6 +46,18 @@ impl Shared {
     pub(crate) fn dispatch(&self, event: PushEvent) {
         let started = std::time::Instant::now();
         let version = event.push.version();
+        // One span for the whole fan-out, however many proxies: counts, not a span each.
+        let span = info_span!(
+            target: TRACE_TARGET,
+            "dispatch",
+            revision = version,
+            full = event.changes.full,
+            changed = event.changes.keys.len(),
+            connections = tracing::field::Empty,
+            queued = tracing::field::Empty,
+        );
+        telemetry::set_parent(&span, &event.changes.trace);
+        let _entered = span.enter();
         let ledger = &self.convergence;
         // The entry first: a proxy may answer before the loop ends.
         ledger.dispatched(version, &event.changes, SystemTime::now());
@@ -63,6 +76,24 @@ impl Shared {
             }
         }
         ledger.concerned(version, queued as u64);
+        span.record("connections", conns.len());
+        span.record("queued", queued);
+        if telemetry::exporting() {
+            // Ends when the last proxy concerned answers: the end of the change's trace.
+            let converge = info_span!(
+                target: TRACE_TARGET,
+                parent: &span,
+                "converge",
+                revision = version,
+                concerned = queued,
+                sent = tracing::field::Empty,
+                acked = tracing::field::Empty,
+                nacked = tracing::field::Empty,
+                gone = tracing::field::Empty,
+                pending = tracing::field::Empty,
+            );
+            ledger.converging(version, converge);
+        }
         debug!(
             revision = version,
             full = event.changes.full,

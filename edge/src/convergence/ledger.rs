@@ -26,6 +26,19 @@ struct Inner {
     /// The newest version dropped to stay within capacity: what is at or below it may
     /// have been pushed and forgotten.
     forgotten_through: u64,
+    /// The `converge` span of each revision still pending, while traces are exported:
+    /// ended (with the counts) when its last concerned proxy answers or leaves, or when
+    /// the revision is forgotten. At most one per kept revision.
+    converging: BTreeMap<u64, tracing::Span>,
+}
+
+/// Records `counts` on `span` (its fields `sent`, `acked`, `nacked`, `gone`, `pending`).
+fn record(span: &tracing::Span, counts: &RevisionCounts) {
+    span.record("sent", counts.sent);
+    span.record("acked", counts.acked);
+    span.record("nacked", counts.nacked);
+    span.record("gone", counts.gone);
+    span.record("pending", counts.pending);
 }
 
 /// One revision's counts on this edge.
@@ -143,11 +156,43 @@ impl Ledger {
                 changed: changes.keys.len(),
                 ..Default::default()
             });
+        let mut ended = Vec::new();
         while inner.revisions.len() > self.capacity {
-            if let Some((oldest, _)) = inner.revisions.pop_first() {
+            if let Some((oldest, counts)) = inner.revisions.pop_first() {
                 inner.forgotten_through = inner.forgotten_through.max(oldest);
+                if let Some(span) = inner.converging.remove(&oldest) {
+                    record(&span, &counts);
+                    ended.push(span);
+                }
             }
         }
+        drop(inner);
+        // Spans end (and are exported) outside the lock.
+        drop(ended);
+    }
+
+    /// Holds `span` until every proxy `version` concerned answered or left (at once if
+    /// none is pending), then records the counts on it and ends it: the end of the
+    /// change's trace on this edge. Call after [`concerned`](Self::concerned).
+    pub fn converging(&self, version: u64, span: tracing::Span) {
+        let mut inner = self.lock();
+        let Some(counts) = inner.revisions.get(&version) else {
+            return;
+        };
+        if counts.pending == 0 {
+            record(&span, counts);
+            drop(inner);
+            return;
+        }
+        let replaced = inner.converging.insert(version, span);
+        drop(inner);
+        drop(replaced);
+    }
+
+    /// How many `converge` spans are held (tests).
+    #[cfg(test)]
+    pub(crate) fn spans_held(&self) -> usize {
+        self.lock().converging.len()
     }
 
     /// `n` more proxies were queued `version`.
@@ -157,13 +202,24 @@ impl Ledger {
 
     /// Applies `f` to the entry of each of `versions` this ledger still keeps.
     fn each(&self, versions: impl Iterator<Item = u64>, mut f: impl FnMut(&mut RevisionCounts)) {
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let mut ended = Vec::new();
         for v in versions {
             if let Some(entry) = inner.revisions.get_mut(&v) {
                 f(entry);
                 entry.recount();
+                if entry.pending == 0
+                    && let Some(span) = inner.converging.remove(&v)
+                {
+                    record(&span, entry);
+                    ended.push(span);
+                }
             }
         }
+        drop(guard);
+        // Spans end (and are exported) outside the lock.
+        drop(ended);
     }
 
     pub(crate) fn sent(&self, versions: impl Iterator<Item = u64>) {

@@ -269,3 +269,27 @@ fn a_stream_that_ends_waiting_counts_its_proxy_gone() {
     let c = counts(&l, 4);
     assert_eq!((c.sent, c.gone, c.pending), (1, 1, 0));
 }
+
+#[test]
+fn a_converge_span_is_held_until_the_last_concerned_proxy_answers() {
+    let l = ledger(2, &[5], 2);
+    l.converging(
+        5,
+        tracing::info_span!("converge", acked = tracing::field::Empty),
+    );
+    assert_eq!(l.spans_held(), 1);
+    l.acked([5].into_iter());
+    assert_eq!(l.spans_held(), 1, "one proxy still pending");
+    l.gone([5].into_iter());
+    assert_eq!(l.spans_held(), 0, "ended once none is pending");
+
+    // Nothing pending: ended at once; a forgotten revision ends its span.
+    let l = ledger(2, &[7], 0);
+    l.converging(7, tracing::Span::none());
+    assert_eq!(l.spans_held(), 0);
+    let l = ledger(1, &[8], 1);
+    l.converging(8, tracing::Span::none());
+    assert_eq!(l.spans_held(), 1);
+    l.dispatched(9, &change(), SystemTime::now());
+    assert_eq!(l.spans_held(), 0, "bounded by the revisions kept");
+}

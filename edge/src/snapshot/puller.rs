@@ -14,6 +14,7 @@ use futures::StreamExt;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use shoal_infra::telemetry::{self, TRACE_TARGET};
 use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason, namespace_changes, unix_nanos};
 use shoal_proto::model::Resolution;
 use shoal_proto::push_context::PushContext;
@@ -25,7 +26,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, watch};
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+/// The span of one snapshot pull and apply: in the change's trace when announced with it.
+fn pull_span(version: u64) -> tracing::Span {
+    info_span!(
+        target: TRACE_TARGET,
+        "snapshot pull",
+        version,
+        applied = tracing::field::Empty,
+        fetched = tracing::field::Empty,
+        full = tracing::field::Empty,
+    )
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PullError {
@@ -202,7 +215,9 @@ impl SnapshotPuller {
                             self.announced.fetch_max(event.version, Ordering::AcqRel);
                             if event.version > self.push.version() {
                                 let version = event.version;
-                                if let Err(e) = self.pull(version, Announced::Event(event)).await {
+                                let span = pull_span(version);
+                                telemetry::set_parent(&span, &event.changes.trace);
+                                if let Err(e) = self.pull(version, Announced::Event(event)).instrument(span).await {
                                     self.metrics.errors.inc();
                                     warn!(version, error = %e, "snapshot pull failed; will retry from latest");
                                 }
@@ -229,13 +244,15 @@ impl SnapshotPuller {
             self.announced.fetch_max(v, Ordering::AcqRel);
         }
         match latest {
-            Ok(Some(v)) if v > self.push.version() => match self.pull(v, Announced::None).await {
-                Ok(()) => self.synced.store(true, Ordering::Release),
-                Err(e) => {
-                    self.metrics.errors.inc();
-                    warn!(version = v, error = %e, "snapshot pull failed; keeping the current snapshot");
+            Ok(Some(v)) if v > self.push.version() => {
+                match self.pull(v, Announced::None).instrument(pull_span(v)).await {
+                    Ok(()) => self.synced.store(true, Ordering::Release),
+                    Err(e) => {
+                        self.metrics.errors.inc();
+                        warn!(version = v, error = %e, "snapshot pull failed; keeping the current snapshot");
+                    }
                 }
-            },
+            }
             Ok(Some(_)) => self.synced.store(true, Ordering::Release),
             Ok(None) => {}
             Err(e) => {
@@ -339,6 +356,15 @@ impl SnapshotPuller {
                 / 1_000_000,
             "snapshot applied"
         );
+        // The dispatch follows from this pull, in the change's trace.
+        let current = tracing::Span::current();
+        current.record("applied", manifest.version);
+        current.record("fetched", fetched);
+        current.record("full", changes.full);
+        let trace = telemetry::inject(&current);
+        if !trace.is_empty() {
+            changes.trace = trace;
+        }
         let update = SnapshotUpdate {
             push: next,
             changes,

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesOrdered;
+use shoal_infra::telemetry::{self, TRACE_TARGET};
 use shoal_proto::config::ConfigKey;
 use shoal_proto::config::Origin;
 use shoal_proto::push::PushRequest;
@@ -15,6 +16,7 @@ use shoal_proto::transport::{ConfigKv, TransportError, config_kv_key, encode_con
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
+use tracing::{Instrument, info_span};
 
 pub(crate) enum WriterMsg {
     /// Mirror a change; with `publish`, send its push request once written.
@@ -119,12 +121,31 @@ impl KvWriter {
                 }
                 WriterMsg::Change { change, publish } => {
                     latest = latest.max(drain(&mut in_flight, &mut keys_in_flight).await?);
-                    let Some(revision) = self.write(&change).await? else {
+                    // Where a change's trace starts: the registry event, its KV write,
+                    // and (in the publisher) the debounced push that carries it on.
+                    let (span, write_span) = match publish {
+                        true => {
+                            let span = info_span!(
+                                target: TRACE_TARGET,
+                                "config change",
+                                key = %change.key,
+                                deleted = change.config.is_none(),
+                                revision = tracing::field::Empty,
+                            );
+                            let write = info_span!(target: TRACE_TARGET, parent: &span, "kv write");
+                            (span, write)
+                        }
+                        false => (tracing::Span::none(), tracing::Span::none()),
+                    };
+                    let written = self.write(&change).instrument(write_span).await?;
+                    let Some(revision) = written else {
                         continue;
                     };
                     latest = latest.max(revision);
                     if publish {
-                        let req = PushRequest::for_change(change.key, revision, change.at);
+                        span.record("revision", revision);
+                        let mut req = PushRequest::for_change(change.key, revision, change.at);
+                        req.changes.trace = telemetry::inject(&span);
                         self.pushes
                             .send(req)
                             .await
