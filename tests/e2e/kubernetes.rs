@@ -7,6 +7,7 @@
 
 use crate::scenario::Fixture;
 use crate::support::envoy::XdsApi;
+use crate::support::kube::apply_yaml;
 use crate::support::mesh;
 use crate::support::process::wait_http_ok;
 use crate::support::tiers;
@@ -14,33 +15,6 @@ use shoal_infra::testing::{NatsServer, RedisServer};
 use shoal_kube_test_server::TestApiServer;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// The API resource an object of `kind` is created as.
-fn resource_of(kind: &str) -> &'static str {
-    match kind {
-        "Namespace" => "namespaces",
-        "Service" => "services",
-        "Pod" => "pods",
-        "EndpointSlice" => "endpointslices.discovery.k8s.io",
-        "VirtualService" => "virtualservices.networking.istio.io",
-        "DestinationRule" => "destinationrules.networking.istio.io",
-        other => panic!("the example mesh has no {other}"),
-    }
-}
-
-/// Creates (or replaces) every object of the YAML documents in `text` through the API.
-fn apply_yaml(server: &TestApiServer, text: &str) {
-    for doc in text.split("\n---") {
-        if doc.trim().is_empty() {
-            continue;
-        }
-        let object: serde_json::Value = serde_norway::from_str(doc).expect("example YAML");
-        let kind = object["kind"].as_str().expect("kind").to_string();
-        server
-            .apply(resource_of(&kind), object)
-            .unwrap_or_else(|e| panic!("creating a {kind}: {e}"));
-    }
-}
 
 /// Every YAML file the fixture wrote, through the API.
 fn apply_dir(server: &TestApiServer, dir: &Path) {

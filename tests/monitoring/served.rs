@@ -3,7 +3,7 @@
 
 use crate::support::envoy::{Envoy, XdsApi, bootstrap};
 use crate::support::process::{Proc, wait_http_ok};
-use crate::support::{free_port, mesh};
+use crate::support::{free_port, mesh, tiers};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -72,22 +72,7 @@ pub(crate) const SYNC: Duration = Duration::from_secs(30);
 
 /// The all-in-one on `config_dir`: plaintext ADS on `xds`, admin (`/metrics`) on `http`.
 pub(crate) async fn start_shoal(config_dir: &Path, http: u16, xds: u16, dir: &Path) -> Proc {
-    let shoal = Proc::spawn(
-        "shoal",
-        Path::new(env!("CARGO_BIN_EXE_shoal")),
-        &[
-            "--config-dir".into(),
-            config_dir.display().to_string(),
-            "--plaintext-xds-addr".into(),
-            format!("127.0.0.1:{xds}"),
-            "--secure-xds-addr".into(),
-            "127.0.0.1:0".into(),
-            "--http-addr".into(),
-            format!("127.0.0.1:{http}"),
-        ],
-        &[("RUST_LOG", "info".to_string())],
-        dir,
-    );
+    let shoal = tiers::shoal(config_dir, xds, http, &[], &[], dir);
     let ready = format!("http://127.0.0.1:{http}/healthz/ready");
     assert!(wait_http_ok(&ready, SYNC).await, "shoal not ready");
     shoal

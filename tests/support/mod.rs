@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod envoy;
+pub mod kube;
 pub mod mesh;
 pub mod process;
 pub mod tiers;

@@ -37,6 +37,36 @@ fn env_with(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
     env().into_iter().chain(extra.iter().cloned()).collect()
 }
 
+/// The all-in-one `shoal` serving `config_dir`: plaintext ADS on `xds`, admin on `http`,
+/// the secure port on any free one; `args` and `env` added (`RUST_LOG=info` set).
+pub fn shoal(
+    config_dir: &Path,
+    xds: u16,
+    http: u16,
+    args: &[String],
+    extra_env: &[(&'static str, String)],
+    dir: &Path,
+) -> Proc {
+    let mut all = vec![
+        "--config-dir".to_string(),
+        config_dir.display().to_string(),
+        "--plaintext-xds-addr".into(),
+        format!("127.0.0.1:{xds}"),
+        "--secure-xds-addr".into(),
+        "127.0.0.1:0".into(),
+        "--http-addr".into(),
+        format!("127.0.0.1:{http}"),
+    ];
+    all.extend(args.iter().cloned());
+    Proc::spawn(
+        "shoal",
+        Path::new(env!("CARGO_BIN_EXE_shoal")),
+        &all,
+        &env_with(extra_env),
+        dir,
+    )
+}
+
 /// `ingest --config-dir <config_dir>` for `cluster-1` on `nats`.
 pub fn ingest(config_dir: &Path, nats: &str, dir: &Path) -> Tier {
     ingest_with(

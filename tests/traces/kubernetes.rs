@@ -4,39 +4,13 @@
 //! context carried in the NATS headers of `shoal.push` and `shoal.snapshot`.
 
 use crate::receiver::Receiver;
+use crate::support::kube::apply_yaml;
 use crate::support::process::wait_http_ok;
 use crate::support::{mesh, tiers};
 use crate::{BUILDER, EDGE, INGEST, SERVICE_PORT, connect_proxy, one, trace_of};
 use shoal_infra::testing::{NatsServer, RedisServer, free_port};
 use shoal_kube_test_server::TestApiServer;
 use std::time::{Duration, Instant};
-
-/// The API resource an object of `kind` is created as.
-fn resource_of(kind: &str) -> &'static str {
-    match kind {
-        "Namespace" => "namespaces",
-        "Service" => "services",
-        "Pod" => "pods",
-        "EndpointSlice" => "endpointslices.discovery.k8s.io",
-        "VirtualService" => "virtualservices.networking.istio.io",
-        "DestinationRule" => "destinationrules.networking.istio.io",
-        other => panic!("the test mesh has no {other}"),
-    }
-}
-
-/// Creates (or replaces) every object of the YAML documents in `text` through the API.
-fn apply_yaml(server: &TestApiServer, text: &str) {
-    for doc in text.split("\n---") {
-        if doc.trim().is_empty() {
-            continue;
-        }
-        let object: serde_json::Value = serde_norway::from_str(doc).expect("test mesh YAML");
-        let kind = object["kind"].as_str().expect("kind").to_string();
-        server
-            .apply(resource_of(&kind), object)
-            .unwrap_or_else(|e| panic!("creating a {kind}: {e}"));
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_through_the_kubernetes_api_is_one_trace_across_the_split_tiers() {

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::process::{Proc, wait_http_ok};
-use support::{free_port, mesh};
+use support::{free_port, mesh, tiers};
 
 const CDS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 const LDS: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
@@ -40,26 +40,13 @@ pub(crate) const BUILDER: &[&str] = &[
 pub(crate) const EDGE: &[&str] = &["snapshot pull", "dispatch", "converge"];
 
 fn start_shoal(config_dir: &Path, otlp: &str, http: u16, xds: u16, dir: &Path) -> Proc {
-    Proc::spawn(
-        "shoal",
-        Path::new(env!("CARGO_BIN_EXE_shoal")),
-        &[
-            "--config-dir".into(),
-            config_dir.display().to_string(),
-            "--plaintext-xds-addr".into(),
-            format!("127.0.0.1:{xds}"),
-            "--secure-xds-addr".into(),
-            "127.0.0.1:0".into(),
-            "--http-addr".into(),
-            format!("127.0.0.1:{http}"),
-            "--otlp-endpoint".into(),
-            otlp.into(),
-        ],
-        &[
-            ("RUST_LOG", "info".to_string()),
-            // The batch exporter's interval: spans arrive within a fraction of a second.
-            ("OTEL_BSP_SCHEDULE_DELAY", "200".to_string()),
-        ],
+    tiers::shoal(
+        config_dir,
+        xds,
+        http,
+        &["--otlp-endpoint".into(), otlp.into()],
+        // The batch exporter's interval: spans arrive within a fraction of a second.
+        &[("OTEL_BSP_SCHEDULE_DELAY", "200".to_string())],
         dir,
     )
 }
