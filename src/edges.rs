@@ -1,8 +1,13 @@
 //! Asking the edges' admin servers (`--http-addr`) for their debug pages: what
-//! `shoal status` and `shoal proxy-status` share.
+//! `shoal status` and `shoal proxy-status` share. The edges are given, or found in the
+//! membership bucket on NATS.
 
+use anyhow::Context;
 use serde::de::DeserializeOwned;
-use shoal_infra::cli::UsageError;
+use shoal_infra::cli::{NatsArgs, UsageError};
+use shoal_infra::nats::{NatsMembership, NatsMembershipConfig};
+use shoal_proto::transport::Membership;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,9 +15,15 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 pub struct EdgesArgs {
     /// The admin addresses (`--http-addr`) of the edges, comma-separated; against the
-    /// all-in-one, its `--http-addr`.
-    #[arg(long, env = "SHOAL_EDGES", value_delimiter = ',', required = true)]
+    /// all-in-one, its `--http-addr`. Without it, the live edges of the membership bucket
+    /// on `--nats-url`, each at its announced IP and `--admin-port`.
+    #[arg(long, env = "SHOAL_EDGES", value_delimiter = ',')]
     edges: Vec<String>,
+    #[command(flatten)]
+    nats: NatsArgs,
+    /// The edges' admin port, where they are found through NATS (the chart's 15014).
+    #[arg(long, env = "SHOAL_ADMIN_PORT", default_value_t = 15014)]
+    admin_port: u16,
     /// A file holding a bearer token, for edges on other hosts (their `/debug` pages
     /// answer other callers only with a token of the control plane's namespace).
     #[arg(long, env = "SHOAL_TOKEN_FILE")]
@@ -30,7 +41,7 @@ pub struct Edges {
 }
 
 impl Edges {
-    pub fn new(args: &EdgesArgs) -> anyhow::Result<Self> {
+    pub async fn new(args: &EdgesArgs) -> anyhow::Result<Self> {
         let token = match &args.token_file {
             Some(path) => Some(
                 std::fs::read_to_string(path)
@@ -43,7 +54,10 @@ impl Edges {
         Ok(Edges {
             client: reqwest::Client::builder().timeout(ASK_TIMEOUT).build()?,
             token,
-            addrs: args.edges.iter().map(|e| e.trim().to_string()).collect(),
+            addrs: match args.edges.is_empty() {
+                false => args.edges.iter().map(|e| e.trim().to_string()).collect(),
+                true => discover(&args.nats, args.admin_port).await?,
+            },
         })
     }
 
@@ -77,6 +91,35 @@ impl Edges {
         serde_json::from_slice(&body)
             .map_err(|e| format!("{url}: not the answer expected (is this an edge?): {e}"))
     }
+}
+
+/// The admin addresses of the live edges in the membership bucket: each edge's announced
+/// IP (`--advertise-ip`) at `admin_port`.
+async fn discover(nats: &NatsArgs, admin_port: u16) -> anyhow::Result<Vec<String>> {
+    let client = nats.connect().await.with_context(|| {
+        format!(
+            "finding the edges through NATS at {} (or give --edges)",
+            nats.nats_url
+        )
+    })?;
+    let members = NatsMembership::open(client, NatsMembershipConfig::default())
+        .await
+        .context("opening the membership bucket")?
+        .members()
+        .await
+        .context("listing the live edges")?;
+    if members.is_empty() {
+        anyhow::bail!("no live edge in the membership bucket at {}", nats.nats_url);
+    }
+    members
+        .iter()
+        .map(|m| {
+            let addr: SocketAddr = m.xds_addr.parse().with_context(|| {
+                format!("edge {} announces {:?}, not an address", m.id, m.xds_addr)
+            })?;
+            Ok(SocketAddr::new(addr.ip(), admin_port).to_string())
+        })
+        .collect()
 }
 
 /// What a debug page answers to a query it cannot take.

@@ -39,6 +39,11 @@ pub struct Args {
     /// This edge's ID in the membership ring (default: hostname-pid).
     #[arg(long, env = "SHOAL_EDGE_ID")]
     pub edge_id: Option<String>,
+    /// The IP other edges reach this one at (its relays, and `shoal status` through
+    /// NATS), announced in the membership bucket; needed when the xDS listeners are bound
+    /// to every address (the chart sets the pod IP).
+    #[arg(long, env = "SHOAL_ADVERTISE_IP")]
+    pub advertise_ip: Option<std::net::IpAddr>,
     #[command(flatten)]
     pub push: PushArgs,
     /// Proxies handed to other edges per second, at least (on a ring change or a drain).

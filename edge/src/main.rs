@@ -52,6 +52,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if let Some(id) = &args.edge_id {
         config.member_id = id.clone();
     }
+    config.advertise_ip = args.advertise_ip;
     args.push.apply(&mut config.xds);
     args.push.caches.apply(&mut config.generator);
     config.jwks = args.push.jwks.config();

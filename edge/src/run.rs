@@ -18,7 +18,7 @@ use shoal_infra::runtime::DrainWatch;
 use shoal_proto::security::Authenticator;
 use shoal_proto::transport::{Bus, Member, Membership, SnapshotStore};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -43,6 +43,10 @@ pub struct EdgeConfig {
     pub jwks: JwksFetchConfig,
     /// Generation defaults and the bounds of the generator's caches.
     pub generator: GeneratorConfig,
+    /// The IP other edges (and `shoal status`) reach this one at, announced in the
+    /// membership bucket (`--advertise-ip`; the chart gives the pod IP). Unset: the
+    /// listener's own address, or loopback where it listens on every address.
+    pub advertise_ip: Option<IpAddr>,
 }
 
 /// How this edge hands proxies to other edges.
@@ -80,6 +84,7 @@ impl Default for EdgeConfig {
             own_by_ring: true,
             jwks: JwksFetchConfig::default(),
             generator: GeneratorConfig::default(),
+            advertise_ip: None,
         }
     }
 }
@@ -99,6 +104,29 @@ pub enum EdgeError {
     NoListener,
     #[error("TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
+}
+
+/// The address this edge announces for `bound`: at `advertise` when given; else where it
+/// listens, unless that is every address (0.0.0.0, ::), which no other edge can dial:
+/// then loopback, said so, as only an edge on this host could reach it.
+fn advertised(bound: SocketAddr, advertise: Option<IpAddr>) -> SocketAddr {
+    match advertise {
+        Some(ip) => SocketAddr::new(ip, bound.port()),
+        None if bound.ip().is_unspecified() => {
+            let loopback = match bound {
+                SocketAddr::V4(_) => IpAddr::from(std::net::Ipv4Addr::LOCALHOST),
+                SocketAddr::V6(_) => IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+            };
+            tracing::warn!(
+                %bound,
+                "the xDS listener is bound to every address and no --advertise-ip \
+                 (SHOAL_ADVERTISE_IP) was given: announcing loopback, which edges on other \
+                 hosts cannot reach (relays to this edge fail)"
+            );
+            SocketAddr::new(loopback, bound.port())
+        }
+        None => bound,
+    }
 }
 
 /// An edge ready to run: metrics registered, transports in hand.
@@ -331,6 +359,7 @@ impl BoundEdge {
             .map(|s| s.addr)
             .or(plaintext.as_ref().map(|(_, a)| *a))
             .expect("bind checks one listener is set");
+        let relay_addr = advertised(relay_addr, edge.config.advertise_ip);
         let me = Member {
             id: edge.config.member_id.clone(),
             xds_addr: relay_addr.to_string(),
@@ -457,5 +486,35 @@ impl BoundEdge {
         rebalance.abort();
         jwks.abort();
         result
+    }
+}
+
+#[cfg(test)]
+mod advertise_tests {
+    use super::advertised;
+    use std::net::SocketAddr;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    /// The chart binds 0.0.0.0: the edge announced 0.0.0.0:15012, which other edges'
+    /// relays dialled as themselves.
+    #[test]
+    fn an_edge_bound_to_every_address_announces_its_advertised_ip() {
+        let pod = "10.1.2.3".parse().ok();
+        assert_eq!(
+            advertised(addr("0.0.0.0:15012"), pod),
+            addr("10.1.2.3:15012")
+        );
+        assert_eq!(
+            advertised(addr("0.0.0.0:15012"), None),
+            addr("127.0.0.1:15012")
+        );
+        assert_eq!(advertised(addr("[::]:15012"), None), addr("[::1]:15012"));
+        assert_eq!(
+            advertised(addr("10.0.0.9:15012"), None),
+            addr("10.0.0.9:15012")
+        );
     }
 }

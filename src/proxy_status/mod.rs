@@ -26,7 +26,7 @@ pub struct ProxyStatusArgs {
 
 #[tokio::main(flavor = "current_thread")]
 pub async fn run(args: ProxyStatusArgs) -> anyhow::Result<ExitCode> {
-    let edges = Edges::new(&args.edges)?;
+    let edges = Edges::new(&args.edges).await?;
     let asks = edges.addrs().iter().map(|addr| {
         let edges = &edges;
         async move {

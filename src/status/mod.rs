@@ -41,7 +41,7 @@ const POLL: Duration = Duration::from_millis(250);
 
 #[tokio::main(flavor = "current_thread")]
 pub async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let asker = Asker(Edges::new(&args.edges)?);
+    let asker = Asker(Edges::new(&args.edges).await?);
     let deadline = Instant::now() + args.timeout;
     let mut revision = args.revision;
     let status = loop {

@@ -114,6 +114,25 @@ async fn three_tiers_with_nats_and_redis_route_envoy() {
             .any(|l| l["level"] == "INFO" && l["message"].is_string()),
         "the builder logged nothing:\n{log}"
     );
+    // `shoal status` finds the edge through NATS (its announced address, the admin
+    // port given) and the latest revision converged there, Envoy having ACKed it.
+    let status = tokio::process::Command::new(env!("CARGO_BIN_EXE_shoal"))
+        .args(["status", "--nats-url", &nats.url(), "--admin-port"])
+        .arg(edge.1.to_string())
+        .args(["--wait", "--timeout", "20s", "-o", "json"])
+        .output()
+        .await
+        .expect("shoal status runs");
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(
+        status.status.code(),
+        Some(0),
+        "{shown}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_str(&shown).expect("JSON");
+    assert_eq!(answer["edges"][0]["edge"], "edge-1", "{answer:#}");
+    assert_eq!(answer["verdict"], "converged", "{answer:#}");
     tiers.stop();
 }
 
