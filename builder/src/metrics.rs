@@ -4,6 +4,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
@@ -21,6 +22,9 @@ pub struct Metrics {
     pub write_errors: Counter,
     pub restores: Counter,
     pub snapshot_version: Gauge,
+    /// Build time of the last snapshot written (Unix seconds, as its manifest carries it):
+    /// `max(this) - shoal_edge_snapshot_timestamp_seconds` is an edge's lag in seconds.
+    pub snapshot_timestamp: Gauge<f64, AtomicU64>,
     pub replica_revision: Gauge,
     pub replica_objects: Gauge,
     pub config_errors: Counter,
@@ -37,6 +41,7 @@ impl Metrics {
             write_errors: Counter::default(),
             restores: Counter::default(),
             snapshot_version: Gauge::default(),
+            snapshot_timestamp: Gauge::default(),
             replica_revision: Gauge::default(),
             replica_objects: Gauge::default(),
             config_errors: Counter::default(),
@@ -77,6 +82,11 @@ impl Metrics {
             "snapshot_version",
             "Version of the last snapshot written",
             m.snapshot_version.clone(),
+        );
+        r.register(
+            "snapshot_timestamp_seconds",
+            "Build time of the last snapshot written, in Unix seconds (from its manifest)",
+            m.snapshot_timestamp.clone(),
         );
         r.register(
             "replica_revision",

@@ -508,6 +508,9 @@ impl BuildState {
         self.metrics
             .snapshot_version
             .set(built.manifest.version as i64);
+        self.metrics
+            .snapshot_timestamp
+            .set(built.manifest.built_unix_nanos as f64 / 1e9);
         info!(
             version = built.manifest.version,
             full = built.full,

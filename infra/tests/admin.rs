@@ -40,6 +40,7 @@ async fn serves_metrics_readiness_and_debug_until_drained() {
     );
     let body = metrics.text().await.unwrap();
     assert!(body.contains("pilot_xds_pushes_total 1"), "{body}");
+    assert!(body.contains("\nshoal_ready 0\n"), "{body}");
     assert!(body.ends_with("# EOF\n"));
 
     let ready = http
@@ -56,6 +57,9 @@ async fn serves_metrics_readiness_and_debug_until_drained() {
         .unwrap();
     assert_eq!(ready.status(), 200);
     assert_eq!(ready.text().await.unwrap(), "ready");
+    let body = http.get(format!("{base}/metrics")).send().await.unwrap();
+    let body = body.text().await.unwrap();
+    assert!(body.contains("\nshoal_ready 1\n"), "{body}");
 
     let syncz: serde_json::Value = http
         .get(format!("{base}/debug/syncz"))

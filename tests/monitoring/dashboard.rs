@@ -82,7 +82,7 @@ fn the_dashboard_has_a_row_per_tier_and_panels_on_the_grid() {
 
 /// What the issue asks the dashboard to show, by the metrics that show it.
 #[test]
-fn the_dashboard_shows_pushes_convergence_lag_nacks_proxies_relays_and_handoffs() {
+fn the_dashboard_shows_pushes_convergence_lag_nacks_proxies_relays_handoffs_queue_and_readiness() {
     let queries = crate::dashboard_queries(&dashboard()).join("\n");
     for metric in [
         "pilot_xds_pushes_total",
@@ -92,6 +92,10 @@ fn the_dashboard_shows_pushes_convergence_lag_nacks_proxies_relays_and_handoffs(
         "pilot_xds{",
         "shoal_xds_relayed_streams",
         "shoal_xds_handoffs_total",
+        "shoal_xds_push_queue_depth",
+        "shoal_edge_snapshot_timestamp_seconds",
+        "shoal_builder_snapshot_timestamp_seconds",
+        "shoal_ready",
     ] {
         assert!(queries.contains(metric), "no panel reads {metric}");
     }

@@ -9,8 +9,8 @@ fn promtool_checks_the_rules() {
 }
 
 /// `shoal-alerts.test.yaml`: the NACK alert on a type's first NACK and on later ones,
-/// imbalance, snapshot lag, convergence, targets down, unready pods, an ingest that
-/// publishes nothing, an edge without a snapshot.
+/// imbalance, snapshot lag, convergence, targets down, unready pods and tiers
+/// (`shoal_ready`), an ingest that publishes nothing, an edge without a snapshot.
 #[test]
 fn promtool_unit_tests_of_the_rules_pass() {
     let out = promtool(

@@ -2,11 +2,16 @@
 //! OpenMetrics exposition).
 
 use super::scope::short_type;
+use crate::push_queue::{PushEvent, PushQueue};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One label (`type`, or a relay failure's `reason`).
@@ -15,6 +20,10 @@ type HistogramFamily = Family<OneLabel, Histogram, fn() -> Histogram>;
 
 const PUSH_BUCKETS: [f64; 8] = [0.001, 0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0];
 const CONVERGENCE_BUCKETS: [f64; 9] = [0.01, 0.1, 0.5, 1.0, 3.0, 5.0, 10.0, 20.0, 30.0];
+/// Every `type` label value ([`short_type`]): the NACK counters exist (at 0) from the
+/// start, so that `increase()` in the alert sees a type's first NACK.
+const TYPES: [&str; 6] = ["cds", "eds", "lds", "rds", "sds", "other"];
+
 const SEND_BUCKETS: [f64; 7] = [0.0001, 0.001, 0.01, 0.1, 1.0, 3.0, 5.0];
 
 /// Handles to every ADS metric; cheap to clone.
@@ -57,6 +66,33 @@ impl RelayFailure {
     }
 }
 
+/// `shoal_xds_push_queue_depth`: connections waiting in the push queue, read from the
+/// queue at scrape time. A collector rather than a gauge kept in step: the queue changes
+/// on every enqueue, merge, dequeue, re-queue after a push, removal and close (several
+/// places, under its lock), while a scrape comes every few seconds; reading
+/// [`PushQueue::pending`] then costs one lock per scrape and cannot drift from the queue.
+struct QueueDepth(Arc<PushQueue<u64, PushEvent>>);
+
+impl std::fmt::Debug for QueueDepth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueDepth").finish_non_exhaustive()
+    }
+}
+
+impl Collector for QueueDepth {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let depth = ConstGauge::new(self.0.pending() as i64);
+        let metric = encoder.encode_descriptor(
+            "shoal_xds_push_queue_depth",
+            "Connections waiting in the push queue (at most one entry per connection; \
+             pushes in progress not counted)",
+            None,
+            depth.metric_type(),
+        )?;
+        depth.encode(metric)
+    }
+}
+
 fn push_histogram() -> Histogram {
     Histogram::new(PUSH_BUCKETS)
 }
@@ -68,7 +104,8 @@ impl Metrics {
             .inc();
     }
 
-    pub fn new(registry: &mut Registry) -> Self {
+    /// Registers every ADS metric, `queue`'s depth read at scrape time.
+    pub fn new(registry: &mut Registry, queue: &Arc<PushQueue<u64, PushEvent>>) -> Self {
         let m = Metrics {
             connected: Gauge::default(),
             pushes: Family::default(),
@@ -85,6 +122,10 @@ impl Metrics {
             relay_failures: Family::default(),
             unsupported_type: Counter::default(),
         };
+        for ty in TYPES {
+            let _created = m.rejects.get_or_create(&[("type", ty)]);
+        }
+        registry.register_collector(Box::new(QueueDepth(queue.clone())));
         registry.register(
             "shoal_xds_relay_failures",
             "Relays that did not start or ended early, by reason: served_here (the owner \
@@ -135,7 +176,8 @@ impl Metrics {
         );
         registry.register(
             "pilot_total_xds_rejects",
-            "Responses rejected by proxies (NACKs), by type",
+            "Responses rejected by proxies (NACKs), by type (cds, eds, lds and rds present \
+             from the start, at 0)",
             m.rejects.clone(),
         );
         registry.register(
@@ -183,5 +225,54 @@ impl Metrics {
         self.expired_nonce
             .get_or_create(&[("type", short_type(type_url))])
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_proto::change::ChangeSet;
+    use shoal_proto::push_context::PushContext;
+
+    fn scrape(registry: &Registry) -> String {
+        let mut body = String::new();
+        prometheus_client::encoding::text::encode(&mut body, registry).unwrap();
+        body
+    }
+
+    #[test]
+    fn nack_counters_exist_at_zero_and_the_queue_depth_is_read_when_scraped() {
+        let queue = Arc::new(PushQueue::new());
+        let mut registry = Registry::default();
+        let metrics = Metrics::new(&mut registry, &queue);
+        let body = scrape(&registry);
+        for ty in TYPES {
+            let line = format!("\npilot_total_xds_rejects_total{{type=\"{ty}\"}} 0\n");
+            assert!(body.contains(&line), "{body}");
+        }
+        assert!(
+            body.contains("# TYPE shoal_xds_push_queue_depth gauge\n"),
+            "{body}"
+        );
+        assert!(body.contains("\nshoal_xds_push_queue_depth 0\n"), "{body}");
+
+        let event = || {
+            PushEvent::new(
+                Arc::new(PushContext::empty()),
+                Arc::new(ChangeSet::default()),
+            )
+        };
+        queue.enqueue(1, event());
+        queue.enqueue(2, event());
+        queue.enqueue(1, event()); // merged: still one entry for connection 1
+        metrics.rejected(crate::xds::types::ROUTE);
+        let body = scrape(&registry);
+        assert!(body.contains("\nshoal_xds_push_queue_depth 2\n"), "{body}");
+        assert!(
+            body.contains("\npilot_total_xds_rejects_total{type=\"rds\"} 1\n"),
+            "{body}"
+        );
+        queue.remove(&2);
+        assert!(scrape(&registry).contains("\nshoal_xds_push_queue_depth 1\n"));
     }
 }

@@ -51,6 +51,7 @@ impl XdsServer {
             Mutex::new(Pacer::new(rate, rate.ceil() as usize))
         });
         let initial = config.initial_throttle.max(1);
+        let queue = Arc::new(PushQueue::new());
         let shared = Shared {
             convergence: Arc::new(Ledger::new(config.push_status_revisions)),
             throttle: Arc::new(Semaphore::new(config.push_throttle.max(1))),
@@ -59,8 +60,8 @@ impl XdsServer {
             generator,
             snapshots,
             registry: Registry::default(),
-            queue: Arc::new(PushQueue::new()),
-            metrics: Metrics::new(registry),
+            metrics: Metrics::new(registry, &queue),
+            queue,
             draining: watch::Sender::new(false),
             refusing: Default::default(),
             admission,

@@ -76,6 +76,10 @@ impl Default for PullerConfig {
 #[derive(Clone)]
 struct Metrics {
     version: Gauge,
+    /// The served snapshot's build time (Unix seconds, from its manifest): with the
+    /// builder's `shoal_builder_snapshot_timestamp_seconds`, `max(builder) - edge` is the
+    /// edge's snapshot lag in seconds.
+    timestamp: Gauge<f64, AtomicU64>,
     pulls: Counter,
     pages_fetched: Counter,
     chunks_fetched: Counter,
@@ -87,6 +91,7 @@ impl Metrics {
     fn register(registry: &mut Registry) -> Self {
         let m = Metrics {
             version: Gauge::default(),
+            timestamp: Gauge::default(),
             pulls: Counter::default(),
             pages_fetched: Counter::default(),
             chunks_fetched: Counter::default(),
@@ -95,6 +100,11 @@ impl Metrics {
         };
         let r = registry.sub_registry_with_prefix("shoal_edge_snapshot");
         r.register("version", "Snapshot version served", m.version.clone());
+        r.register(
+            "timestamp_seconds",
+            "Build time of the snapshot served, in Unix seconds (from its manifest)",
+            m.timestamp.clone(),
+        );
         r.register("pulls", "Snapshots applied", m.pulls.clone());
         r.register(
             "pages_fetched",
@@ -345,6 +355,9 @@ impl SnapshotPuller {
         self.push = next.clone();
         self.push_tx.send_replace(next.clone());
         self.metrics.version.set(manifest.version as i64);
+        self.metrics
+            .timestamp
+            .set(manifest.built_unix_nanos as f64 / 1e9);
         self.metrics.pulls.inc();
         info!(
             version = manifest.version,

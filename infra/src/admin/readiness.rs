@@ -2,6 +2,10 @@
 //! connected) and clears it while draining; `/healthz/ready` reports it.
 
 use crate::runtime::DrainWatch;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -23,6 +27,12 @@ impl Readiness {
         self.0.load(Ordering::Acquire)
     }
 
+    /// Exports `shoal_ready` (1 ready, 0 not) in `registry`, read at scrape time from the
+    /// same flag `/healthz/ready` reports, so the two cannot disagree.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register_collector(Box::new(ReadyGauge(self.clone())));
+    }
+
     /// Becomes ready once `serving()` holds (polled every 20 ms), and not ready again
     /// as soon as `drain` starts, so a load balancer stops sending new work first.
     pub fn follow(
@@ -38,6 +48,24 @@ impl Readiness {
             drain.wait().await;
             self.set_ready(false);
         })
+    }
+}
+
+/// `shoal_ready`: the flag, read when scraped (nothing to keep in step).
+#[derive(Debug)]
+struct ReadyGauge(Readiness);
+
+impl Collector for ReadyGauge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let ready = ConstGauge::new(i64::from(self.0.is_ready()));
+        let metric = encoder.encode_descriptor(
+            "shoal_ready",
+            "1 while this tier reports ready on /healthz/ready, 0 while it does not \
+             (starting, or draining)",
+            None,
+            ready.metric_type(),
+        )?;
+        ready.encode(metric)
     }
 }
 
@@ -64,5 +92,22 @@ mod tests {
         drain.signal();
         task.await.unwrap();
         assert!(!readiness.is_ready());
+    }
+
+    #[test]
+    fn shoal_ready_follows_the_flag() {
+        let readiness = Readiness::new();
+        let mut registry = Registry::default();
+        readiness.register(&mut registry);
+        let scrape = |registry: &Registry| {
+            let mut body = String::new();
+            prometheus_client::encoding::text::encode(&mut body, registry).unwrap();
+            body
+        };
+        assert!(scrape(&registry).contains("\nshoal_ready 0\n"));
+        readiness.set_ready(true);
+        let body = scrape(&registry);
+        assert!(body.contains("# TYPE shoal_ready gauge\n"), "{body}");
+        assert!(body.contains("\nshoal_ready 1\n"), "{body}");
     }
 }

@@ -38,10 +38,12 @@ pub struct BoundAdmin {
 }
 
 impl AdminServer {
-    /// `registry` should hold every metric before this is called (registration needs `&mut`).
-    pub fn new(registry: impl Into<Arc<Registry>>, readiness: Readiness) -> Self {
+    /// `registry` should hold every metric before this is called (registration needs `&mut`);
+    /// `shoal_ready` is added to it here, from `readiness`.
+    pub fn new(mut registry: Registry, readiness: Readiness) -> Self {
+        readiness.register(&mut registry);
         Self {
-            registry: registry.into(),
+            registry: Arc::new(registry),
             readiness,
             debug: BTreeMap::new(),
             access: DebugAccess::default(),
