@@ -281,7 +281,14 @@ async fn drives_real_envoy(api_type: &str) {
         assert_eq!(envoy.stat(stat).await, Some(0), "{stat}\n{}", envoy.log());
     }
     assert_eq!(envoy.stat("control_plane.connected_state").await, Some(1));
-    assert!(!h.metrics().contains("pilot_total_xds_rejects_total{"));
+    // No NACK of any type: every rejection counter (present from the start) is 0.
+    let metrics = h.metrics();
+    let rejects: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("pilot_total_xds_rejects_total{"))
+        .collect();
+    assert!(!rejects.is_empty(), "{metrics}");
+    assert!(rejects.iter().all(|l| l.ends_with(" 0")), "{rejects:?}");
 
     drop(envoy.child);
     h.shutdown().await;
