@@ -393,11 +393,12 @@ impl<M: Protocol> StreamTask<M> {
         match &reply.kind {
             RequestKind::Nack(message) => {
                 self.shared.metrics.rejected(type_url);
-                // The revision rejected: the version this edge sent (SotW and Delta alike).
+                // The revision rejected: the version this edge sent (SotW and Delta alike),
+                // as the stream last published it.
                 let revision = self
-                    .machine
+                    .conn
                     .status()
-                    .into_iter()
+                    .iter()
                     .find(|s| s.type_url == type_url)
                     .map(|s| s.version_sent.to_string())
                     .unwrap_or_default();
@@ -425,8 +426,6 @@ impl<M: Protocol> StreamTask<M> {
 
     async fn on_push(&mut self, job: PushJob) -> Result<(), AdsError> {
         let PushJob { event, done } = job;
-        // What was sent before, to tell which responses this push sent.
-        let before = self.machine.status();
         // Never go back: a newer snapshot may have been read by a request meanwhile.
         let latest = self.shared.latest();
         let push = if latest.version() > event.push.version() {
@@ -464,7 +463,12 @@ impl<M: Protocol> StreamTask<M> {
             .convergence
             .observe(convergence.as_secs_f64());
         let after = self.machine.status();
-        self.in_flight.pushed(event.revisions, &before, &after);
+        {
+            // The status published after the last step is the state before this push:
+            // comparing the two tells which responses this push sent.
+            let before = self.conn.status();
+            self.in_flight.pushed(event.revisions, &before, &after);
+        }
         self.conn.publish(after);
         drop(done);
         Ok(())
