@@ -122,6 +122,19 @@ async fn discover(nats: &NatsArgs, admin_port: u16) -> anyhow::Result<Vec<String
         .collect()
 }
 
+/// `value` for a URL's query: every byte but the unreserved ones percent-encoded.
+pub fn query_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// What a debug page answers to a query it cannot take.
 #[derive(serde::Deserialize)]
 struct PageError {

@@ -7,6 +7,7 @@
 mod analyze;
 mod edges;
 mod output;
+mod proxy_config;
 mod proxy_status;
 mod status;
 
@@ -53,7 +54,7 @@ struct Args {
     #[command(flatten)]
     security: shoal_edge::security::SecurityArgs,
     // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,rejections,warnings,builder,ring,
-    // push_status}.
+    // push_status,config_dump,config_diff}.
     #[command(flatten)]
     http: HttpArgs,
     /// Quiet period before a push, counted from when the source saw the last change.
@@ -82,8 +83,12 @@ enum Command {
     Status(status::StatusArgs),
     /// Every proxy across the edges in `istioctl proxy-status`'s columns (CDS, LDS, EDS,
     /// RDS synced, stale, NACKED or not sent; the edge serving it; the revision it holds),
-    /// or one proxy's types in full.
+    /// or one proxy's types in full and how what it ACKed differs from what its edge
+    /// would send now.
     ProxyStatus(proxy_status::ProxyStatusArgs),
+    /// One proxy's config in Envoy's own config dump JSON, as it ACKed it, from the edge
+    /// serving it.
+    ProxyConfig(proxy_config::ProxyConfigArgs),
 }
 
 // mimalloc returns freed memory to the OS where glibc's malloc keeps the buffers of a
@@ -97,6 +102,7 @@ fn main() -> ExitCode {
         Some(Command::Analyze(analyze_args)) => Ok(analyze::run(&analyze_args)),
         Some(Command::Status(status_args)) => status::run(status_args),
         Some(Command::ProxyStatus(args)) => proxy_status::run(args),
+        Some(Command::ProxyConfig(args)) => proxy_config::run(args),
         None => serve(args).map(|()| ExitCode::SUCCESS),
     };
     // Errors are one line (usage errors exit 2), never a backtrace.
@@ -169,6 +175,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
     let push_status = edge.push_status_debug();
+    let (config_dump, config_diff) = (edge.config_dump_debug(), edge.config_diff_debug());
     let edge_ready = edge.ready();
     let edge = edge.bind(args.listen.listen(&security)).await?;
 
@@ -187,6 +194,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .debug("builder", Arc::new(move || status.json()))
         .debug("ring", Arc::new(ring_debug))
         .debug_query("push_status", Arc::new(push_status))
+        .debug_query("config_dump", Arc::new(config_dump))
+        .debug_query("config_diff", Arc::new(config_diff))
         .bind(args.http.http_addr)
         .await?;
     let (plaintext, secure) = (edge.plaintext_addr(), edge.secure_addr());

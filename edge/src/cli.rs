@@ -29,7 +29,8 @@ pub struct Args {
     pub listen: XdsListenArgs,
     #[command(flatten)]
     pub security: SecurityArgs,
-    // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,ring,push_status}.
+    // Admin HTTP: /metrics, /healthz/ready, /debug/{syncz,ring,push_status,config_dump,
+    // config_diff}.
     #[command(flatten)]
     pub http: HttpArgs,
     #[command(flatten)]

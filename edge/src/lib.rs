@@ -14,6 +14,7 @@ pub mod ads;
 pub mod authn;
 pub mod ca;
 pub mod cli;
+pub mod config_dump;
 pub mod convergence;
 pub mod csds;
 pub mod jwks;

@@ -76,6 +76,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let xds = edge.xds();
     let ring_debug = edge.ring_debug();
     let push_status = edge.push_status_debug();
+    let (config_dump, config_diff) = (edge.config_dump_debug(), edge.config_diff_debug());
     let ready = edge.ready();
     let edge = edge.bind(args.listen.listen(&security)).await?;
 
@@ -88,6 +89,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .debug("syncz", Arc::new(move || xds.syncz()))
         .debug("ring", Arc::new(ring_debug))
         .debug_query("push_status", Arc::new(push_status))
+        .debug_query("config_dump", Arc::new(config_dump))
+        .debug_query("config_diff", Arc::new(config_diff))
         .bind(args.http.http_addr)
         .await?;
     supervisor.critical("admin", admin.serve(supervisor.watcher().wait()));

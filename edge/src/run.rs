@@ -230,6 +230,38 @@ impl Edge {
         }
     }
 
+    /// `/debug/config_dump?proxyID=P`: the proxy's config as it acknowledged it, in
+    /// Envoy's `/config_dump` JSON.
+    pub fn config_dump_debug(
+        &self,
+    ) -> impl Fn(&BTreeMap<String, String>) -> serde_json::Value + Send + Sync + 'static {
+        let xds = self.xds();
+        move |query| match asked_proxy(query) {
+            Ok(proxy) => xds
+                .config_dump(proxy)
+                .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() })),
+            Err(error) => serde_json::json!({ "error": error }),
+        }
+    }
+
+    /// `/debug/config_diff?proxyID=P`: per type, what the proxy acknowledged against what
+    /// this edge would send it now.
+    pub fn config_diff_debug(
+        &self,
+    ) -> impl Fn(&BTreeMap<String, String>) -> serde_json::Value + Send + Sync + 'static {
+        let (xds, me) = (self.xds(), self.config.member_id.clone());
+        move |query| match asked_proxy(query) {
+            Ok(proxy) => {
+                let mut answer = xds
+                    .config_diff(proxy)
+                    .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
+                answer["edge"] = me.clone().into();
+                answer
+            }
+            Err(error) => serde_json::json!({ "error": error }),
+        }
+    }
+
     /// `/debug/ring`: the live members, and how the proxies connected here split between
     /// this edge and their owners.
     pub fn ring_debug(&self) -> impl Fn() -> serde_json::Value + Send + Sync + 'static {
@@ -487,6 +519,15 @@ impl BoundEdge {
         jwks.abort();
         result
     }
+}
+
+/// The proxy a debug page is asked about: `proxyID` (istiod's name for it) or `proxy`.
+fn asked_proxy(query: &BTreeMap<String, String>) -> Result<&str, &'static str> {
+    query
+        .get("proxyID")
+        .or_else(|| query.get("proxy"))
+        .map(String::as_str)
+        .ok_or("name the proxy: ?proxyID=<proxy ID>")
 }
 
 #[cfg(test)]

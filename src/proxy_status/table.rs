@@ -57,10 +57,18 @@ pub struct Row {
     pub revision: Option<u64>,
     /// Every type the stream watches, as the edge reports it.
     pub types: BTreeMap<String, TypeSync>,
+    /// One proxy asked for: its edge's `/debug/config_diff` (what it ACKed against what
+    /// the edge would send now).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_diff: Option<serde_json::Value>,
+    /// The admin address of the edge serving it (what was asked).
+    #[serde(skip)]
+    pub admin: String,
 }
 
 impl Row {
-    pub fn new(synced: Synced, edge: &str) -> Row {
+    /// `synced` as listed by the edge named `edge` at admin address `admin`.
+    pub fn new(synced: Synced, edge: &str, admin: &str) -> Row {
         let state = |t: &str| match synced.types.get(t) {
             Some(s) => shown(&s.state).to_string(),
             None => "NOT SENT".to_string(),
@@ -81,6 +89,8 @@ impl Row {
             protocol: synced.protocol,
             proxy: synced.proxy,
             types: synced.types,
+            config_diff: None,
+            admin: admin.to_string(),
         }
     }
 

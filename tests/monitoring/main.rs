@@ -3,7 +3,8 @@
 //! alert rules, the dashboard's shape as Grafana reads it, and a real Prometheus scraping
 //! the all-in-one `shoal` with the rules loaded, whose NACK alert fires when a real Envoy
 //! rejects a config; `shoal status --wait` answering whether a revision reached that Envoy;
-//! CSDS answering a real `grpcio` client about that Envoy (`csds.rs`).
+//! CSDS answering a real `grpcio` client about that Envoy (`csds.rs`); `shoal proxy-config`
+//! against that Envoy's own config dump (`proxy_config.rs`).
 //!
 //! `prometheus` and `promtool` come from Debian's `prometheus` package (`make setup`
 //! installs it); `SHOAL_PROMETHEUS` and `SHOAL_PROMTOOL` override where they are found.
@@ -14,6 +15,7 @@ mod support;
 mod csds;
 mod dashboard;
 mod prometheus;
+mod proxy_config;
 mod rules;
 mod served;
 mod status;

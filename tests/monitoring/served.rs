@@ -59,6 +59,16 @@ impl Served {
         }
     }
 
+    /// Envoy's own admin `/config_dump?include_eds`.
+    pub async fn envoy_config_dump(&self) -> Value {
+        reqwest::get(self.envoy.admin("/config_dump?include_eds"))
+            .await
+            .expect("Envoy's admin")
+            .json()
+            .await
+            .expect("JSON")
+    }
+
     /// Stops Envoy, then `shoal`, which must still be running.
     pub fn stop(mut self) {
         self.envoy.proc.stop(Duration::from_secs(5));

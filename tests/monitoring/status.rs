@@ -74,7 +74,7 @@ async fn status(edges: &str, revision: impl Into<Option<u64>>, args: &[&str]) ->
 }
 
 /// `shoal ARGS`, its output collected.
-async fn run_shoal(args: &[&str]) -> Output {
+pub(crate) async fn run_shoal(args: &[&str]) -> Output {
     tokio::process::Command::new(Path::new(env!("CARGO_BIN_EXE_shoal")))
         .args(args)
         .output()
@@ -82,7 +82,7 @@ async fn run_shoal(args: &[&str]) -> Output {
         .expect("shoal runs")
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -91,7 +91,7 @@ fn text(out: &Output) -> String {
 }
 
 /// The newest revision the edge pushed (0: none).
-async fn latest_pushed(admin: &str) -> u64 {
+pub(crate) async fn latest_pushed(admin: &str) -> u64 {
     let answer: Value = reqwest::get(format!("{admin}/debug/push_status"))
         .await
         .expect("push_status")
@@ -102,7 +102,7 @@ async fn latest_pushed(admin: &str) -> u64 {
 }
 
 /// Waits for a revision pushed after `before`: the file change reached the edge.
-async fn pushed_after(admin: &str, before: u64) -> u64 {
+pub(crate) async fn pushed_after(admin: &str, before: u64) -> u64 {
     eventually("the change is pushed", SYNC, || async move {
         let latest = latest_pushed(admin).await;
         (latest > before).then_some(latest)

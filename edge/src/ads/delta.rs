@@ -234,7 +234,7 @@ impl DeltaStream {
             RequestKind::Nack(w.status.nacked(nonce, &err.message))
         } else {
             let version = w.status.version_sent.clone();
-            w.status.acked(nonce, &version);
+            w.status.acked(nonce, &version, w.known.sent());
             RequestKind::Ack
         };
 
@@ -306,6 +306,7 @@ impl DeltaStream {
                 wildcard: w.wildcard,
                 subscribed: w.names.len(),
                 resources: w.known.len(),
+                names: w.names.clone(),
                 ..w.status.clone()
             })
             .collect()

@@ -57,7 +57,7 @@ pub use error::AdsError;
 pub use limits::DEFAULT_MAX_NAMES;
 pub use outbound::Outbound;
 pub use scope::PushScope;
-pub use server::{AdsService, XdsServer};
+pub use server::{AdsService, ConfigDumpError, XdsServer};
 pub use sotw::SotwStream;
 pub use source::{GeneratorSource, ResourceSource};
 pub use status::{Nack, Reply, RequestKind, TypeStatus};

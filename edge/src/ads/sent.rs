@@ -16,8 +16,16 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 /// the streams of one scope, which were sent the same resources, hold one list between
 /// them (16 bytes each instead of 8 per resource). A change makes a new list (and
 /// interns it): lists change only when a response goes out.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SentSet(Option<Arc<[Arc<XdsResource>]>>);
+
+/// Equal when they hold the same resources (interned lists: one pointer compared).
+impl PartialEq for SentSet {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (self.list(), other.list());
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
+    }
+}
 
 type SentPool = Mutex<HashMap<u64, Vec<Weak<[Arc<XdsResource>]>>>>;
 
@@ -65,6 +73,11 @@ impl SentSet {
 
     pub fn len(&self) -> usize {
         self.list().len()
+    }
+
+    /// The resources, sorted by name.
+    pub fn resources(&self) -> &[Arc<XdsResource>] {
+        self.list()
     }
 
     pub fn clear(&mut self) {

@@ -228,6 +228,11 @@ impl ConnectedProxies for XdsServer {
     }
 }
 
+mod config_dump;
+pub use config_dump::ConfigDumpError;
+
+#[cfg(test)]
+mod config_dump_tests;
 #[cfg(test)]
 mod push_status_tests;
 #[cfg(test)]

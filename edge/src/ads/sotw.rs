@@ -196,7 +196,7 @@ impl SotwStream {
         let kind = match &req.error_detail {
             Some(err) => RequestKind::Nack(w.status.nacked(nonce, &err.message)),
             None => {
-                w.status.acked(nonce, &req.version_info);
+                w.status.acked(nonce, &req.version_info, &w.sent);
                 RequestKind::Ack
             }
         };
@@ -260,6 +260,7 @@ impl SotwStream {
                 wildcard: w.wildcard,
                 subscribed: w.names.len(),
                 resources: w.sent.len(),
+                names: w.names.clone(),
                 ..w.status.clone()
             })
             .collect()

@@ -1,6 +1,7 @@
 //! What one stream has sent and what the proxy acknowledged, per type (the `/debug/syncz`
 //! view), and what a request turned out to be.
 
+use super::sent::{Names, SentSet};
 use crate::xds::GenerateError;
 use serde::Serialize;
 use std::sync::Arc;
@@ -110,6 +111,14 @@ pub struct TypeStatus {
     pub subscribed: usize,
     /// Resources the proxy holds (as far as this stream knows).
     pub resources: usize,
+    /// What the proxy held when it last acknowledged this type: the config it runs (a
+    /// rejected or unanswered response is not in it). For config dumps and diffs.
+    #[serde(skip)]
+    pub held: SentSet,
+    /// The names subscribed (in what a stream publishes only): what the edge would send
+    /// now is generated for them.
+    #[serde(skip)]
+    pub names: Names,
 }
 
 /// A rejected response.
@@ -135,7 +144,9 @@ impl TypeStatus {
 
     /// `version` is what the proxy reports (SotW `version_info`), or what was sent (Delta).
     /// `nonce` is the latest sent (compared before); `version` the proxy's, kept bounded.
-    pub(crate) fn acked(&mut self, nonce: &str, version: &str) {
+    /// `held`: what the proxy now holds of the type.
+    pub(crate) fn acked(&mut self, nonce: &str, version: &str, held: &SentSet) {
+        self.held = held.clone();
         self.nonce_acked = nonce.into();
         self.version_acked = bounded(version).into();
         self.nack = None;
@@ -257,7 +268,7 @@ mod tests {
             nack.message.len()
         );
         assert!(nack.message.ends_with("more bytes not kept)"));
-        s.acked("1-1", &huge);
+        s.acked("1-1", &huge, &SentSet::default());
         assert!(s.version_acked.len() <= MAX_PROXY_TEXT + 64);
         // Short text is kept as it is.
         s.nacked("1-1", "bad cluster a");

@@ -40,7 +40,7 @@ fn sent(type_url: &str, v: &str) -> TypeStatus {
 
 fn acked(type_url: &str, v: &str) -> TypeStatus {
     let mut t = sent(type_url, v);
-    t.acked(&format!("{v}-1"), v);
+    t.acked(&format!("{v}-1"), v, &Default::default());
     t.resources = 3;
     t
 }
@@ -116,7 +116,7 @@ fn a_nack_is_an_error_with_envoys_message_and_the_rejected_version_until_an_ack(
     assert_eq!(c.error_state.unwrap().version_info, "12");
 
     // The fix is ACKed: the error is gone.
-    t.acked("13-2", "13");
+    t.acked("13-2", "13", &Default::default());
     let c = type_config(&t);
     assert_eq!(status_of(&c), (ConfigStatus::Synced, Client::Acked));
     assert_eq!(c.error_state, None);

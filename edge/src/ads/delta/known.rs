@@ -77,6 +77,11 @@ impl Known {
         self.sent.len() + self.claims.len()
     }
 
+    /// The resources this stream sent or found current (claims not settled left out).
+    pub(crate) fn sent(&self) -> &SentSet {
+        &self.sent
+    }
+
     /// Every name held, sent or claimed.
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.sent
