@@ -15,7 +15,7 @@
 mod propagation;
 mod traces;
 
-pub use propagation::{inject, set_parent};
+pub use propagation::{add_links, inject, set_parent};
 pub use traces::{SamplerKind, TraceArgs, TraceError};
 
 use opentelemetry::trace::TracerProvider as _;

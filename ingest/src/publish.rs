@@ -38,9 +38,13 @@ impl Publisher {
             revision = req.revision,
             configs = req.changes.keys.len(),
             events = req.changes.events(),
+            linked = req.changes.linked.len(),
+            links_dropped = req.changes.linked_dropped,
             waited_ms = tracing::field::Empty,
         );
         telemetry::set_parent(&span, &req.changes.trace);
+        // The other changes merged in keep their own traces, each linked from here.
+        telemetry::add_links(&span, &req.changes.linked);
         let trace = telemetry::inject(&span);
         if !trace.is_empty() {
             req.changes.trace = trace;

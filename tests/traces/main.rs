@@ -224,6 +224,55 @@ async fn a_change_in_the_directory_is_one_trace_from_ingest_through_builder_to_t
     assert_eq!(converge.attributes["concerned"], "1", "{converge:?}");
     assert_eq!(converge.attributes["acked"], "1", "{converge:?}");
     assert_eq!(converge.attributes["pending"], "0", "{converge:?}");
+    // Ended by this proxy's answer: the slowest (here the only) one.
+    assert!(
+        converge.attributes["slowest_proxy"].starts_with("sidecar~"),
+        "{converge:?}"
+    );
+
+    // Two changes within one debounce: one push, in the earlier change's trace, linked
+    // to the later change's.
+    let before = receiver.spans().len();
+    std::fs::write(
+        config_dir.join("routing/virtual-service.yaml"),
+        mesh::virtual_service(60),
+    )
+    .unwrap();
+    let other = mesh::virtual_service(70).replace(
+        "name: reviews\n  namespace",
+        "name: reviews-canary\n  namespace",
+    );
+    std::fs::write(config_dir.join("routing/canary.yaml"), other).unwrap();
+    let (publish, changes) = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let spans = receiver.spans().split_off(before);
+            let changes: Vec<Span> = spans
+                .iter()
+                .filter(|s| s.name == "config change")
+                .cloned()
+                .collect();
+            let merged = spans
+                .iter()
+                .find(|s| s.name == "push publish" && s.attributes["events"] == "2");
+            if let Some(publish) = merged
+                && changes.len() == 2
+            {
+                return (publish.clone(), changes);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("one push for both changes");
+    let (kept, linked): (Vec<&Span>, Vec<&Span>) =
+        changes.iter().partition(|c| c.trace_id == publish.trace_id);
+    assert_eq!((kept.len(), linked.len()), (1, 1), "{changes:#?}");
+    assert_eq!(publish.attributes["linked"], "1", "{publish:?}");
+    assert_eq!(
+        publish.links,
+        [(linked[0].trace_id.clone(), linked[0].span_id.clone())],
+        "{publish:?}"
+    );
     shoal.stop(Duration::from_secs(5));
     eprintln!("trace test took {:?}", started.elapsed());
 }

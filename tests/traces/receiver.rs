@@ -28,6 +28,8 @@ pub struct Span {
     pub parent_id: String,
     pub name: String,
     pub attributes: BTreeMap<String, String>,
+    /// `(trace ID, span ID)` of each span this one links to.
+    pub links: Vec<(String, String)>,
 }
 
 /// The receiver's address and what it received so far.
@@ -63,6 +65,11 @@ impl TraceService for Service {
                     parent_id: hex(&span.parent_span_id),
                     name: span.name,
                     attributes: attributes(span.attributes),
+                    links: span
+                        .links
+                        .iter()
+                        .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
+                        .collect(),
                 });
             }
         }

@@ -467,7 +467,8 @@ impl<M: Protocol> StreamTask<M> {
             // The status published after the last step is the state before this push:
             // comparing the two tells which responses this push sent.
             let before = self.conn.status();
-            self.in_flight.pushed(event.revisions, &before, &after);
+            self.in_flight
+                .pushed(event.revisions, &before, &after, &self.conn.proxy.id);
         }
         self.conn.publish(after);
         drop(done);

@@ -91,6 +91,7 @@ impl Shared {
                 nacked = tracing::field::Empty,
                 gone = tracing::field::Empty,
                 pending = tracing::field::Empty,
+                slowest_proxy = tracing::field::Empty,
             );
             ledger.converging(version, converge);
         }

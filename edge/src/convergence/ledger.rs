@@ -197,11 +197,18 @@ impl Ledger {
 
     /// `n` more proxies were queued `version`.
     pub fn concerned(&self, version: u64, n: u64) {
-        self.each(std::iter::once(version), |e| e.concerned += n);
+        self.each(std::iter::once(version), None, |e| e.concerned += n);
     }
 
-    /// Applies `f` to the entry of each of `versions` this ledger still keeps.
-    fn each(&self, versions: impl Iterator<Item = u64>, mut f: impl FnMut(&mut RevisionCounts)) {
+    /// Applies `f` to the entry of each of `versions` this ledger still keeps; `answered`
+    /// is the proxy whose answer this is, named on a `converge` span it ends (the slowest
+    /// of those that answered).
+    fn each(
+        &self,
+        versions: impl Iterator<Item = u64>,
+        answered: Option<&str>,
+        mut f: impl FnMut(&mut RevisionCounts),
+    ) {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let mut ended = Vec::new();
@@ -213,6 +220,9 @@ impl Ledger {
                     && let Some(span) = inner.converging.remove(&v)
                 {
                     record(&span, entry);
+                    if let Some(proxy) = answered {
+                        span.record("slowest_proxy", proxy);
+                    }
                     ended.push(span);
                 }
             }
@@ -223,15 +233,15 @@ impl Ledger {
     }
 
     pub(crate) fn sent(&self, versions: impl Iterator<Item = u64>) {
-        self.each(versions, |e| e.sent += 1);
+        self.each(versions, None, |e| e.sent += 1);
     }
 
-    pub(crate) fn acked(&self, versions: impl Iterator<Item = u64>) {
-        self.each(versions, |e| e.acked += 1);
+    pub(crate) fn acked(&self, versions: impl Iterator<Item = u64>, proxy: &str) {
+        self.each(versions, Some(proxy), |e| e.acked += 1);
     }
 
     pub(crate) fn nacked(&self, versions: impl Iterator<Item = u64>, sample: &NackSample) {
-        self.each(versions, |e| {
+        self.each(versions, Some(&sample.proxy), |e| {
             e.nacked += 1;
             if e.nacks.len() < MAX_NACK_SAMPLES {
                 e.nacks.push(sample.clone());
@@ -240,7 +250,7 @@ impl Ledger {
     }
 
     pub(crate) fn gone(&self, versions: impl Iterator<Item = u64>) {
-        self.each(versions, |e| e.gone += 1);
+        self.each(versions, None, |e| e.gone += 1);
     }
 
     /// Where `asked` (the latest pushed when `None`) stands, this edge holding `held`.

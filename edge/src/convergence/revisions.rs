@@ -83,11 +83,11 @@ impl Revisions {
         }
     }
 
-    /// The proxy ACKed a config at or after every tracked version.
-    pub fn acked(mut self) {
+    /// `proxy` ACKed a config at or after every tracked version.
+    pub fn acked(mut self, proxy: &str) {
         self.sent();
         if let Some(ledger) = self.ledger.take() {
-            ledger.acked(self.versions());
+            ledger.acked(self.versions(), proxy);
         }
     }
 

@@ -27,14 +27,15 @@ enum Answer {
 }
 
 impl InFlight {
-    /// A push for `revisions` was handled: `before` and `after` are the stream's status
-    /// around it. Nothing sent and nothing awaited means the revisions changed nothing
+    /// A push for `revisions` was handled for `proxy`: `before` and `after` are the
+    /// stream's status around it. Nothing sent and nothing awaited means the revisions changed nothing
     /// for this proxy: it holds them already.
     pub fn pushed(
         &mut self,
         mut revisions: Revisions,
         before: &[TypeStatus],
         after: &[TypeStatus],
+        proxy: &str,
     ) {
         let sent: Vec<(SharedText, SharedText)> = after
             .iter()
@@ -50,7 +51,7 @@ impl InFlight {
             return;
         }
         match self.waiting.take() {
-            None if sent.is_empty() => revisions.acked(),
+            None if sent.is_empty() => revisions.acked(proxy),
             None => {
                 revisions.sent();
                 self.waiting = Some(Waiting {
@@ -95,7 +96,7 @@ impl InFlight {
             }
         }
         if all_acked && let Some(w) = self.waiting.take() {
-            w.revisions.acked();
+            w.revisions.acked(proxy);
         }
     }
 

@@ -84,7 +84,7 @@ fn a_proxy_is_counted_once_however_its_revisions_settle() {
         .merge(Revisions::concerned(&l, 3))
         .merge(Revisions::concerned(&l, 2));
     r.sent();
-    r.acked();
+    r.acked("p");
     for v in [1, 2, 3] {
         let c = counts(&l, v);
         assert_eq!((c.sent, c.acked, c.pending), (1, 1, 0), "{v}: {c:?}");
@@ -98,7 +98,7 @@ fn a_token_dropped_unsettled_counts_its_proxy_gone() {
     let mut sent = Revisions::concerned(&l, 7);
     sent.sent();
     drop(sent);
-    Revisions::concerned(&l, 7).acked();
+    Revisions::concerned(&l, 7).acked("p");
     let c = counts(&l, 7);
     assert_eq!((c.sent, c.acked, c.gone, c.pending), (2, 1, 2, 0));
     // A token that tracks nothing counts nothing.
@@ -120,7 +120,7 @@ fn a_push_that_sends_nothing_settles_at_once() {
     let l = ledger(8, &[4], 1);
     let before = [status(CDS, "3-1", "3-1", None)];
     let mut f = InFlight::default();
-    f.pushed(Revisions::concerned(&l, 4), &before, &before);
+    f.pushed(Revisions::concerned(&l, 4), &before, &before, "p");
     assert!(!f.is_waiting());
     let c = counts(&l, 4);
     assert_eq!((c.sent, c.acked), (1, 1));
@@ -138,7 +138,7 @@ fn a_push_is_acked_once_every_response_it_sent_is() {
         status(RDS, "4-4", "3-2", None),
     ];
     let mut f = InFlight::default();
-    f.pushed(Revisions::concerned(&l, 4), &before, &after);
+    f.pushed(Revisions::concerned(&l, 4), &before, &after, "p");
     assert_eq!(counts(&l, 4).sent, 1);
     f.answered(
         &[
@@ -166,7 +166,7 @@ fn a_nack_settles_the_push_with_the_proxys_words() {
     let before = [status(RDS, "3-1", "3-1", None)];
     let after = [status(RDS, "4-2", "3-1", None)];
     let mut f = InFlight::default();
-    f.pushed(Revisions::concerned(&l, 4), &before, &after);
+    f.pushed(Revisions::concerned(&l, 4), &before, &after, "p");
     f.answered(
         &[status(RDS, "4-2", "3-1", Some(("4-2", "regex too large")))],
         "proxy-1",
@@ -216,8 +216,8 @@ fn a_later_push_takes_over_the_revisions_of_one_not_yet_answered() {
         status(RDS, "5-4", "3-2", None),
     ];
     let mut f = InFlight::default();
-    f.pushed(Revisions::concerned(&l, 4), &s0, &s1);
-    f.pushed(Revisions::concerned(&l, 5), &s1, &s2);
+    f.pushed(Revisions::concerned(&l, 4), &s0, &s1, "p");
+    f.pushed(Revisions::concerned(&l, 5), &s1, &s2, "p");
     // CDS 4-3 and RDS 5-4 both awaited.
     f.answered(
         &[
@@ -247,7 +247,7 @@ fn a_response_superseded_by_a_request_counts_by_the_latest_answer() {
     let before = [status(CDS, "3-1", "3-1", None)];
     let after = [status(CDS, "4-2", "3-1", None)];
     let mut f = InFlight::default();
-    f.pushed(Revisions::concerned(&l, 4), &before, &after);
+    f.pushed(Revisions::concerned(&l, 4), &before, &after, "p");
     // A request was answered with 4-3 before the proxy ACKed 4-2 (whose ACK is stale).
     f.answered(&[status(CDS, "4-3", "3-1", None)], "p");
     assert!(f.is_waiting());
@@ -264,6 +264,7 @@ fn a_stream_that_ends_waiting_counts_its_proxy_gone() {
         Revisions::concerned(&l, 4),
         &[status(CDS, "3-1", "3-1", None)],
         &[status(CDS, "4-2", "3-1", None)],
+        "p",
     );
     drop(f);
     let c = counts(&l, 4);
@@ -278,7 +279,7 @@ fn a_converge_span_is_held_until_the_last_concerned_proxy_answers() {
         tracing::info_span!("converge", acked = tracing::field::Empty),
     );
     assert_eq!(l.spans_held(), 1);
-    l.acked([5].into_iter());
+    l.acked([5].into_iter(), "p");
     assert_eq!(l.spans_held(), 1, "one proxy still pending");
     l.gone([5].into_iter());
     assert_eq!(l.spans_held(), 0, "ended once none is pending");

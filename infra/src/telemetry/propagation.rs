@@ -37,6 +37,25 @@ pub fn set_parent(span: &tracing::Span, trace: &TraceContext) {
     let _ = span.set_parent(cx);
 }
 
+/// Links `span`, which must not have ended, to each change `traces` names: the changes a
+/// debounced push merged into another's trace. Nothing happens while traces are not
+/// exported.
+pub fn add_links(span: &tracing::Span, traces: &[TraceContext]) {
+    if !super::exporting() || traces.is_empty() || span.is_disabled() {
+        return;
+    }
+    let propagator = TraceContextPropagator::new();
+    for trace in traces {
+        let cx = propagator.extract(&Fields(trace));
+        let linked = opentelemetry::trace::TraceContextExt::span(&cx)
+            .span_context()
+            .clone();
+        if linked.is_valid() {
+            span.add_link(linked);
+        }
+    }
+}
+
 /// A [`TraceContext`] written by the propagator.
 struct Carrier<'a>(&'a mut TraceContext);
 

@@ -23,6 +23,7 @@ pub fn request(revision: u64) -> PushRequest {
             reasons: BTreeMap::from([(TriggerReason::ConfigUpdate, 1)]),
             start_unix_nanos: 1_700_000_000_000_000_000 + revision,
             trace: trace(revision),
+            ..Default::default()
         },
         revision,
     }

@@ -126,7 +126,19 @@ pub struct ChangeSet {
     /// in the payload.
     #[serde(skip)]
     pub trace: TraceContext,
+    /// The traces of the other traced events merged in (at most [`MAX_LINKED_TRACES`]):
+    /// the debounced push's span links to each, so every change's trace leads to the push
+    /// that carried it. Not sent on: the push's own trace carries the change onwards.
+    #[serde(skip)]
+    pub linked: Vec<TraceContext>,
+    /// Traced events merged in beyond [`MAX_LINKED_TRACES`] (counted on the span).
+    #[serde(skip)]
+    pub linked_dropped: u64,
 }
+
+/// The most traces one merged change links to: a storm of events makes one push, whose
+/// span should not hold a link per event.
+pub const MAX_LINKED_TRACES: usize = 32;
 
 impl ChangeSet {
     /// The change one config event makes: full unless the kind only moves endpoints.
@@ -138,6 +150,8 @@ impl ChangeSet {
             reasons: BTreeMap::from([(TriggerReason::for_kind(kind), 1)]),
             start_unix_nanos: unix_nanos(at),
             trace: TraceContext::new(),
+            linked: Vec::new(),
+            linked_dropped: 0,
         }
     }
 
@@ -149,6 +163,8 @@ impl ChangeSet {
             reasons: BTreeMap::from([(reason, 1)]),
             start_unix_nanos: unix_nanos(at),
             trace: TraceContext::new(),
+            linked: Vec::new(),
+            linked_dropped: 0,
         }
     }
 
@@ -165,17 +181,27 @@ impl ChangeSet {
             reasons: BTreeMap::from([(reason, 1)]),
             start_unix_nanos: unix_nanos(at),
             trace: TraceContext::new(),
+            linked: Vec::new(),
+            linked_dropped: 0,
         }
     }
 
     /// Istio's `PushRequest.Merge`: earliest start, `full = a || b`, reason counts added,
     /// and keys unioned only when both are non-empty (empty means everything). The trace
-    /// of the earlier change is kept (the later one's when the earlier has none).
-    pub fn merge(mut self, other: ChangeSet) -> ChangeSet {
+    /// of the earlier change is kept (the later one's when the earlier has none), the
+    /// other is linked.
+    pub fn merge(mut self, mut other: ChangeSet) -> ChangeSet {
         let other_first = other.start_unix_nanos < self.start_unix_nanos;
-        if self.trace.is_empty() || (other_first && !other.trace.is_empty()) {
-            self.trace = other.trace;
+        let displaced = if self.trace.is_empty() || (other_first && !other.trace.is_empty()) {
+            std::mem::replace(&mut self.trace, std::mem::take(&mut other.trace))
+        } else {
+            std::mem::take(&mut other.trace)
+        };
+        self.link(displaced);
+        for trace in std::mem::take(&mut other.linked) {
+            self.link(trace);
         }
+        self.linked_dropped += other.linked_dropped;
         self.start_unix_nanos = self.start_unix_nanos.min(other.start_unix_nanos);
         self.full |= other.full;
         for (reason, n) in other.reasons {
@@ -187,6 +213,18 @@ impl ChangeSet {
             self.keys.extend(other.keys);
         }
         self
+    }
+
+    /// Links `trace` (if any), or counts it dropped beyond [`MAX_LINKED_TRACES`].
+    fn link(&mut self, trace: TraceContext) {
+        if trace.is_empty() {
+            return;
+        }
+        if self.linked.len() < MAX_LINKED_TRACES {
+            self.linked.push(trace);
+        } else {
+            self.linked_dropped += 1;
+        }
     }
 
     /// Whether this change concerns everything (no keys to narrow it).

@@ -16,7 +16,7 @@ fn change(full: bool, names: &[&str], start: u64) -> ChangeSet {
             1,
         )]),
         start_unix_nanos: start,
-        trace: TraceContext::new(),
+        ..Default::default()
     }
 }
 
@@ -92,6 +92,30 @@ fn merge_carries_the_earliest_trace() {
         change(true, &["c"], 0).merge(late).trace["traceparent"],
         "late"
     );
+}
+
+/// Every traced event a push carries leads to it: the traces not kept are linked, up to
+/// a bound, the rest counted.
+#[test]
+fn merge_links_the_traces_it_does_not_keep() {
+    let merged = traced(change(true, &["b"], 5), "late")
+        .merge(traced(change(true, &["a"], 1), "early"))
+        .merge(change(true, &["c"], 3))
+        .merge(traced(change(true, &["d"], 7), "later"));
+    assert_eq!(merged.trace["traceparent"], "early");
+    let linked: Vec<&str> = merged
+        .linked
+        .iter()
+        .map(|t| t["traceparent"].as_str())
+        .collect();
+    assert_eq!(linked, ["late", "later"]);
+
+    let storm = (0..MAX_LINKED_TRACES as u64 + 5)
+        .map(|i| traced(change(true, &["x"], 10 + i), &i.to_string()))
+        .fold(change(true, &["x"], 0), ChangeSet::merge);
+    assert_eq!(storm.trace["traceparent"], "0");
+    assert_eq!(storm.linked.len(), MAX_LINKED_TRACES);
+    assert_eq!(storm.linked_dropped, 4);
 }
 
 #[test]
