@@ -2,10 +2,11 @@
 //! concerns, and hands queued pushes to their streams under the throttle.
 
 use super::error::Ending;
-use super::registry::{Connection, PushJob};
+use super::outbound::queue;
+use super::registry::{Connection, PushJob, Registry};
 use super::shared::Shared;
 use crate::convergence::Revisions;
-use crate::proxy::{InterceptionMode, ProxyKind};
+use crate::proxy::{InterceptionMode, Proxy, ProxyKind};
 use crate::push_queue::{DoneGuard, PushEvent};
 use crate::snapshot::SnapshotUpdate;
 use shoal_infra::telemetry::{self, TRACE_TARGET};
@@ -63,18 +64,15 @@ impl Shared {
         ledger.dispatched(version, &event.changes, SystemTime::now());
         let mut queued = 0usize;
         let conns = self.registry.all();
-        for conn in &conns {
-            let needed = needs_push(conn, &event);
-            if inbound_changed(conn, &event.push) {
-                let tracked = Revisions::concerned(ledger, version);
-                self.queue.enqueue(conn.id, as_full(&event, tracked));
-                queued += 1;
-            } else if needed {
-                let tracked = Revisions::concerned(ledger, version);
-                self.queue.enqueue(conn.id, event.tracked(tracked));
-                queued += 1;
-            }
-        }
+        decide(&conns, &event, |conn, push| {
+            let tracked = Revisions::concerned(ledger, version);
+            let event = match push {
+                Push::Full => as_full(&event, tracked),
+                Push::AsIs => event.tracked(tracked),
+            };
+            self.queue.enqueue(conn.id, event);
+            queued += 1;
+        });
         ledger.concerned(version, queued as u64);
         span.record("connections", conns.len());
         span.record("queued", queued);
@@ -111,6 +109,32 @@ impl Shared {
             && conn.push_tx.try_send(PushJob { event, done }).is_err()
         {
             debug!(connection = %conn.conn_id(), "stream ended before its push");
+        }
+    }
+}
+
+/// What a connection concerned by an update is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Push {
+    /// The update as it is.
+    AsIs,
+    /// A full push: the workload's own inbound ports changed.
+    Full,
+}
+
+/// Judges `event` for every connection of `conns`, recording the scope and inbound ports
+/// each now has, and calls `concerned` with those it concerns and what they are sent.
+pub(crate) fn decide(
+    conns: &[Arc<Connection>],
+    event: &PushEvent,
+    mut concerned: impl FnMut(&Connection, Push),
+) {
+    for conn in conns {
+        let needed = needs_push(conn, event);
+        if inbound_changed(conn, &event.push) {
+            concerned(conn, Push::Full);
+        } else if needed {
+            concerned(conn, Push::AsIs);
         }
     }
 }
@@ -203,4 +227,35 @@ pub fn proxy_needs_push(
         .keys
         .iter()
         .any(|k| scope.depends_on(k) || (scope_changed && prev.depends_on(k)))
+}
+
+/// Streams registered as the ADS service registers them, and the dispatcher's decision
+/// over them without the queue: what `benches/dispatch.rs` measures.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct DecisionBench {
+    registry: Registry,
+}
+
+impl DecisionBench {
+    /// Registers a stream of `proxy` as `connection::serve` does, `push` being the
+    /// latest snapshot.
+    pub fn connect(&self, proxy: Proxy, push: &PushContext) {
+        let scope = push.sidecar_scope(&proxy.namespace, &proxy.labels);
+        // Nothing is sent: the stream's end of the channel is not needed.
+        let (push_tx, _) = queue::channel(1);
+        let conn = self.registry.insert(proxy, "sotw", scope, push_tx, false);
+        record_inbound(&conn, push);
+    }
+
+    /// Decides `event` for every stream as [`Shared::dispatch`] does; returns how many
+    /// it concerns and how many of those get a full push.
+    pub fn decide(&self, event: &PushEvent) -> (usize, usize) {
+        let (mut concerned, mut full) = (0, 0);
+        decide(&self.registry.all(), event, |_, push| {
+            concerned += 1;
+            full += usize::from(push == Push::Full);
+        });
+        (concerned, full)
+    }
 }
