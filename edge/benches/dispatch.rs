@@ -98,7 +98,11 @@ fn endpoint_change(push: &PushContext, service: &ServiceKey, flip: bool) -> Push
     let mut eps = (**push.endpoints(service).expect("service has endpoints")).clone();
     eps.endpoints[0].address = if flip { "10.250.0.1" } else { "10.250.0.2" }.into();
     let next = push.with_changes(push.version() + 1, [Chunk::Endpoints(eps)], []);
-    event(&Arc::new(next), false, [ChangeKey::Service(service.clone())].into())
+    event(
+        &Arc::new(next),
+        false,
+        [ChangeKey::Service(service.clone())].into(),
+    )
 }
 
 fn decision(c: &mut Criterion) {
@@ -114,7 +118,10 @@ fn decision(c: &mut Criterion) {
     for i in 0..STREAMS {
         fleet.connect(loadtest_proxy(i), &push);
     }
-    eprintln!("dispatch: {STREAMS} streams registered in {:?}", started.elapsed());
+    eprintln!(
+        "dispatch: {STREAMS} streams registered in {:?}",
+        started.elapsed()
+    );
     let vs_svc = mesh.first_with_vs().expect("a VirtualService").clone();
     let svc = &mesh.services[1];
     let key = ServiceKey {
