@@ -2,15 +2,18 @@
 //! concerns, and hands queued pushes to their streams under the throttle.
 
 use super::error::Ending;
-use super::registry::{Connection, PushJob};
+use super::outbound::queue;
+use super::registry::{Connection, PushJob, Registry, address_hash};
 use super::shared::Shared;
 use crate::convergence::Revisions;
-use crate::proxy::{InterceptionMode, ProxyKind};
+use crate::proxy::{Proxy, ProxyKind};
 use crate::push_queue::{DoneGuard, PushEvent};
 use crate::snapshot::SnapshotUpdate;
 use shoal_infra::telemetry::{self, TRACE_TARGET};
 use shoal_proto::change::ChangeSet;
 use shoal_proto::push_context::{PushContext, SidecarScope};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::mpsc;
@@ -63,18 +66,15 @@ impl Shared {
         ledger.dispatched(version, &event.changes, SystemTime::now());
         let mut queued = 0usize;
         let conns = self.registry.all();
-        for conn in &conns {
-            let needed = needs_push(conn, &event);
-            if inbound_changed(conn, &event.push) {
-                let tracked = Revisions::concerned(ledger, version);
-                self.queue.enqueue(conn.id, as_full(&event, tracked));
-                queued += 1;
-            } else if needed {
-                let tracked = Revisions::concerned(ledger, version);
-                self.queue.enqueue(conn.id, event.tracked(tracked));
-                queued += 1;
-            }
-        }
+        decide(&conns, &event, |conn, push| {
+            let tracked = Revisions::concerned(ledger, version);
+            let event = match push {
+                Push::Full => as_full(&event, tracked),
+                Push::AsIs => event.tracked(tracked),
+            };
+            self.queue.enqueue(conn.id, event);
+            queued += 1;
+        });
         ledger.concerned(version, queued as u64);
         span.record("connections", conns.len());
         span.record("queued", queued);
@@ -116,32 +116,184 @@ impl Shared {
     }
 }
 
-/// Whether `event` can change the config of `conn`; records the scope it now has.
-pub(crate) fn needs_push(conn: &Connection, event: &PushEvent) -> bool {
-    let prev = conn.scope();
-    // A scope cut from the event's own index is the one the lookup would return (scopes
-    // are cached per index by namespace and selection): an endpoint change skips the
-    // lookup for every connection.
-    if prev.index_id == event.push.index().id {
-        return proxy_needs_push(conn.proxy.kind, &prev, &prev, &event.changes);
+/// What a connection concerned by an update is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Push {
+    /// The update as it is.
+    AsIs,
+    /// A full push: the workload's own inbound ports changed.
+    Full,
+}
+
+/// Judges `event` for every connection of `conns`, recording the scope and inbound ports
+/// each now has, and calls `concerned` with those it concerns and what they are sent.
+pub(crate) fn decide(
+    conns: &[Arc<Connection>],
+    event: &PushEvent,
+    mut concerned: impl FnMut(&Connection, Push),
+) {
+    let mut judge = Judge::new(event);
+    let moved = Moved::of(&event.push);
+    for conn in conns {
+        let needed = judge.needs_push(conn);
+        if judge_inbound(conn, &event.push, &moved) {
+            concerned(conn, Push::Full);
+        } else if needed {
+            concerned(conn, Push::AsIs);
+        }
     }
-    let scope = event
-        .push
-        .sidecar_scope(&conn.proxy.namespace, &conn.proxy.labels);
-    let prev = conn.swap_scope(scope.clone());
-    proxy_needs_push(conn.proxy.kind, &prev, &scope, &event.changes)
+}
+
+/// Whether `event` can change the config of `conn`; records the scope it now has.
+#[cfg(test)]
+pub(crate) fn needs_push(conn: &Connection, event: &PushEvent) -> bool {
+    Judge::new(event).needs_push(conn)
+}
+
+/// One update's decisions, each made once for every connection that must get the same:
+/// a scope is a function of the index, the proxies' namespace and (only where a Sidecar
+/// or a DestinationRule there selects by label) their labels; a decision, of the proxy's
+/// kind and its scopes before and after. Per connection, what is left is a lookup by
+/// address.
+struct Judge<'a> {
+    event: &'a PushEvent,
+    /// By (scope before, kind): the scope after and the decision, where every proxy of
+    /// the namespace gets one scope; `None` where labels may set them apart.
+    by_prev: HashMap<(usize, ProxyKind), Option<Judged>, BuildAddressHasher>,
+    /// By (scope before, scope after, kind): the decision, where labels set them apart.
+    by_pair: HashMap<(usize, usize, ProxyKind), Judged, BuildAddressHasher>,
+}
+
+/// Hashes keys made of addresses and small integers (Fx's multiply-rotate): they need no
+/// defence against chosen collisions, and SipHash was a fifth of the pass.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+type BuildAddressHasher = BuildHasherDefault<AddressHasher>;
+
+impl Hasher for AddressHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A decision and the scopes it was made for.
+struct Judged {
+    /// Held until the update is decided: a scope dropped meanwhile could leave its
+    /// address, which keys the decision, to a new one.
+    _prev: Arc<SidecarScope>,
+    scope: Arc<SidecarScope>,
+    needed: bool,
+}
+
+impl Judged {
+    fn new(
+        kind: ProxyKind,
+        prev: &Arc<SidecarScope>,
+        scope: Arc<SidecarScope>,
+        changes: &ChangeSet,
+    ) -> Self {
+        Judged {
+            needed: proxy_needs_push(kind, prev, &scope, changes),
+            _prev: prev.clone(),
+            scope,
+        }
+    }
+}
+
+impl<'a> Judge<'a> {
+    fn new(event: &'a PushEvent) -> Self {
+        Judge {
+            event,
+            by_prev: HashMap::default(),
+            by_pair: HashMap::default(),
+        }
+    }
+
+    /// Whether the update can change the config of `conn`; records the scope it now has.
+    fn needs_push(&mut self, conn: &Connection) -> bool {
+        let (event, kind) = (self.event, conn.kind);
+        conn.with_scope(|scope| {
+            let group = (self.by_prev)
+                .entry((Arc::as_ptr(scope) as usize, kind))
+                .or_insert_with(|| Self::judge_group(event, conn, scope));
+            if let Some(judged) = group {
+                if !Arc::ptr_eq(scope, &judged.scope) {
+                    *scope = judged.scope.clone();
+                }
+                return judged.needed;
+            }
+            let next = event
+                .push
+                .sidecar_scope(&conn.proxy.namespace, &conn.proxy.labels);
+            let key = (
+                Arc::as_ptr(scope) as usize,
+                Arc::as_ptr(&next) as usize,
+                kind,
+            );
+            let needed = (self.by_pair.entry(key))
+                .or_insert_with(|| Judged::new(kind, scope, next.clone(), &event.changes))
+                .needed;
+            *scope = next;
+            needed
+        })
+    }
+
+    /// The scope after and the decision for every connection of `conn`'s kind whose scope
+    /// was `prev`, or `None` if their labels may give them different scopes.
+    fn judge_group(
+        event: &PushEvent,
+        conn: &Connection,
+        prev: &Arc<SidecarScope>,
+    ) -> Option<Judged> {
+        let (index, kind) = (event.push.index(), conn.kind);
+        // A scope cut from the event's own index is the one the lookup would return
+        // (scopes are cached per index by namespace and selection): an endpoint change
+        // cuts nothing.
+        if prev.index_id == index.id {
+            return Some(Judged::new(kind, prev, prev.clone(), &event.changes));
+        }
+        // `prev` was cut for the proxies' own namespace: every connection keyed here is
+        // in it.
+        if index.selects_by_labels(&conn.proxy.namespace) {
+            return None;
+        }
+        let scope = index.sidecar_scope(&conn.proxy.namespace, &conn.proxy.labels);
+        Some(Judged::new(kind, prev, scope, &event.changes))
+    }
 }
 
 /// Whether the workload behind a captured sidecar (or a router, whose Gateway ports are
 /// translated by the Services in front of it) now serves other ports (its own
 /// endpoints changed): its listeners and clusters change though only endpoints
 /// did, so it needs a full push (Istio's `ProxyUpdate` for a pod's IP). Records the ports.
+#[cfg(test)]
 pub(crate) fn inbound_changed(conn: &Connection, push: &PushContext) -> bool {
-    if !serves_inbound(conn) {
+    judge_inbound(conn, push, &Moved::of(push))
+}
+
+/// [`inbound_changed`], with the addresses `push` may have moved read once for every
+/// connection.
+fn judge_inbound(conn: &Connection, push: &PushContext, moved: &Moved) -> bool {
+    if !conn.serves_inbound {
         return false;
     }
     // Judged before, against an ancestor of `push`, and none of its targets moved since.
-    if conn.inbound_judged() && !push.targets_may_have_moved(&conn.proxy.ip) {
+    if conn.inbound_judged() && !moved.may_have_moved(conn, push) {
         return false;
     }
     let now = push.service_instances().inbound_ports(&conn.proxy.ip);
@@ -156,17 +308,40 @@ pub(crate) fn inbound_changed(conn: &Connection, push: &PushContext) -> bool {
 /// was registered: its first response is at least as new, and every later update reaches
 /// it through the queue, so only addresses that move from here on are looked up again.
 pub(crate) fn record_inbound(conn: &Connection, push: &PushContext) {
-    if serves_inbound(conn) {
+    if conn.serves_inbound {
         conn.swap_inbound(push.service_instances().inbound_ports(&conn.proxy.ip));
     }
 }
 
-/// A captured sidecar or a router: the proxies whose config follows their own workload's
-/// service targets.
-fn serves_inbound(conn: &Connection) -> bool {
-    let captured =
-        conn.proxy.kind == ProxyKind::Sidecar && conn.proxy.interception != InterceptionMode::None;
-    captured || conn.proxy.kind == ProxyKind::Router
+/// The workload addresses an update may have moved, as [`address_hash`]es sorted: asked
+/// for every connection without reading its address, which only a matching hash needs.
+enum Moved {
+    Every,
+    Hashes(Vec<u64>),
+}
+
+impl Moved {
+    fn of(push: &PushContext) -> Self {
+        match push.moved_addresses() {
+            None => Moved::Every,
+            Some(moved) => {
+                let mut hashes: Vec<u64> = moved.iter().map(|a| address_hash(a)).collect();
+                hashes.sort_unstable();
+                Moved::Hashes(hashes)
+            }
+        }
+    }
+
+    /// [`PushContext::targets_may_have_moved`] for `conn`'s address.
+    fn may_have_moved(&self, conn: &Connection, push: &PushContext) -> bool {
+        match self {
+            Moved::Every => true,
+            Moved::Hashes(hashes) => {
+                hashes.binary_search(&conn.address_hash).is_ok()
+                    && push.targets_may_have_moved(&conn.proxy.ip)
+            }
+        }
+    }
 }
 
 /// `event` as a full push for one connection, answering for `revisions`.
@@ -205,3 +380,37 @@ pub fn proxy_needs_push(
         .iter()
         .any(|k| scope.depends_on(k) || (scope_changed && prev.depends_on(k)))
 }
+
+/// Streams registered as the ADS service registers them, and the dispatcher's decision
+/// over them without the queue: what `benches/dispatch.rs` measures.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct DecisionBench {
+    registry: Registry,
+}
+
+impl DecisionBench {
+    /// Registers a stream of `proxy` as `connection::serve` does, `push` being the
+    /// latest snapshot.
+    pub fn connect(&self, proxy: Proxy, push: &PushContext) {
+        let scope = push.sidecar_scope(&proxy.namespace, &proxy.labels);
+        // Nothing is sent: the stream's end of the channel is not needed.
+        let (push_tx, _) = queue::channel(1);
+        let conn = self.registry.insert(proxy, "sotw", scope, push_tx, false);
+        record_inbound(&conn, push);
+    }
+
+    /// Decides `event` for every stream as [`Shared::dispatch`] does; returns how many
+    /// it concerns and how many of those get a full push.
+    pub fn decide(&self, event: &PushEvent) -> (usize, usize) {
+        let (mut concerned, mut full) = (0, 0);
+        decide(&self.registry.all(), event, |_, push| {
+            concerned += 1;
+            full += usize::from(push == Push::Full);
+        });
+        (concerned, full)
+    }
+}
+
+#[cfg(test)]
+mod tests;

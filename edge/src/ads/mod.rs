@@ -52,6 +52,8 @@ pub mod tunnel;
 pub use body::AdsBody;
 pub use config::XdsConfig;
 pub use delta::DeltaStream;
+#[doc(hidden)]
+pub use dispatch::DecisionBench;
 pub use dispatch::proxy_needs_push;
 pub use error::AdsError;
 pub use limits::DEFAULT_MAX_NAMES;

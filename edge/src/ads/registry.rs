@@ -4,11 +4,12 @@ use super::error::Ending;
 use super::outbound::queue;
 use super::scope::short_type;
 use super::status::TypeStatus;
-use crate::proxy::Proxy;
+use crate::proxy::{InterceptionMode, Proxy, ProxyKind};
 use crate::push_queue::{DoneGuard, PushEvent};
 use serde_json::{Value, json};
 use shoal_proto::push_context::{InboundPort, SidecarScope};
 use std::collections::HashMap;
+use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
@@ -28,6 +29,13 @@ pub(crate) struct Connection {
     pub protocol: &'static str,
     pub connected_at: SystemTime,
     pub push_tx: queue::Sender<PushJob>,
+    /// The proxy's kind, whether it serves inbound (a captured sidecar or a router, whose
+    /// config follows its own workload's service targets) and a hash of its address
+    /// ([`address_hash`]): copied here so that the dispatcher's pass over every
+    /// connection reads this struct and not the proxy too.
+    pub kind: ProxyKind,
+    pub serves_inbound: bool,
+    pub address_hash: u64,
     /// The scope the last update was judged against (Istio's `PrevSidecarScope`).
     scope: Mutex<Arc<SidecarScope>>,
     /// The workload's inbound ports the last update was judged against (`None` before
@@ -56,11 +64,6 @@ impl Connection {
         ConnId(self)
     }
 
-    /// The scope the last update was judged against.
-    pub fn scope(&self) -> Arc<SidecarScope> {
-        self.scope.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
     /// Whether an update has judged the workload's inbound ports yet.
     pub fn inbound_judged(&self) -> bool {
         self.inbound
@@ -69,10 +72,10 @@ impl Connection {
             .is_some()
     }
 
-    /// Records `scope` as current and returns the previous one.
-    pub fn swap_scope(&self, scope: Arc<SidecarScope>) -> Arc<SidecarScope> {
-        let mut s = self.scope.lock().unwrap_or_else(|e| e.into_inner());
-        std::mem::replace(&mut *s, scope)
+    /// Calls `judge` with the scope the last update was judged against, for it to
+    /// replace with the scope the update gives, in one lock.
+    pub fn with_scope<T>(&self, judge: impl FnOnce(&mut Arc<SidecarScope>) -> T) -> T {
+        judge(&mut self.scope.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Records `ports` as the workload's inbound ports and returns the previous ones.
@@ -163,6 +166,20 @@ impl Connection {
     }
 }
 
+/// A captured sidecar or a router: the proxies whose config follows their own workload's
+/// service targets.
+fn serves_inbound(proxy: &Proxy) -> bool {
+    let captured = proxy.kind == ProxyKind::Sidecar && proxy.interception != InterceptionMode::None;
+    captured || proxy.kind == ProxyKind::Router
+}
+
+/// A hash of a workload address, the same for equal addresses in this process.
+pub fn address_hash(address: &str) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(address.as_bytes());
+    h.finish()
+}
+
 /// The connected streams, by connection and by proxy ID.
 #[derive(Default)]
 pub(crate) struct Registry {
@@ -195,6 +212,9 @@ impl Registry {
         let proxy = proxy.into();
         let conn = Arc::new(Connection {
             id,
+            kind: proxy.kind,
+            serves_inbound: serves_inbound(&proxy),
+            address_hash: address_hash(&proxy.ip),
             proxy,
             protocol,
             connected_at: SystemTime::now(),

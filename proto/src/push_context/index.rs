@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// (proxy namespace, selected Sidecar, positions of the selector DestinationRules that
-/// select the proxy): what a scope is a function of. The last is empty in namespaces
-/// without selector rules, so their proxies share scopes whatever their labels.
-type ScopeKey = (String, Option<(String, String)>, Vec<usize>);
+/// (address of the selected Sidecar in this index or 0, positions of the selector
+/// DestinationRules that select the proxy): with the proxies' namespace, what a scope is
+/// a function of. The last is empty in namespaces without selector rules, so their
+/// proxies share scopes whatever their labels.
+type ScopeSelection = (usize, Vec<usize>);
 
 /// Indexes over every namespace's config: what Istio's `serviceIndex`,
 /// `virtualServiceIndex`, `destinationRuleIndex` and `sidecarsByNamespace` hold.
@@ -55,7 +56,9 @@ pub struct ConfigIndex {
     pub network_gateways: Arc<NetworkGateways>,
     /// PeerAuthentications, AuthorizationPolicies and RequestAuthentications.
     pub security: Arc<super::security::SecurityPolicies>,
-    scopes: Mutex<HashMap<ScopeKey, Arc<SidecarScope>>>,
+    /// Scopes cut from this index, by the proxies' namespace first: a lookup by `&str`
+    /// allocates no key.
+    scopes: Mutex<HashMap<String, HashMap<ScopeSelection, Arc<SidecarScope>>>>,
 }
 
 /// Source of [`ConfigIndex::id`]s.
@@ -255,30 +258,51 @@ impl ConfigIndex {
             .collect()
     }
 
+    /// Whether a Sidecar or a DestinationRule of `namespace` selects workloads by label:
+    /// where none does, every proxy of the namespace has the same scope, whatever its
+    /// labels (a selector without labels counts as selecting: it names rules by position).
+    pub fn selects_by_labels(&self, namespace: &str) -> bool {
+        let selecting_sidecar = |sc: &Arc<NamedConfig<istio::Sidecar>>| {
+            sc.spec
+                .workload_selector
+                .as_ref()
+                .is_some_and(|s| !s.labels.is_empty())
+        };
+        self.selector_destination_rules.contains_key(namespace)
+            || self
+                .sidecars_by_namespace
+                .get(namespace)
+                .is_some_and(|v| v.iter().any(selecting_sidecar))
+    }
+
     pub fn sidecar_scope(
         &self,
         namespace: &str,
         labels: &BTreeMap<String, String>,
     ) -> Arc<SidecarScope> {
         let sidecar = self.sidecar_for(namespace, labels);
-        let selector_rules = self.selector_rules_for(namespace, labels);
-        let key = (
-            namespace.to_string(),
-            sidecar.map(|s| (s.namespace.clone(), s.name.clone())),
-            selector_rules,
+        // The index holds its Sidecars as long as it holds the cache: an address names one.
+        let selection = (
+            sidecar.map_or(0, |s| Arc::as_ptr(s) as usize),
+            self.selector_rules_for(namespace, labels),
         );
         let mut scopes = self.scopes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(scope) = scopes.get(&key) {
+        if let Some(scope) = scopes.get(namespace).and_then(|by| by.get(&selection)) {
             return scope.clone();
         }
-        let selected: Vec<_> = key.2.iter().map(|i| &self.destination_rules[*i]).collect();
+        let selected: Vec<_> = (selection.1.iter())
+            .map(|i| &self.destination_rules[*i])
+            .collect();
         let scope = Arc::new(SidecarScope::new(
             self,
             namespace,
             sidecar.map(|s| &**s),
             &selected,
         ));
-        scopes.insert(key, scope.clone());
+        scopes
+            .entry(namespace.to_string())
+            .or_default()
+            .insert(selection, scope.clone());
         scope
     }
 }

@@ -180,6 +180,13 @@ impl PushContext {
             .is_none_or(|moved| moved.contains(address))
     }
 
+    /// The addresses [`PushContext::targets_may_have_moved`] answers for: `None` where
+    /// every address may have moved. Lets a caller with many addresses to ask about go
+    /// through these instead.
+    pub fn moved_addresses(&self) -> Option<&HashSet<String>> {
+        self.moved_addresses.as_deref()
+    }
+
     /// The scope of a proxy in `namespace` with `labels` (cached per index generation).
     pub fn sidecar_scope(
         &self,

@@ -418,3 +418,16 @@ fn of_conflicting_virtual_services_the_oldest_wins() {
     let first = scope.virtual_service_for("x.a.svc.cluster.local").unwrap();
     assert_eq!(first.name, "a-newer");
 }
+
+#[test]
+fn the_moved_addresses_are_those_targets_may_have_moved_answers_for() {
+    let pc = PushContext::from_chunks(1, [ns("a", vec![svc("a", "x")])]);
+    assert!(pc.moved_addresses().is_none(), "a new index: every address");
+    let eps = crate::model::ServiceEndpoints {
+        service: svc("a", "x").key(),
+        endpoints: vec![crate::model::Endpoint::at("10.0.0.1", 8080, 80)],
+    };
+    let next = pc.with_changes(2, [Chunk::Endpoints(eps)], []);
+    let moved: Vec<&String> = next.moved_addresses().unwrap().iter().collect();
+    assert_eq!(moved, ["10.0.0.1"]);
+}

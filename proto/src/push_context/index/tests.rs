@@ -204,3 +204,49 @@ fn scopes_are_shared_by_proxies_selected_alike() {
         &scope("front", &[])
     ));
 }
+
+#[test]
+fn only_namespaces_with_a_selector_tell_proxies_apart_by_label() {
+    let mut front = NamespaceConfig {
+        namespace: "front".into(),
+        ..Default::default()
+    };
+    let sidecar = |name: &str, selector: Option<istio::WorkloadSelector>| NamedConfig {
+        name: name.into(),
+        namespace: "front".into(),
+        created: 0,
+        spec: istio::Sidecar {
+            workload_selector: selector,
+            ..Default::default()
+        },
+    };
+    // A selector without labels selects nothing: the Sidecar is namespace-wide.
+    front
+        .sidecars
+        .push(sidecar("all", Some(Default::default())));
+    let pc = PushContext::from_chunks(
+        1,
+        [
+            namespace(
+                "shop",
+                vec![carts()],
+                vec![rule("shop", "web", Some(&[]), "RANDOM")],
+            ),
+            Chunk::Namespace(front.clone()),
+            namespace("plain", vec![], vec![rule("plain", "all", None, "RANDOM")]),
+        ],
+    );
+    let index = pc.index();
+    assert!(index.selects_by_labels("shop"), "a selector rule");
+    assert!(!index.selects_by_labels("front"));
+    assert!(!index.selects_by_labels("plain"));
+    assert!(!index.selects_by_labels("absent"));
+    front.sidecars.push(sidecar(
+        "web",
+        Some(istio::WorkloadSelector {
+            labels: labels(&[("app", "web")]),
+        }),
+    ));
+    let pc = pc.with_changes(2, [Chunk::Namespace(front)], []);
+    assert!(pc.index().selects_by_labels("front"), "a selecting Sidecar");
+}

@@ -1,0 +1,169 @@
+//! The dispatcher's decision alone: for one snapshot update, which of an edge's streams it
+//! concerns and what each is sent (`ads::dispatch::decide`, what `Shared::dispatch` runs
+//! before queueing), over 125,000 registered streams: an edge's share of a million
+//! proxies over 8 edges.
+//!
+//! ```sh
+//! cargo bench -p shoal-edge --bench dispatch -- --warm-up-time 1 --measurement-time 5
+//! ```
+//!
+//! The mesh is the million-proxy run's (`deploy/scale-run.sh 1000000 8 vs 1000 100`):
+//! 1,000 services × 10 endpoints over 100 namespaces, each with a Sidecar narrowing egress
+//! to its own namespace. The streams are the loadtest's proxies: captured sidecars in
+//! `ns-<i mod 100>` labelled `app: loadtest`, at addresses no endpoint has. Nothing is
+//! queued or sent: what is measured is the decision for every stream, for one
+//! VirtualService change (a new config index: every stream is judged against new scopes)
+//! and one endpoint change (the index stays).
+
+mod support;
+
+// The allocator the edge binary runs with.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use shoal_edge::ads::DecisionBench;
+use shoal_edge::proxy::{InterceptionMode, Proxy, ProxyKind, ProxyType};
+use shoal_edge::push_queue::PushEvent;
+use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason, namespace_changes};
+use shoal_proto::model::ServiceKey;
+use shoal_proto::push_context::PushContext;
+use shoal_proto::snapshot::Chunk;
+use shoal_proto::xds::node_metadata::NodeId;
+use shoal_test_support::fixtures::CLUSTER;
+use shoal_test_support::meshgen::{MeshSpec, namespace_name};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+const STREAMS: usize = 125_000;
+const NAMESPACES: usize = 100;
+
+/// Proxy `i` of the loadtest (`loadtest/src/proxy/identity.rs`): a captured sidecar in
+/// `ns-<i mod N>` at `100.64.0.0/10`, labelled `app: loadtest`.
+fn loadtest_proxy(i: usize) -> Proxy {
+    let namespace = namespace_name(i % NAMESPACES);
+    let ip = format!(
+        "100.{}.{}.{}",
+        64 + (i >> 16) % 64,
+        (i >> 8) & 0xff,
+        i & 0xff
+    );
+    let pod = format!("proxy-{i}");
+    Proxy {
+        id: NodeId::format(ProxyType::Sidecar, &ip, &pod, &namespace),
+        kind: ProxyKind::Sidecar,
+        workload: format!("{pod}.{namespace}"),
+        ip,
+        labels: BTreeMap::from([("app".to_string(), "loadtest".to_string())]),
+        namespace,
+        interception: InterceptionMode::Redirect,
+        cluster_id: CLUSTER.into(),
+        network: String::new(),
+        locality: String::new(),
+        identity: shoal_proto::security::Identity::Anonymous,
+    }
+}
+
+fn event(push: &Arc<PushContext>, full: bool, keys: BTreeSet<ChangeKey>) -> PushEvent {
+    PushEvent::new(
+        push.clone(),
+        Arc::new(ChangeSet::of(
+            full,
+            keys,
+            TriggerReason::Unknown,
+            SystemTime::now(),
+        )),
+    )
+}
+
+/// The next snapshot with a VirtualService's route timeout flipped, and its change as
+/// the snapshot puller names it.
+fn vs_change(push: &PushContext, namespace: &str, vs: &str, flip: bool) -> PushEvent {
+    let old = push.namespace(namespace).expect("namespace");
+    let mut ns = (**old).clone();
+    let vs = ns
+        .virtual_services
+        .iter_mut()
+        .find(|v| v.name == vs)
+        .expect("virtual service");
+    vs.spec.http[0].timeout = Some(if flip { "7s" } else { "5s" }.into());
+    let changes = namespace_changes(Some(old), Some(&ns)).expect("narrowed to its hosts");
+    let next = push.with_changes(push.version() + 1, [Chunk::Namespace(ns)], []);
+    event(&Arc::new(next), true, changes)
+}
+
+/// The next snapshot with `service`'s first endpoint moved.
+fn endpoint_change(push: &PushContext, service: &ServiceKey, flip: bool) -> PushEvent {
+    let mut eps = (**push.endpoints(service).expect("service has endpoints")).clone();
+    eps.endpoints[0].address = if flip { "10.250.0.1" } else { "10.250.0.2" }.into();
+    let next = push.with_changes(push.version() + 1, [Chunk::Endpoints(eps)], []);
+    event(
+        &Arc::new(next),
+        false,
+        [ChangeKey::Service(service.clone())].into(),
+    )
+}
+
+fn decision(c: &mut Criterion) {
+    let spec = MeshSpec {
+        services: 1_000,
+        endpoints_per_service: 10,
+        namespaces: NAMESPACES,
+        ..MeshSpec::default()
+    };
+    let (mesh, push) = support::push_context(&spec);
+    let started = Instant::now();
+    let fleet = DecisionBench::default();
+    for i in 0..STREAMS {
+        fleet.connect(loadtest_proxy(i), &push);
+    }
+    eprintln!(
+        "dispatch: {STREAMS} streams registered in {:?}",
+        started.elapsed()
+    );
+    let vs_svc = mesh.first_with_vs().expect("a VirtualService").clone();
+    let svc = &mesh.services[1];
+    let key = ServiceKey {
+        hostname: svc.hostname.clone(),
+        namespace: svc.namespace.clone(),
+    };
+
+    let mut g = c.benchmark_group("decide");
+    g.sample_size(10);
+    let mut push = push;
+    let mut flip = false;
+    // Each iteration decides a fresh update, made (untimed) from the last one, so every
+    // VirtualService change brings a new index whose scopes are cut during the decision.
+    let mut run = |name: &str, g: &mut criterion::BenchmarkGroup<_>, vs: bool| {
+        let mut last = (0, 0);
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    flip = !flip;
+                    let event = if vs {
+                        vs_change(&push, &vs_svc.namespace, &vs_svc.name, flip)
+                    } else {
+                        endpoint_change(&push, &key, flip)
+                    };
+                    let started = Instant::now();
+                    last = fleet.decide(&event);
+                    total += started.elapsed();
+                    push = (*event.push).clone();
+                }
+                total
+            })
+        });
+        eprintln!(
+            "dispatch: {name}: {} of {STREAMS} streams concerned, {} full",
+            last.0, last.1
+        );
+    };
+    run("vs_change_125k_streams", &mut g, true);
+    run("eds_change_125k_streams", &mut g, false);
+    g.finish();
+}
+
+criterion_group!(benches, decision);
+criterion_main!(benches);
