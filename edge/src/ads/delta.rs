@@ -65,8 +65,6 @@ pub struct DeltaStream {
 #[derive(Debug)]
 struct Watch {
     wildcard: bool,
-    /// Explicitly subscribed names.
-    names: Names,
     /// What the proxy holds.
     known: Known,
     status: TypeStatus,
@@ -119,20 +117,24 @@ impl Watch {
             .collect();
         answer.sort_unstable();
         answer.dedup();
-        let added = answer.iter().filter(|n| !self.names.contains(n)).count();
+        let added = answer
+            .iter()
+            .filter(|n| !self.status.names.contains(n))
+            .count();
         // Phantom unsubscriptions (names not subscribed) are ignored, as the protocol asks.
         let dropped: Vec<&str> = gone
             .iter()
             .copied()
-            .filter(|n| self.names.contains(n))
+            .filter(|n| self.status.names.contains(n))
             .collect();
-        let total = others + self.names.len() + added - dropped.len();
+        let total = others + self.status.names.len() + added - dropped.len();
         limits::check_names(total, max, &req.type_url)?;
 
         self.wildcard = wildcard;
         if added > 0 || !dropped.is_empty() {
             // Interned again only when the subscription changes.
             let kept = self
+                .status
                 .names
                 .iter()
                 .map(String::as_str)
@@ -140,8 +142,8 @@ impl Watch {
             let new = answer
                 .iter()
                 .map(String::as_str)
-                .filter(|n| !self.names.contains(n));
-            self.names = Names::new(kept.chain(new));
+                .filter(|n| !self.status.names.contains(n));
+            self.status.names = Names::new(kept.chain(new));
         }
         if self.wildcard {
             // The wildcard may cover what was unsubscribed: the response says.
@@ -149,7 +151,7 @@ impl Watch {
             answer.sort_unstable();
         } else if wildcard_dropped || !gone.is_empty() {
             // Without `*`, the proxy holds only what it names: forget the rest.
-            let names = &self.names;
+            let names = &self.status.names;
             self.known.retain(|n| names.contains(n));
         }
         Ok(Asked {
@@ -207,7 +209,7 @@ impl DeltaStream {
             .watches
             .iter()
             .filter(|(t, _)| *t != type_url)
-            .map(|(_, w)| w.names.len())
+            .map(|(_, w)| w.status.names.len())
             .sum();
         let first = !self.watches.contains_key(type_url);
         let w = self
@@ -218,7 +220,6 @@ impl DeltaStream {
                 wildcard: is_wildcard(type_url)
                     && req.resource_names_subscribe.is_empty()
                     && req.resource_names_unsubscribe.is_empty(),
-                names: Names::default(),
                 known: Known::default(),
                 status: TypeStatus::new(type_url),
             });
@@ -304,9 +305,7 @@ impl DeltaStream {
             .values()
             .map(|w| TypeStatus {
                 wildcard: w.wildcard,
-                subscribed: w.names.len(),
                 resources: w.known.len(),
-                names: w.names.clone(),
                 ..w.status.clone()
             })
             .collect()
@@ -342,7 +341,7 @@ impl DeltaStream {
                     &self.proxy,
                     type_url,
                     w.wildcard,
-                    w.names.iter(),
+                    w.status.names.iter(),
                     hosts,
                 )?;
                 (all, Some(hosts))

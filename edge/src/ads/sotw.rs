@@ -49,7 +49,6 @@ pub struct SotwStream {
 #[derive(Debug)]
 struct Watch {
     wildcard: bool,
-    names: Names,
     /// A request of this type named a resource (`*` included): an empty list no longer
     /// means wildcard.
     named: bool,
@@ -62,7 +61,6 @@ impl Watch {
     fn new(type_url: &str) -> Self {
         Watch {
             wildcard: false,
-            names: Names::default(),
             named: false,
             sent: SentSet::default(),
             status: TypeStatus::new(type_url),
@@ -82,7 +80,7 @@ impl Watch {
             proxy,
             type_url,
             self.wildcard,
-            self.names.iter(),
+            self.status.names.iter(),
             hosts,
         )
     }
@@ -154,14 +152,14 @@ impl SotwStream {
             type_url,
             &req.resource_names,
             legacy,
-            held.map(|w| &w.names),
+            held.map(|w| &w.status.names),
         );
         let named = !req.resource_names.is_empty();
         let others: usize = self
             .watches
             .iter()
             .filter(|(t, _)| **t != type_url)
-            .map(|(_, w)| w.names.len())
+            .map(|(_, w)| w.status.names.len())
             .sum();
         limits::check_names(others + names.len(), self.max_names, type_url)?;
         let nonce = req.response_nonce.as_str();
@@ -179,7 +177,7 @@ impl SotwStream {
                 .entry(key)
                 .or_insert_with(|| Watch::new(type_url));
             w.wildcard = wildcard;
-            w.names = names;
+            w.status.names = names;
             w.named |= named;
             w.sent.clear();
             let mut reply = Reply::new(RequestKind::Initial);
@@ -202,7 +200,7 @@ impl SotwStream {
         };
         let mut reply = Reply::new(kind);
         w.named |= named;
-        if w.wildcard == wildcard && w.names == names {
+        if w.wildcard == wildcard && w.status.names == names {
             return Ok(reply);
         }
         // The subscription changed. Unsubscribed from everything of the type: nothing to
@@ -210,7 +208,7 @@ impl SotwStream {
         if !wildcard && names.is_empty() {
             w.sent.clear();
             w.wildcard = false;
-            w.names = names;
+            w.status.names = names;
             return Ok(reply);
         }
         // Otherwise CDS/LDS resend their whole set if it differs from the last one (fewer
@@ -220,7 +218,7 @@ impl SotwStream {
             w.sent.retain(|n| names.contains(n));
         }
         w.wildcard = wildcard;
-        w.names = names;
+        w.status.names = names;
         reply.push(type_url, self.respond(src, type_url, None, false));
         Ok(reply)
     }
@@ -258,9 +256,7 @@ impl SotwStream {
             .values()
             .map(|w| TypeStatus {
                 wildcard: w.wildcard,
-                subscribed: w.names.len(),
                 resources: w.sent.len(),
-                names: w.names.clone(),
                 ..w.status.clone()
             })
             .collect()

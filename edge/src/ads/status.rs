@@ -107,18 +107,20 @@ pub struct TypeStatus {
     pub nack: Option<Nack>,
     /// Subscribed to everything of this type.
     pub wildcard: bool,
-    /// Explicitly subscribed names.
-    pub subscribed: usize,
     /// Resources the proxy holds (as far as this stream knows).
     pub resources: usize,
     /// What the proxy held when it last acknowledged this type: the config it runs (a
     /// rejected or unanswered response is not in it). For config dumps and diffs.
     #[serde(skip)]
     pub held: SentSet,
-    /// The names subscribed (in what a stream publishes only): what the edge would send
-    /// now is generated for them.
-    #[serde(skip)]
+    /// The names explicitly subscribed (the stream's own list: what the edge would send
+    /// now is generated for them). Shown as how many.
+    #[serde(rename = "subscribed", serialize_with = "count")]
     pub names: Names,
+}
+
+fn count<S: serde::Serializer>(names: &Names, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(names.len() as u64)
 }
 
 /// A rejected response.
@@ -135,6 +137,11 @@ impl TypeStatus {
             type_url: type_url.into(),
             ..Default::default()
         }
+    }
+
+    /// How many names are explicitly subscribed.
+    pub fn subscribed(&self) -> usize {
+        self.names.len()
     }
 
     pub(crate) fn sent(&mut self, version: &str, nonce: &str) {

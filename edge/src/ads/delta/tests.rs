@@ -296,7 +296,7 @@ fn unsubscribing_a_name_under_the_wildcard_says_whether_the_wildcard_keeps_it() 
     assert_eq!(r.removed_resources, [C]);
     let st = status(&s, CLUSTER);
     assert!(st.wildcard);
-    assert_eq!(st.subscribed, 2);
+    assert_eq!(st.subscribed(), 2);
 
     // A is covered by `*`: resent. C is not: removed.
     let r = one(s.on_request(&src, &req(CLUSTER, &[], &[A, C], "")).unwrap());
@@ -304,7 +304,7 @@ fn unsubscribing_a_name_under_the_wildcard_says_whether_the_wildcard_keeps_it() 
     assert_eq!(r.removed_resources, [C]);
     let st = status(&s, CLUSTER);
     assert!(st.wildcard);
-    assert_eq!((st.subscribed, st.resources), (0, 2));
+    assert_eq!((st.subscribed(), st.resources), (0, 2));
     // A name never subscribed (a phantom unsubscription) needs no answer.
     let r = s.on_request(&src, &req(CLUSTER, &[], &[B], "")).unwrap();
     assert!(r.responses.is_empty());
@@ -336,7 +336,7 @@ fn a_name_subscribed_again_is_resent_even_if_held() {
     let r = one(r);
     assert_eq!(names(&r), [A]);
     assert!(r.removed_resources.is_empty());
-    assert_eq!(status(&s, ENDPOINT).subscribed, 2);
+    assert_eq!(status(&s, ENDPOINT).subscribed(), 2);
 }
 
 /// A Delta version names the snapshot it was sent from, so a reconnect tells the edge the
@@ -407,7 +407,7 @@ fn names_per_stream_are_bounded_over_all_types() {
         "{err}"
     );
     assert_eq!(err.to_status().code(), tonic::Code::ResourceExhausted);
-    assert_eq!(status(&s, ENDPOINT).subscribed, 2, "nothing kept");
+    assert_eq!(status(&s, ENDPOINT).subscribed(), 2, "nothing kept");
     // A first request over the limit keeps no watch.
     let err = s.on_request(&src, &req(ROUTE, &["80", "81"], &[], ""));
     assert!(err.is_err());
@@ -417,5 +417,5 @@ fn names_per_stream_are_bounded_over_all_types() {
         .on_request(&src, &req(ENDPOINT, &[C, "*"], &[B], ""))
         .unwrap();
     assert!(r.errors.is_empty());
-    assert_eq!(status(&s, ENDPOINT).subscribed, 2);
+    assert_eq!(status(&s, ENDPOINT).subscribed(), 2);
 }

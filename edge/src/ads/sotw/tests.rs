@@ -169,7 +169,7 @@ fn stale_nonce_is_ignored() {
     let nack_stale = s.on_request(&src, &nack(&first[0], &[A], "old")).unwrap();
     assert_eq!(nack_stale.kind, RequestKind::Stale);
     assert!(status(&s, ENDPOINT).nack.is_none());
-    assert_eq!(status(&s, ENDPOINT).subscribed, 1);
+    assert_eq!(status(&s, ENDPOINT).subscribed(), 1);
     // ...and the same request on the latest nonce is honoured.
     let fresh = s
         .on_request(&src, &req(ENDPOINT, &[A, B], &second[0].nonce))
@@ -254,7 +254,7 @@ fn named_resource_requested_before_it_exists_is_sent_when_it_appears() {
         .unwrap();
     assert_eq!(r.kind, RequestKind::Ack);
     assert!(r.responses.is_empty());
-    assert_eq!(status(&s, ROUTE).subscribed, 2);
+    assert_eq!(status(&s, ROUTE).subscribed(), 2);
 
     src.version = 2;
     src.set(ROUTE, "8080", "route 8080");
@@ -371,7 +371,7 @@ fn empty_names_are_wildcard_only_until_a_request_names_something() {
     assert_eq!(r.kind, RequestKind::Ack);
     assert!(r.responses.is_empty(), "{:?}", r.responses);
     let st = status(&s, CLUSTER);
-    assert_eq!((st.wildcard, st.subscribed, st.resources), (false, 0, 0));
+    assert_eq!((st.wildcard, st.subscribed(), st.resources), (false, 0, 0));
     src.set(CLUSTER, B, "cluster b v2");
     assert!(s.on_push(&src, &PushScope::Full).unwrap().is_empty());
     // So does an empty first request again on this stream (Envoy's re-request).
@@ -432,12 +432,12 @@ fn names_per_stream_are_bounded_over_all_types() {
             && status.message().contains("SHOAL_XDS_MAX_NAMES_PER_STREAM"),
         "{status}"
     );
-    assert_eq!(self::status(&s, ROUTE).subscribed, 1, "nothing kept");
+    assert_eq!(self::status(&s, ROUTE).subscribed(), 1, "nothing kept");
     // Replacing names is not adding them; duplicates count once.
     let nonce = self::status(&s, ENDPOINT).nonce_sent;
     s.on_request(&src, &req(ENDPOINT, &[A], &nonce)).unwrap();
     let nonce = self::status(&s, ROUTE).nonce_sent;
     s.on_request(&src, &req(ROUTE, &["80", "8080", "80"], &nonce))
         .unwrap();
-    assert_eq!(self::status(&s, ROUTE).subscribed, 2);
+    assert_eq!(self::status(&s, ROUTE).subscribed(), 2);
 }
