@@ -7,6 +7,7 @@
 //! cargo bench -p shoal-edge --bench xds -- generate/    # one proxy only
 //! cargo bench -p shoal-edge --bench xds -- reconnect/   # one Delta stream
 //! cargo bench -p shoal-edge --bench xds -- fanout/      # 10k streams
+//! cargo bench -p shoal-edge --bench xds -- config_dump/ # one proxy's dump and diff
 //! ```
 //!
 //! The mesh: 1k services × 10 endpoints in 10 namespaces (meshgen defaults: half with a
@@ -509,5 +510,51 @@ fn fanout(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, generate, reconnect, fanout);
+/// One proxy's config dump in Envoy's JSON (`/debug/config_dump`, `shoal proxy-config`),
+/// and its diff against a config that differs in nothing (`/debug/config_diff`): the cost
+/// of asking about one proxy, all four types, its scope narrowed (`sidecar`) or the whole
+/// mesh (`no_sidecar`).
+fn config_dump(c: &mut Criterion) {
+    use shoal_edge::config_dump::{Held, config_diff, config_dump};
+    for sidecars in [true, false] {
+        let variant = if sidecars { "sidecar" } else { "no_sidecar" };
+        let (mesh, push) = support::push_context(&support::spec(SERVICES, sidecars));
+        let proxy = support::proxy(&mesh, 0);
+        let g = Generator::new();
+        let held: Vec<(&str, Vec<Arc<shoal_edge::xds::XdsResource>>)> = TYPES
+            .iter()
+            .map(|(_, t)| {
+                let names = subscription(&g, t, &proxy, &push);
+                (*t, g.generate(t, &proxy, &push, &names).unwrap())
+            })
+            .collect();
+        let views: Vec<Held<'_>> = held
+            .iter()
+            .map(|(t, rs)| Held {
+                type_url: t,
+                version: "1",
+                resources: rs,
+            })
+            .collect();
+        let json = serde_json::to_vec(&config_dump(&views)).unwrap();
+        let resources: usize = held.iter().map(|(_, rs)| rs.len()).sum();
+        eprintln!(
+            "config_dump/{variant}: {resources} resources, {} B of JSON",
+            json.len()
+        );
+        let mut group = c.benchmark_group(format!("config_dump/{variant}"));
+        group.sample_size(10);
+        group.bench_function("dump", |b| b.iter(|| black_box(config_dump(&views))));
+        group.bench_function("diff_unchanged", |b| {
+            b.iter(|| {
+                for (view, (_, now)) in views.iter().zip(&held) {
+                    black_box(config_diff(view, now, 1));
+                }
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, generate, reconnect, fanout, config_dump);
 criterion_main!(benches);
