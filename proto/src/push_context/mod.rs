@@ -44,8 +44,8 @@ pub struct PushContext {
     /// Service targets by workload address, built on first use: only sidecars ask.
     instances: OnceLock<Arc<ServiceInstances>>,
     /// The workload addresses whose service targets may differ from the parent context's
-    /// (`with_changes`): those of the endpoints changed. `None` when unknown: the index
-    /// changed, or there is no parent.
+    /// (`with_changes`): those of the endpoints changed. `None` when unknown: a
+    /// namespace's Services changed, or there is no parent.
     moved_addresses: Option<Arc<HashSet<String>>>,
 }
 
@@ -80,6 +80,10 @@ impl PushContext {
         let mut next = self.clone();
         next.version = version;
         let mut namespaces_changed = false;
+        // A namespace's Services changed: a workload's service targets (which Services
+        // and ports its address serves) follow Services and endpoints only, so a change
+        // of routing or policy alone moves no target.
+        let mut services_changed = false;
         let mut endpoints_changed = false;
         // The endpoint chunks replaced or removed and their replacements: their
         // addresses are the moved ones, read only if the index stays.
@@ -87,7 +91,10 @@ impl PushContext {
         for key in removed {
             match key {
                 ChunkKey::Namespace(ns) => {
-                    namespaces_changed |= next.namespaces.remove(&ns).is_some();
+                    if let Some(old) = next.namespaces.remove(&ns) {
+                        namespaces_changed = true;
+                        services_changed |= !old.services.is_empty();
+                    }
                 }
                 ChunkKey::Endpoints(svc) => {
                     if let Some(old) = next.endpoints.remove(&svc) {
@@ -101,6 +108,9 @@ impl PushContext {
             match chunk {
                 Chunk::Namespace(ns) => {
                     namespaces_changed = true;
+                    let old = next.namespaces.get(&ns.namespace);
+                    services_changed |=
+                        old.map_or(!ns.services.is_empty(), |o| o.services != ns.services);
                     next.namespaces.insert(ns.namespace.clone(), Arc::new(ns));
                 }
                 Chunk::Endpoints(eps) => {
@@ -120,7 +130,7 @@ impl PushContext {
         if endpoints_changed || namespaces_changed {
             next.instances = OnceLock::new();
         }
-        next.moved_addresses = (!namespaces_changed).then(|| {
+        next.moved_addresses = (!services_changed).then(|| {
             let moved = touched.iter().flat_map(|eps| &eps.endpoints);
             Arc::new(moved.map(|ep| ep.address.clone()).collect())
         });

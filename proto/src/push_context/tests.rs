@@ -153,10 +153,20 @@ fn an_endpoint_change_names_the_addresses_it_moved() {
         "removed with its chunk"
     );
     assert!(!gone.targets_may_have_moved("10.0.0.1"));
-    let config = gone.with_changes(5, [ns("a", vec![svc("a", "x")])], []);
+    // A namespace change that leaves its Services as they were (routing, policy) moves
+    // no target, though the index is new; one that changes a Service may move any.
+    let routing = gone.with_changes(5, [ns("a", vec![svc("a", "x")])], []);
+    assert!(!Arc::ptr_eq(routing.index(), gone.index()));
+    assert!(!routing.targets_may_have_moved("10.0.0.9"));
+    let services = routing.with_changes(6, [ns("a", vec![svc("a", "x"), svc("a", "y")])], []);
     assert!(
-        config.targets_may_have_moved("10.0.0.9"),
-        "the index changed"
+        services.targets_may_have_moved("10.0.0.9"),
+        "a Service changed"
+    );
+    let removed = services.with_changes(7, [], [ChunkKey::Namespace("a".into())]);
+    assert!(
+        removed.targets_may_have_moved("10.0.0.9"),
+        "its Services went"
     );
 }
 
