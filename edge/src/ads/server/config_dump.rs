@@ -2,9 +2,12 @@
 //! and against what this edge would send it now (`config_dump` does the writing).
 
 use super::XdsServer;
+use crate::ads::registry::Connection;
 use crate::ads::source::{GeneratorSource, subscribed};
+use crate::ads::status::TypeStatus;
 use crate::config_dump::{self, Held, TypeDiff};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// Why a proxy's config cannot be shown.
 #[derive(Debug, thiserror::Error)]
@@ -14,16 +17,25 @@ pub enum ConfigDumpError {
 }
 
 impl XdsServer {
-    /// Envoy's `/config_dump` of what `proxy_id` acknowledged, as its stream last
-    /// published it.
-    pub fn config_dump(&self, proxy_id: &str) -> Result<Value, ConfigDumpError> {
+    /// `proxy_id`'s newest stream here and a copy of the status it last published (the
+    /// stream's next step waits on the borrow, so it is not held).
+    fn published(
+        &self,
+        proxy_id: &str,
+    ) -> Result<(Arc<Connection>, Vec<TypeStatus>), ConfigDumpError> {
         let conn = self
             .shared
             .registry
             .proxy(proxy_id)
             .ok_or_else(|| ConfigDumpError::NotConnected(proxy_id.to_string()))?;
-        // A copy of the published status: the stream's next step waits on the borrow.
         let status = conn.status().clone();
+        Ok((conn, status))
+    }
+
+    /// Envoy's `/config_dump` of what `proxy_id` acknowledged, as its stream last
+    /// published it.
+    pub fn config_dump(&self, proxy_id: &str) -> Result<Value, ConfigDumpError> {
+        let (_, status) = self.published(proxy_id)?;
         let held: Vec<Held<'_>> = status
             .iter()
             .map(|t| Held {
@@ -38,12 +50,7 @@ impl XdsServer {
     /// Per type the proxy watches, what it acknowledged against what the generator makes
     /// of the same subscription from the latest snapshot.
     pub fn config_diff(&self, proxy_id: &str) -> Result<Value, ConfigDumpError> {
-        let conn = self
-            .shared
-            .registry
-            .proxy(proxy_id)
-            .ok_or_else(|| ConfigDumpError::NotConnected(proxy_id.to_string()))?;
-        let status = conn.status().clone();
+        let (conn, status) = self.published(proxy_id)?;
         let push = self.shared.latest();
         let src = GeneratorSource {
             generator: &self.shared.generator,

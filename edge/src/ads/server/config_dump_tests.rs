@@ -1,66 +1,14 @@
 //! A proxy's config dump and diff through a real stream: what it ACKed is what the dump
 //! shows (a NACKed response is not), and the diff names what the edge would send now.
 
-use super::tests::{Inbound, open, server, svc};
+use super::push_status_tests::{answer, response, settle, snapshot};
+use super::tests::{open, server};
 use super::*;
-use crate::ads::outbound::Outbound;
 use crate::xds::types::CLUSTER;
-use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
-use envoy_types::pb::google::rpc::Status as RpcStatus;
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use serde_json::Value;
-use shoal_proto::model::{NamespaceConfig, Protocol, Service, ServicePort};
-use shoal_proto::snapshot::Chunk;
 
 const NODE_B: &str = "sidecar~10.0.0.2~w-1.b~b.svc.cluster.local";
-
-/// Snapshot `version` of namespace b with services `s0`..`s{services-1}`.
-fn snapshot(version: u64, services: usize) -> PushContext {
-    let b = NamespaceConfig {
-        namespace: "b".into(),
-        services: (0..services)
-            .map(|i| Service {
-                ports: vec![ServicePort {
-                    name: "http".into(),
-                    port: 80,
-                    protocol: Protocol::Http,
-                }],
-                ..svc("b", &format!("s{i}"))
-            })
-            .collect(),
-        ..Default::default()
-    };
-    PushContext::from_chunks(version, [Chunk::Namespace(b)])
-}
-
-async fn response(out: &mut Outbound) -> DiscoveryResponse {
-    out.next_message::<DiscoveryResponse>()
-        .await
-        .expect("a response")
-        .expect("not an error")
-}
-
-async fn answer(inbound: &Inbound, resp: &DiscoveryResponse, error: Option<&str>) {
-    inbound
-        .send(Ok(DiscoveryRequest {
-            type_url: CLUSTER.into(),
-            version_info: resp.version_info.clone(),
-            response_nonce: resp.nonce.clone(),
-            error_detail: error.map(|m| RpcStatus {
-                code: 3,
-                message: m.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }))
-        .await
-        .unwrap();
-}
-
-async fn settle() {
-    for _ in 0..20 {
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
-}
 
 /// The names of the outbound clusters of namespace b in a config dump.
 fn dumped_services(dump: &Value) -> Vec<String> {
@@ -77,7 +25,7 @@ fn dumped_services(dump: &Value) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn the_dump_shows_what_the_proxy_acked_and_the_diff_what_it_would_get_now() {
-    let (s, snapshots) = server(XdsConfig::default(), snapshot(1, 1));
+    let (s, snapshots) = server(XdsConfig::default(), (*snapshot(1, 1)).clone());
     let (inbound, out) = open(&s, NODE_B, CLUSTER).await;
     let mut out = out.unwrap();
     let first = response(&mut out).await;
@@ -100,7 +48,7 @@ async fn the_dump_shows_what_the_proxy_acked_and_the_diff_what_it_would_get_now(
     assert_eq!(diff["types"][0]["matches"], true, "{diff}");
 
     // A newer snapshot with one more service: the diff names it, on the edge's side.
-    snapshots.send_replace(Arc::new(snapshot(2, 2)));
+    snapshots.send_replace(snapshot(2, 2));
     let diff = s.config_diff(NODE_B).unwrap();
     let cds = &diff["types"][0];
     assert_eq!(cds["matches"], false);

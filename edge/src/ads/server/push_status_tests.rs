@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 const NODE_B: &str = "sidecar~10.0.0.2~w-1.b~b.svc.cluster.local";
 
 /// Snapshot `version` of namespace b with `services` services.
-fn snapshot(version: u64, services: usize) -> Arc<PushContext> {
+pub(super) fn snapshot(version: u64, services: usize) -> Arc<PushContext> {
     let b = NamespaceConfig {
         namespace: "b".into(),
         services: (0..services)
@@ -34,7 +34,7 @@ fn snapshot(version: u64, services: usize) -> Arc<PushContext> {
     Arc::new(PushContext::from_chunks(version, [Chunk::Namespace(b)]))
 }
 
-async fn response(out: &mut Outbound) -> DiscoveryResponse {
+pub(super) async fn response(out: &mut Outbound) -> DiscoveryResponse {
     out.next_message::<DiscoveryResponse>()
         .await
         .expect("a response")
@@ -42,7 +42,7 @@ async fn response(out: &mut Outbound) -> DiscoveryResponse {
 }
 
 /// Answers `resp`: an ACK, or a NACK saying `error`.
-async fn answer(inbound: &Inbound, resp: &DiscoveryResponse, error: Option<&str>) {
+pub(super) async fn answer(inbound: &Inbound, resp: &DiscoveryResponse, error: Option<&str>) {
     inbound
         .send(Ok(DiscoveryRequest {
             type_url: CLUSTER.into(),
@@ -66,7 +66,7 @@ fn counts(s: &XdsServer, revision: u64) -> RevisionCounts {
     }
 }
 
-async fn settle() {
+pub(super) async fn settle() {
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
