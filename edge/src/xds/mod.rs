@@ -66,7 +66,7 @@ pub mod util;
 #[cfg(test)]
 mod envoy_check;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 pub use cache::{CacheStats, TypeStats};
 pub use clusters::{ClusterDefaults, ClusterOptions};

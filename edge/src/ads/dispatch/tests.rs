@@ -7,31 +7,15 @@ use crate::proxy::InterceptionMode;
 use shoal_proto::change::{ChangeKey, TriggerReason};
 use shoal_proto::config::{ConfigKey, Kind, istio};
 use shoal_proto::model::{
-    Endpoint, ExportTo, NamedConfig, NamespaceConfig, Protocol, Resolution, Service,
-    ServiceEndpoints, ServicePort,
+    Endpoint, NamedConfig, NamespaceConfig, Protocol, Service, ServiceEndpoints,
 };
 use shoal_proto::push_context::InboundPort;
 use shoal_proto::snapshot::Chunk;
 use std::collections::{BTreeMap, BTreeSet};
 
 fn svc(ns: &str, name: &str) -> Service {
-    Service {
-        hostname: host(ns, name),
-        namespace: ns.into(),
-        name: name.into(),
-        ports: vec![ServicePort {
-            name: "http".into(),
-            port: 80,
-            protocol: Protocol::Http,
-        }],
-        addresses: vec![],
-        resolution: Resolution::ClientSideLb,
-        mesh_external: false,
-        export_to: ExportTo::default(),
-        labels: Default::default(),
-        clusters: vec!["c1".into()],
-        external_name: String::new(),
-    }
+    let http = crate::xds::testing::port("http", 80, Protocol::Http);
+    crate::xds::testing::service(ns, name, vec![http], None)
 }
 
 fn host(ns: &str, name: &str) -> String {
