@@ -34,6 +34,7 @@
 //! versions the proxy holds: it had a response of the type before, so it is answered only
 //! if something differs, and one holding every current version is sent nothing.
 
+use super::by_type::ByType;
 use super::error::{AdsError, Result};
 use super::limits::{self, DEFAULT_MAX_NAMES};
 use super::scope::{PushScope, host_selected};
@@ -47,7 +48,7 @@ use crate::xds::{GenerateError, XdsResource};
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use known::Known;
 pub(crate) use known::{claimed_snapshot, version_of};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 mod known;
@@ -56,7 +57,7 @@ mod known;
 #[derive(Debug)]
 pub struct DeltaStream {
     proxy: Arc<Proxy>,
-    watches: BTreeMap<String, Watch>,
+    watches: ByType<Watch>,
     nonces: Nonces,
     /// Names the stream may subscribe to, over all types.
     max_names: usize,
@@ -176,7 +177,7 @@ impl DeltaStream {
     pub fn new(proxy: impl Into<Arc<Proxy>>) -> Self {
         DeltaStream {
             proxy: proxy.into(),
-            watches: BTreeMap::new(),
+            watches: ByType::default(),
             nonces: Nonces::default(),
             max_names: DEFAULT_MAX_NAMES,
         }
@@ -202,9 +203,9 @@ impl DeltaStream {
         if type_url.is_empty() {
             return Err(AdsError::MissingTypeUrl);
         }
-        if !limits::served(type_url) {
+        let Some(type_url) = limits::served(type_url) else {
             return Ok(Reply::new(RequestKind::Unsupported));
-        }
+        };
         let others: usize = self
             .watches
             .iter()
@@ -212,17 +213,14 @@ impl DeltaStream {
             .map(|(_, w)| w.status.names.len())
             .sum();
         let first = !self.watches.contains_key(type_url);
-        let w = self
-            .watches
-            .entry(type_url.to_string())
-            .or_insert_with(|| Watch {
-                // Legacy wildcard: CDS/LDS whose first request names nothing.
-                wildcard: is_wildcard(type_url)
-                    && req.resource_names_subscribe.is_empty()
-                    && req.resource_names_unsubscribe.is_empty(),
-                known: Known::default(),
-                status: TypeStatus::new(type_url),
-            });
+        let w = self.watches.get_or_insert_with(type_url, || Watch {
+            // Legacy wildcard: CDS/LDS whose first request names nothing.
+            wildcard: is_wildcard(type_url)
+                && req.resource_names_subscribe.is_empty()
+                && req.resource_names_unsubscribe.is_empty(),
+            known: Known::default(),
+            status: TypeStatus::new(type_url),
+        });
 
         let nonce = req.response_nonce.as_str();
         let kind = if first {

@@ -11,7 +11,7 @@ use crate::xds::types::PUSH_ORDER;
 /// invents names can make an edge hold.
 pub const DEFAULT_MAX_NAMES: usize = 100_000;
 
-/// Whether this server generates `type_url`. A request for any other type is ignored
+/// The served type URL equal to `type_url`, if this server generates it. A request for any other type is ignored
 /// before the stream keeps anything for it.
 ///
 /// Ignored rather than refused with a status: Istio answers a type it has no generator
@@ -20,8 +20,8 @@ pub const DEFAULT_MAX_NAMES: usize = 100_000;
 /// EnvoyFilter); closing the stream would cut such a proxy off from all its config, and
 /// its reconnects would be refused again, for ever. Ignoring keeps nothing, so it costs
 /// nothing however many types a client invents.
-pub(crate) fn served(type_url: &str) -> bool {
-    PUSH_ORDER.contains(&type_url)
+pub(crate) fn served(type_url: &str) -> Option<&'static str> {
+    PUSH_ORDER.into_iter().find(|t| *t == type_url)
 }
 
 /// Refuses a subscription that would make the stream hold more than `max` names: `total`

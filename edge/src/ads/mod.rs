@@ -19,12 +19,13 @@
 //!  shared                             what every task shares (config, registry, ...)
 //!  registry   ownership               connected streams │ ring view, relays, channels
 //!  protocol                           SotW / Delta behind one trait
-//!  sotw, delta ─► sent, status, source, scope, limits, error
+//!  sotw, delta ─► sent, status, source, scope, limits, by_type, error
 //!  transport, outbound                the wire: framing, encoded responses, gRPC paths,
 //!                                     relay headers; the response body
 //! ```
 
 mod body;
+mod by_type;
 mod config;
 mod connection;
 pub mod delta;

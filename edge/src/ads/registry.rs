@@ -11,9 +11,9 @@ use shoal_proto::push_context::{InboundPort, SidecarScope};
 use std::collections::HashMap;
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::SystemTime;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// A push handed to a stream; dropping it (with `done`) ends the push in the queue.
 pub(crate) struct PushJob {
@@ -41,10 +41,14 @@ pub(crate) struct Connection {
     /// The workload's inbound ports the last update was judged against (`None` before
     /// the first).
     inbound: Mutex<Option<Arc<[InboundPort]>>>,
-    /// The stream's sync state, published by its task after every step.
-    status: watch::Sender<Vec<TypeStatus>>,
-    /// Set to end the stream with a retryable status: handed off or replaced.
-    ending: watch::Sender<Option<Ending>>,
+    /// The stream's sync state, published by its task after every step. Locks, not
+    /// watch channels: nobody waits for a change, and a channel's state cost ~350 B per
+    /// stream.
+    status: RwLock<Vec<TypeStatus>>,
+    /// Set once to end the stream with a retryable status: handed off or replaced.
+    ending: OnceLock<Ending>,
+    /// Wakes the stream's task when `ending` is set.
+    ending_set: Notify,
     /// Relayed here by another edge: that edge moves it on a ring change, not this one.
     pub relayed_in: bool,
 }
@@ -85,13 +89,17 @@ impl Connection {
     }
 
     pub fn publish(&self, status: Vec<TypeStatus>) {
-        self.status.send_replace(status);
+        let old = std::mem::replace(
+            &mut *self.status.write().unwrap_or_else(|e| e.into_inner()),
+            status,
+        );
+        drop(old);
     }
 
     /// The stream's sync state as last published (`/debug/syncz` and CSDS read it here).
     /// Hold it briefly: the stream's next publish waits for it.
-    pub fn status(&self) -> watch::Ref<'_, Vec<TypeStatus>> {
-        self.status.borrow()
+    pub fn status(&self) -> RwLockReadGuard<'_, Vec<TypeStatus>> {
+        self.status.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Ends the stream with a retryable status, so the proxy reconnects elsewhere.
@@ -101,24 +109,24 @@ impl Connection {
 
     /// Asks the stream's task to end it for `why` (the first reason given wins).
     pub fn end(&self, why: Ending) {
-        self.ending.send_if_modified(|e| {
-            let first = e.is_none();
-            if first {
-                *e = Some(why);
-            }
-            first
-        });
+        if self.ending.set(why).is_ok() {
+            self.ending_set.notify_waiters();
+        }
     }
 
     /// Resolves, with the reason, once the stream is to end.
-    pub fn ending(&self) -> impl Future<Output = Ending> + Send + 'static + use<> {
-        let mut rx = self.ending.subscribe();
+    pub fn ending(self: &Arc<Self>) -> impl Future<Output = Ending> + Send + 'static + use<> {
+        let conn = self.clone();
         async move {
-            let why = rx.wait_for(Option::is_some).await.ok().and_then(|e| *e);
-            match why {
-                Some(why) => why,
-                // The connection is gone, and its task with it.
-                None => std::future::pending().await,
+            loop {
+                let notified = conn.ending_set.notified();
+                let mut notified = std::pin::pin!(notified);
+                // Registered before the check, so that an `end` between the two wakes it.
+                notified.as_mut().enable();
+                if let Some(why) = conn.ending.get() {
+                    return *why;
+                }
+                notified.await;
             }
         }
     }
@@ -221,8 +229,9 @@ impl Registry {
             push_tx,
             scope: Mutex::new(scope),
             inbound: Mutex::new(None),
-            status: watch::Sender::new(Vec::new()),
-            ending: watch::Sender::new(None),
+            status: RwLock::new(Vec::new()),
+            ending: OnceLock::new(),
+            ending_set: Notify::new(),
             relayed_in,
         });
         let mut conns = self.write();

@@ -21,6 +21,7 @@
 //! Types this server does not generate are ignored without keeping anything, and the
 //! names a stream subscribes to are bounded (`limits`).
 
+use super::by_type::ByType;
 use super::error::{AdsError, Result};
 use super::limits::{self, DEFAULT_MAX_NAMES};
 use super::scope::{PushScope, host_selected};
@@ -29,10 +30,10 @@ use super::source::{ResourceSource, subscribed};
 use super::status::{Nonces, Reply, RequestKind, TypeStatus};
 use super::transport::SotwResponse as DiscoveryResponse;
 use crate::proxy::Proxy;
-use crate::xds::types::{CLUSTER, ENDPOINT, PUSH_ORDER, is_wildcard};
+use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
 use crate::xds::{GenerateError, XdsResource};
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// The SotW state of one ADS stream.
@@ -40,7 +41,7 @@ use std::sync::Arc;
 pub struct SotwStream {
     proxy: Arc<Proxy>,
     /// By type URL, one of [`PUSH_ORDER`] (only served types are watched).
-    watches: BTreeMap<&'static str, Watch>,
+    watches: ByType<Watch>,
     nonces: Nonces,
     /// Names the stream may subscribe to, over all types.
     max_names: usize,
@@ -112,7 +113,7 @@ impl SotwStream {
     pub fn new(proxy: impl Into<Arc<Proxy>>) -> Self {
         SotwStream {
             proxy: proxy.into(),
-            watches: BTreeMap::new(),
+            watches: ByType::default(),
             nonces: Nonces::default(),
             max_names: DEFAULT_MAX_NAMES,
         }
@@ -143,9 +144,9 @@ impl SotwStream {
         if type_url.is_empty() {
             return Err(AdsError::MissingTypeUrl);
         }
-        if !limits::served(type_url) {
+        let Some(type_url) = limits::served(type_url) else {
             return Ok(Reply::new(RequestKind::Unsupported));
-        }
+        };
         let held = self.watches.get(type_url);
         let legacy = held.is_none_or(|w| !w.named);
         let (wildcard, names) = subscription(
@@ -158,7 +159,7 @@ impl SotwStream {
         let others: usize = self
             .watches
             .iter()
-            .filter(|(t, _)| **t != type_url)
+            .filter(|(t, _)| *t != type_url)
             .map(|(_, w)| w.status.names.len())
             .sum();
         limits::check_names(others + names.len(), self.max_names, type_url)?;
@@ -167,15 +168,9 @@ impl SotwStream {
         // First request of the type (or a proxy that reconnected with a nonce from
         // elsewhere): (re)start the watch and always respond.
         if nonce.is_empty() || !self.watches.contains_key(type_url) {
-            // Served (checked above), so one of them.
-            let key = PUSH_ORDER
-                .into_iter()
-                .find(|t| *t == type_url)
-                .ok_or(AdsError::MissingTypeUrl)?;
             let w = self
                 .watches
-                .entry(key)
-                .or_insert_with(|| Watch::new(type_url));
+                .get_or_insert_with(type_url, || Watch::new(type_url));
             w.wildcard = wildcard;
             w.status.names = names;
             w.named |= named;

@@ -3,8 +3,9 @@
 
 use super::sent::{Names, SentSet};
 use crate::xds::GenerateError;
+use crate::xds::types::PUSH_ORDER;
 use serde::Serialize;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// The most of a proxy's own text (a NACK's message, the version it reports) a stream
 /// keeps per type: room for any rejection Envoy writes, while a proxy that sends
@@ -133,8 +134,15 @@ pub struct Nack {
 
 impl TypeStatus {
     pub(crate) fn new(type_url: &str) -> Self {
+        // Every stream's statuses share the served types' URLs.
+        static SERVED: LazyLock<[SharedText; PUSH_ORDER.len()]> =
+            LazyLock::new(|| PUSH_ORDER.map(SharedText::from));
+        let type_url = match PUSH_ORDER.iter().position(|t| *t == type_url) {
+            Some(i) => SERVED[i].clone(),
+            None => type_url.into(),
+        };
         TypeStatus {
-            type_url: type_url.into(),
+            type_url,
             ..Default::default()
         }
     }
