@@ -246,7 +246,7 @@ impl Seen {
 }
 
 /// The bounds a stream's state keeps, whatever it was sent.
-fn check_state(status: &[TypeStatus], max_names: usize, existing: usize, claimed: usize) {
+fn check_state(status: &[Arc<TypeStatus>], max_names: usize, existing: usize, claimed: usize) {
     let subscribed: usize = status.iter().map(|s| s.subscribed()).sum();
     assert!(
         subscribed <= max_names,

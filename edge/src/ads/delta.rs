@@ -40,7 +40,7 @@ use super::limits::{self, DEFAULT_MAX_NAMES};
 use super::scope::{PushScope, host_selected};
 use super::sent::Names;
 use super::source::{ResourceSource, subscribed};
-use super::status::{Nonces, Reply, RequestKind, TypeStatus};
+use super::status::{self, Nonces, Reply, RequestKind, Statuses, TypeStatus};
 use super::transport::{DeltaResource, DeltaResponse as DeltaDiscoveryResponse};
 use crate::proxy::Proxy;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
@@ -68,7 +68,7 @@ struct Watch {
     wildcard: bool,
     /// What the proxy holds.
     known: Known,
-    status: TypeStatus,
+    status: Arc<TypeStatus>,
 }
 
 /// What a request's subscription deltas ask the response to carry.
@@ -144,7 +144,7 @@ impl Watch {
                 .iter()
                 .map(String::as_str)
                 .filter(|n| !self.status.names.contains(n));
-            self.status.names = Names::new(kept.chain(new));
+            Arc::make_mut(&mut self.status).names = Names::new(kept.chain(new));
         }
         if self.wildcard {
             // The wildcard may cover what was unsubscribed: the response says.
@@ -219,7 +219,7 @@ impl DeltaStream {
                 && req.resource_names_subscribe.is_empty()
                 && req.resource_names_unsubscribe.is_empty(),
             known: Known::default(),
-            status: TypeStatus::new(type_url),
+            status: Arc::new(TypeStatus::new(type_url)),
         });
 
         let nonce = req.response_nonce.as_str();
@@ -230,10 +230,10 @@ impl DeltaStream {
         } else if nonce != w.status.nonce_sent {
             RequestKind::Stale
         } else if let Some(err) = &req.error_detail {
-            RequestKind::Nack(w.status.nacked(nonce, &err.message))
+            RequestKind::Nack(Arc::make_mut(&mut w.status).nacked(nonce, &err.message))
         } else {
             let version = w.status.version_sent.clone();
-            w.status.acked(nonce, &version, w.known.sent());
+            Arc::make_mut(&mut w.status).acked(nonce, &version, w.known.sent());
             RequestKind::Ack
         };
 
@@ -298,14 +298,10 @@ impl DeltaStream {
     }
 
     /// The sync state of every watched type.
-    pub fn status(&self) -> Vec<TypeStatus> {
+    pub fn status(&self) -> Statuses {
         self.watches
             .values()
-            .map(|w| TypeStatus {
-                wildcard: w.wildcard,
-                resources: w.known.len(),
-                ..w.status.clone()
-            })
+            .map(|w| status::published(&w.status, w.wildcard, w.known.len()))
             .collect()
     }
 
@@ -387,7 +383,10 @@ impl DeltaStream {
         }
 
         let (version, nonce) = self.nonces.next(src.version());
-        w.status.sent(&version, &nonce);
+        // Counted here, so that what the stream publishes next shares this status.
+        let status = Arc::make_mut(&mut w.status);
+        status.sent(&version, &nonce);
+        (status.wildcard, status.resources) = (w.wildcard, w.known.len());
         let shared: Vec<Arc<XdsResource>> = upserts.iter().map(|r| Arc::clone(r)).collect();
         // Encoded once for every stream sending them; else each resource with its version.
         let encoded_resources = src.delta_resources(&shared);

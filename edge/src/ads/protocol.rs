@@ -5,7 +5,7 @@ use super::error::Result;
 use super::scope::PushScope;
 use super::sotw::SotwStream;
 use super::source::ResourceSource;
-use super::status::{Reply, TypeStatus};
+use super::status::{Reply, Statuses};
 use super::transport::{
     DELTA_PATH, DeltaResponse as DeltaDiscoveryResponse, Encoded, SOTW_PATH,
     SotwResponse as DiscoveryResponse,
@@ -45,7 +45,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
         type_url: &str,
         scope: &PushScope,
     ) -> Result<Option<Self::Response>, GenerateError>;
-    fn status(&self) -> Vec<TypeStatus>;
+    fn status(&self) -> Statuses;
 }
 
 impl Protocol for SotwStream {
@@ -89,7 +89,7 @@ impl Protocol for SotwStream {
     ) -> Result<Option<DiscoveryResponse>, GenerateError> {
         SotwStream::push_type(self, src, type_url, scope)
     }
-    fn status(&self) -> Vec<TypeStatus> {
+    fn status(&self) -> Statuses {
         SotwStream::status(self)
     }
 }
@@ -135,7 +135,7 @@ impl Protocol for DeltaStream {
     ) -> Result<Option<DeltaDiscoveryResponse>, GenerateError> {
         DeltaStream::push_type(self, src, type_url, scope)
     }
-    fn status(&self) -> Vec<TypeStatus> {
+    fn status(&self) -> Statuses {
         DeltaStream::status(self)
     }
 }

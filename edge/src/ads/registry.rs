@@ -3,7 +3,7 @@
 use super::error::Ending;
 use super::outbound::queue;
 use super::scope::short_type;
-use super::status::TypeStatus;
+use super::status::{Statuses, TypeStatus};
 use crate::proxy::{InterceptionMode, Proxy, ProxyKind};
 use crate::push_queue::{DoneGuard, PushEvent};
 use serde_json::{Value, json};
@@ -44,7 +44,7 @@ pub(crate) struct Connection {
     /// The stream's sync state, published by its task after every step. Locks, not
     /// watch channels: nobody waits for a change, and a channel's state cost ~350 B per
     /// stream.
-    status: RwLock<Vec<TypeStatus>>,
+    status: RwLock<Statuses>,
     /// Set once to end the stream with a retryable status: handed off or replaced.
     ending: OnceLock<Ending>,
     /// Wakes the stream's task when `ending` is set.
@@ -88,7 +88,7 @@ impl Connection {
         s.replace(ports)
     }
 
-    pub fn publish(&self, status: Vec<TypeStatus>) {
+    pub fn publish(&self, status: Statuses) {
         let old = std::mem::replace(
             &mut *self.status.write().unwrap_or_else(|e| e.into_inner()),
             status,
@@ -98,7 +98,7 @@ impl Connection {
 
     /// The stream's sync state as last published (`/debug/syncz` and CSDS read it here).
     /// Hold it briefly: the stream's next publish waits for it.
-    pub fn status(&self) -> RwLockReadGuard<'_, Vec<TypeStatus>> {
+    pub fn status(&self) -> RwLockReadGuard<'_, Statuses> {
         self.status.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -292,7 +292,7 @@ impl Registry {
 
     /// Calls `visit` with the newest stream of each proxy connected here and its sync
     /// state (what CSDS answers); the registry's lock is not held meanwhile.
-    pub fn visit_proxies(&self, visit: &mut dyn FnMut(&Proxy, &[TypeStatus])) {
+    pub fn visit_proxies(&self, visit: &mut dyn FnMut(&Proxy, &[Arc<TypeStatus>])) {
         let newest: Vec<Arc<Connection>> = self.read().by_proxy.values().cloned().collect();
         for conn in newest {
             visit(&conn.proxy, &conn.status());

@@ -223,7 +223,7 @@ impl XdsServer {
 
 /// CSDS reads the proxies from the registry of streams.
 impl ConnectedProxies for XdsServer {
-    fn visit(&self, visit: &mut dyn FnMut(&Proxy, &[TypeStatus])) {
+    fn visit(&self, visit: &mut dyn FnMut(&Proxy, &[Arc<TypeStatus>])) {
         self.shared.registry.visit_proxies(visit)
     }
 }

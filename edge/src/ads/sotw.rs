@@ -27,7 +27,7 @@ use super::limits::{self, DEFAULT_MAX_NAMES};
 use super::scope::{PushScope, host_selected};
 use super::sent::{Names, SentSet};
 use super::source::{ResourceSource, subscribed};
-use super::status::{Nonces, Reply, RequestKind, TypeStatus};
+use super::status::{self, Nonces, Reply, RequestKind, Statuses, TypeStatus};
 use super::transport::SotwResponse as DiscoveryResponse;
 use crate::proxy::Proxy;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
@@ -55,7 +55,7 @@ struct Watch {
     named: bool,
     /// What the proxy was last sent.
     sent: SentSet,
-    status: TypeStatus,
+    status: Arc<TypeStatus>,
 }
 
 impl Watch {
@@ -64,7 +64,7 @@ impl Watch {
             wildcard: false,
             named: false,
             sent: SentSet::default(),
-            status: TypeStatus::new(type_url),
+            status: Arc::new(TypeStatus::new(type_url)),
         }
     }
 
@@ -172,7 +172,7 @@ impl SotwStream {
                 .watches
                 .get_or_insert_with(type_url, || Watch::new(type_url));
             w.wildcard = wildcard;
-            w.status.names = names;
+            Arc::make_mut(&mut w.status).names = names;
             w.named |= named;
             w.sent.clear();
             let mut reply = Reply::new(RequestKind::Initial);
@@ -187,9 +187,11 @@ impl SotwStream {
             return Ok(Reply::new(RequestKind::Stale));
         }
         let kind = match &req.error_detail {
-            Some(err) => RequestKind::Nack(w.status.nacked(nonce, &err.message)),
+            Some(err) => {
+                RequestKind::Nack(Arc::make_mut(&mut w.status).nacked(nonce, &err.message))
+            }
             None => {
-                w.status.acked(nonce, &req.version_info, &w.sent);
+                Arc::make_mut(&mut w.status).acked(nonce, &req.version_info, &w.sent);
                 RequestKind::Ack
             }
         };
@@ -203,7 +205,7 @@ impl SotwStream {
         if !wildcard && names.is_empty() {
             w.sent.clear();
             w.wildcard = false;
-            w.status.names = names;
+            Arc::make_mut(&mut w.status).names = names;
             return Ok(reply);
         }
         // Otherwise CDS/LDS resend their whole set if it differs from the last one (fewer
@@ -213,7 +215,7 @@ impl SotwStream {
             w.sent.retain(|n| names.contains(n));
         }
         w.wildcard = wildcard;
-        w.status.names = names;
+        Arc::make_mut(&mut w.status).names = names;
         reply.push(type_url, self.respond(src, type_url, None, false));
         Ok(reply)
     }
@@ -246,14 +248,10 @@ impl SotwStream {
     }
 
     /// The sync state of every watched type.
-    pub fn status(&self) -> Vec<TypeStatus> {
+    pub fn status(&self) -> Statuses {
         self.watches
             .values()
-            .map(|w| TypeStatus {
-                wildcard: w.wildcard,
-                resources: w.sent.len(),
-                ..w.status.clone()
-            })
+            .map(|w| status::published(&w.status, w.wildcard, w.sent.len()))
             .collect()
     }
 
@@ -297,7 +295,10 @@ impl SotwStream {
         };
 
         let (version, nonce) = self.nonces.next(src.version());
-        w.status.sent(&version, &nonce);
+        // Counted here, so that what the stream publishes next shares this status.
+        let status = Arc::make_mut(&mut w.status);
+        status.sent(&version, &nonce);
+        (status.wildcard, status.resources) = (w.wildcard, w.sent.len());
         let mut resources: Vec<Arc<XdsResource>> = to_send.into_iter().cloned().collect();
         // Encoded once for every stream sending them: then not kept here.
         let encoded_resources = src.sotw_resources(&resources);

@@ -124,6 +124,27 @@ fn count<S: serde::Serializer>(names: &Names, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(names.len() as u64)
 }
 
+/// What a stream publishes after every step, by type URL: each type's status is the
+/// allocation the stream's own state holds (copied only when the stream changes it while
+/// published), so a stream keeps one copy of its statuses, not two.
+pub type Statuses = Vec<Arc<TypeStatus>>;
+
+/// `status` with `wildcard` and `resources` as given: `status` itself when they already are.
+pub(crate) fn published(
+    status: &Arc<TypeStatus>,
+    wildcard: bool,
+    resources: usize,
+) -> Arc<TypeStatus> {
+    if status.wildcard == wildcard && status.resources == resources {
+        return status.clone();
+    }
+    Arc::new(TypeStatus {
+        wildcard,
+        resources,
+        ..TypeStatus::clone(status)
+    })
+}
+
 /// A rejected response.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Nack {

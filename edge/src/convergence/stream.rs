@@ -4,6 +4,7 @@
 use super::ledger::NackSample;
 use super::revisions::Revisions;
 use crate::ads::status::{SharedText, TypeStatus};
+use std::sync::Arc;
 
 /// What a stream sent for revisions, until the proxy answers (at most one push: a later
 /// one takes over the earlier's revisions, its config being at least as new).
@@ -33,8 +34,8 @@ impl InFlight {
     pub fn pushed(
         &mut self,
         mut revisions: Revisions,
-        before: &[TypeStatus],
-        after: &[TypeStatus],
+        before: &[Arc<TypeStatus>],
+        after: &[Arc<TypeStatus>],
         proxy: &str,
     ) {
         let sent: Vec<(SharedText, SharedText)> = after
@@ -75,7 +76,7 @@ impl InFlight {
 
     /// After a request: settles the push once every response it sent is answered (one
     /// NACK settles it as rejected).
-    pub fn answered(&mut self, statuses: &[TypeStatus], proxy: &str) {
+    pub fn answered(&mut self, statuses: &[Arc<TypeStatus>], proxy: &str) {
         let Some(w) = &self.waiting else { return };
         let mut all_acked = true;
         for (type_url, nonce) in &w.nonces {
@@ -109,7 +110,7 @@ impl InFlight {
 /// The proxy's answer to `nonce` of `type_url`. A response since superseded (a request
 /// was answered after the push) counts by how the latest was answered: it carries a
 /// config at least as new.
-fn answer(statuses: &[TypeStatus], type_url: &str, nonce: &str) -> Answer {
+fn answer(statuses: &[Arc<TypeStatus>], type_url: &str, nonce: &str) -> Answer {
     let Some(s) = statuses.iter().find(|s| s.type_url == type_url) else {
         // No longer watched: nothing left to answer.
         return Answer::Acked;

@@ -36,7 +36,12 @@ fn counts(l: &Ledger, v: u64) -> RevisionCounts {
 }
 
 /// A type's status: `sent` nonce, `acked` nonce, and a NACK of `nacked` when given.
-fn status(type_url: &str, sent: &str, acked: &str, nacked: Option<(&str, &str)>) -> TypeStatus {
+fn status(
+    type_url: &str,
+    sent: &str,
+    acked: &str,
+    nacked: Option<(&str, &str)>,
+) -> Arc<TypeStatus> {
     let mut s = TypeStatus::new(type_url);
     s.sent(sent.split('-').next().unwrap_or(""), sent);
     s.nonce_acked = acked.into();
@@ -45,7 +50,7 @@ fn status(type_url: &str, sent: &str, acked: &str, nacked: Option<(&str, &str)>)
         version: "".into(),
         message: message.into(),
     });
-    s
+    Arc::new(s)
 }
 
 #[test]

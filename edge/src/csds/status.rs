@@ -11,11 +11,12 @@ use envoy_types::pb::envoy::service::status::v3::{ClientConfig, ConfigStatus};
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 use shoal_proto::xds::Proxy;
 use shoal_proto::xds::node_metadata::{CLUSTER_ID, NAMESPACE};
+use std::sync::Arc;
 
 /// `proxy` and its stream's per-type state: the node (its ID, and the namespace and
 /// cluster it runs in, as Istio's CSDS gives them) and one `GenericXdsConfig` per type the
 /// stream watches, in the order the stream keeps them.
-pub fn client_config(proxy: &Proxy, types: &[TypeStatus]) -> ClientConfig {
+pub fn client_config(proxy: &Proxy, types: &[Arc<TypeStatus>]) -> ClientConfig {
     let metadata = [
         (NAMESPACE, &proxy.namespace),
         (CLUSTER_ID, &proxy.cluster_id),
@@ -35,7 +36,7 @@ pub fn client_config(proxy: &Proxy, types: &[TypeStatus]) -> ClientConfig {
             metadata: Some(Struct { fields: metadata }),
             ..Default::default()
         }),
-        generic_xds_configs: types.iter().map(type_config).collect(),
+        generic_xds_configs: types.iter().map(|t| type_config(t)).collect(),
         ..Default::default()
     }
 }

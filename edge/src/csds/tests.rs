@@ -124,7 +124,10 @@ fn a_nack_is_an_error_with_envoys_message_and_the_rejected_version_until_an_ack(
 
 #[test]
 fn the_node_names_the_proxy_with_its_namespace_and_cluster() {
-    let c = client_config(&proxy(WEB), &[acked(CDS, "1"), sent(RDS, "1")]);
+    let c = client_config(
+        &proxy(WEB),
+        &[acked(CDS, "1").into(), sent(RDS, "1").into()],
+    );
     let node = c.node.unwrap();
     assert_eq!(node.id, WEB);
     let fields = node.metadata.unwrap().fields;
@@ -232,9 +235,10 @@ fn matchers_this_server_cannot_honour_are_refused_not_ignored() {
 struct Fixed(Vec<(Proxy, Vec<TypeStatus>)>);
 
 impl ConnectedProxies for Fixed {
-    fn visit(&self, visit: &mut dyn FnMut(&Proxy, &[TypeStatus])) {
+    fn visit(&self, visit: &mut dyn FnMut(&Proxy, &[Arc<TypeStatus>])) {
         for (proxy, types) in &self.0 {
-            visit(proxy, types);
+            let types: Vec<Arc<TypeStatus>> = types.iter().cloned().map(Arc::new).collect();
+            visit(proxy, &types);
         }
     }
 }

@@ -47,6 +47,7 @@ fn status(s: &DeltaStream, type_url: &str) -> TypeStatus {
     s.status()
         .into_iter()
         .find(|t| t.type_url == type_url)
+        .map(Arc::unwrap_or_clone)
         .unwrap()
 }
 

@@ -4,7 +4,7 @@
 use super::XdsServer;
 use crate::ads::registry::Connection;
 use crate::ads::source::{GeneratorSource, subscribed};
-use crate::ads::status::TypeStatus;
+use crate::ads::status::Statuses;
 use crate::config_dump::{self, Held, TypeDiff};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -19,10 +19,7 @@ pub enum ConfigDumpError {
 impl XdsServer {
     /// `proxy_id`'s newest stream here and a copy of the status it last published (the
     /// stream's next step waits on the borrow, so it is not held).
-    fn published(
-        &self,
-        proxy_id: &str,
-    ) -> Result<(Arc<Connection>, Vec<TypeStatus>), ConfigDumpError> {
+    fn published(&self, proxy_id: &str) -> Result<(Arc<Connection>, Statuses), ConfigDumpError> {
         let conn = self
             .shared
             .registry

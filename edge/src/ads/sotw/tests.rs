@@ -55,6 +55,7 @@ fn status(s: &SotwStream, type_url: &str) -> TypeStatus {
     s.status()
         .into_iter()
         .find(|t| t.type_url == type_url)
+        .map(Arc::unwrap_or_clone)
         .unwrap()
 }
 
