@@ -5,7 +5,7 @@
 //! answers in one message.
 //!
 //! ```text
-//!  ads registry: each stream publishes Vec<TypeStatus> after every step
+//!  ads registry: each stream publishes its `Statuses` after every step
 //!        │ ConnectedProxies (XdsServer)
 //!        ▼
 //!  service ─► access (who asks) ─► answer: matcher (node_matchers) ─► status (ClientConfig)
