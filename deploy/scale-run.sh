@@ -19,6 +19,7 @@
 #                      and check that every proxy it served is served again within
 #                      DRAIN_GRACE (the loadtest holds the proxies for HOLD seconds)
 #   DRAIN_GRACE [10]   the edges' --drain-grace, seconds; HOLD [DRAIN_GRACE + 20]
+#   DRAIN_SHARE [0.8]  the edges' --drain-handoff-share: the part of the grace the hand-off spreads over
 #   MAX_STREAMS        each edge's --max-streams (default: 2 × PROXIES / (EDGES - 1) + 1000,
 #                      room for its own, the relayed, and a dead edge's share)
 #   SAMPLE_S [5]       sampling period; OUT [/tmp/shoal-scale]; BASE_PORT [27000]
@@ -127,7 +128,7 @@ for i in $(seq 0 $((EDGES - 1))); do
   "$BIN/edge" --nats-url $NATS --redis-url $REDIS --edge-id "edge-$i" \
     --plaintext-xds-addr 127.0.0.1:$((BASE + 10 + i)) --secure-xds-addr 127.0.0.1:$((BASE + 50 + i)) \
     --ca-root-dir "$OUT/ca" --http-addr 127.0.0.1:$((BASE + 30 + i)) \
-    --max-streams "$MAX_STREAMS" --drain-grace "${DRAIN_GRACE}s" \
+    --max-streams "$MAX_STREAMS" --drain-grace "${DRAIN_GRACE}s" --drain-handoff-share "${DRAIN_SHARE:-0.8}" \
     > "$OUT/logs/edge-$i.log" 2>&1 & pids+=($!); edge_pids+=($!)
   addrs+=("127.0.0.1:$((BASE + 10 + i))")
 done

@@ -50,6 +50,11 @@ pub struct Args {
     /// Proxies handed to other edges per second, at least (on a ring change or a drain).
     #[arg(long, env = "SHOAL_HANDOFF_RATE", default_value_t = 200.0)]
     pub handoff_rate: f64,
+    /// On SIGTERM, the share of `--drain-grace` over which every proxy is handed off
+    /// (0 < share ≤ 1): a smaller share leaves more of the grace for the proxies to
+    /// reconnect and be served elsewhere, a larger one spreads their reconnects thinner.
+    #[arg(long, env = "SHOAL_DRAIN_HANDOFF_SHARE", default_value_t = 0.8, value_parser = share)]
+    pub drain_handoff_share: f64,
     /// How often proxies served here for another edge (their owner could not be reached
     /// when they connected) are sent home; 0s: only on ring changes.
     #[arg(long, env = "SHOAL_REHOME_INTERVAL", default_value = "30s", value_parser = duration)]
@@ -57,12 +62,12 @@ pub struct Args {
 }
 
 impl Args {
-    /// How this edge hands proxies off: on drain, within 80% of `--drain-grace`, so their
-    /// streams end before the process does.
+    /// How this edge hands proxies off: on drain, within `--drain-handoff-share` of
+    /// `--drain-grace`, so their streams end before the process does.
     pub fn handoff(&self) -> crate::HandoffConfig {
         crate::HandoffConfig {
             rate: self.handoff_rate.max(1.0),
-            drain_window: self.drain.drain_grace.mul_f64(0.8),
+            drain_window: self.drain.drain_grace.mul_f64(self.drain_handoff_share),
             rehome_every: self.rehome_interval,
         }
     }
@@ -288,10 +293,36 @@ impl PushArgs {
     }
 }
 
+/// A share of a whole: a number in (0, 1].
+fn share(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s} is not in (0, 1]"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn the_drain_hands_off_within_its_share_of_the_grace() {
+        let args = Args::try_parse_from(["x", "--drain-grace", "20s"]).unwrap();
+        assert_eq!(args.handoff().drain_window, Duration::from_secs(16));
+        let args =
+            Args::try_parse_from(["x", "--drain-grace", "20s", "--drain-handoff-share", "0.5"])
+                .unwrap();
+        assert_eq!(args.handoff().drain_window, Duration::from_secs(10));
+        for bad in ["0", "1.5", "-0.2", "half"] {
+            assert!(
+                Args::try_parse_from(["x", "--drain-handoff-share", bad]).is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn shared_flags_keep_their_defaults() {
