@@ -383,10 +383,7 @@ impl DeltaStream {
         }
 
         let (version, nonce) = self.nonces.next(src.version());
-        // Counted here, so that what the stream publishes next shares this status.
-        let status = Arc::make_mut(&mut w.status);
-        status.sent(&version, &nonce);
-        (status.wildcard, status.resources) = (w.wildcard, w.known.len());
+        status::record_sent(&mut w.status, &version, &nonce, w.wildcard, w.known.len());
         let shared: Vec<Arc<XdsResource>> = upserts.iter().map(|r| Arc::clone(r)).collect();
         // Encoded once for every stream sending them; else each resource with its version.
         let encoded_resources = src.delta_resources(&shared);

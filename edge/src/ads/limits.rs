@@ -11,8 +11,8 @@ use crate::xds::types::PUSH_ORDER;
 /// invents names can make an edge hold.
 pub const DEFAULT_MAX_NAMES: usize = 100_000;
 
-/// The served type URL equal to `type_url`, if this server generates it. A request for any other type is ignored
-/// before the stream keeps anything for it.
+/// The served type URL equal to `type_url`, if this server generates it. A request for
+/// any other type is ignored before the stream keeps anything for it.
 ///
 /// Ignored rather than refused with a status: Istio answers a type it has no generator
 /// for with nothing (no response, no NACK, the stream goes on), and Envoy can be made to

@@ -89,6 +89,7 @@ impl Connection {
     }
 
     pub fn publish(&self, status: Statuses) {
+        // The statuses replaced are dropped after the lock is released.
         let old = std::mem::replace(
             &mut *self.status.write().unwrap_or_else(|e| e.into_inner()),
             status,

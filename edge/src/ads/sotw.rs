@@ -295,10 +295,7 @@ impl SotwStream {
         };
 
         let (version, nonce) = self.nonces.next(src.version());
-        // Counted here, so that what the stream publishes next shares this status.
-        let status = Arc::make_mut(&mut w.status);
-        status.sent(&version, &nonce);
-        (status.wildcard, status.resources) = (w.wildcard, w.sent.len());
+        status::record_sent(&mut w.status, &version, &nonce, w.wildcard, w.sent.len());
         let mut resources: Vec<Arc<XdsResource>> = to_send.into_iter().cloned().collect();
         // Encoded once for every stream sending them: then not kept here.
         let encoded_resources = src.sotw_resources(&resources);

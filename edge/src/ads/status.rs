@@ -129,6 +129,20 @@ fn count<S: serde::Serializer>(names: &Names, s: S) -> Result<S::Ok, S::Error> {
 /// published), so a stream keeps one copy of its statuses, not two.
 pub type Statuses = Vec<Arc<TypeStatus>>;
 
+/// Records a response sent, with the watch's counts as they now are, so that what the
+/// stream publishes next ([`published`]) shares this status.
+pub(crate) fn record_sent(
+    status: &mut Arc<TypeStatus>,
+    version: &str,
+    nonce: &str,
+    wildcard: bool,
+    resources: usize,
+) {
+    let status = Arc::make_mut(status);
+    status.sent(version, nonce);
+    (status.wildcard, status.resources) = (wildcard, resources);
+}
+
 /// `status` with `wildcard` and `resources` as given: `status` itself when they already are.
 pub(crate) fn published(
     status: &Arc<TypeStatus>,
