@@ -161,6 +161,10 @@ pub struct PushArgs {
     /// A response not sent within this time closes its stream.
     #[arg(long, env = "SHOAL_SEND_TIMEOUT", default_value = "5s", value_parser = duration)]
     pub send_timeout: Duration,
+    /// Chunks of responses (up to three each) one stream may have waiting, queued or in
+    /// HTTP/2 not yet written to its connection; beyond it sends wait, and time out.
+    #[arg(long, env = "SHOAL_XDS_STREAM_BUFFER", default_value_t = crate::ads::XdsConfig::default().stream_buffer, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub stream_buffer: usize,
     /// Most ADS streams held at once; more are refused with RESOURCE_EXHAUSTED.
     #[arg(long, env = "SHOAL_XDS_MAX_STREAMS", default_value_t = 20_000)]
     pub max_streams: usize,
@@ -277,6 +281,7 @@ impl PushArgs {
     pub fn apply(&self, xds: &mut crate::ads::XdsConfig) {
         xds.push_throttle = self.push_throttle;
         xds.send_timeout = self.send_timeout;
+        xds.stream_buffer = self.stream_buffer;
         xds.max_streams = self.max_streams;
         xds.max_requests_per_second = self.max_requests_per_second;
         xds.initial_throttle = self.initial_throttle;

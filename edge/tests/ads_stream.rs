@@ -11,8 +11,11 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use prost::Message;
+use shoal_edge::ads::XdsConfig;
 use shoal_edge::proxy::node_metadata;
+use shoal_proto::push_context::PushContext;
 use shoal_proto::xds::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -432,6 +435,193 @@ async fn drain_hands_every_proxy_off_at_a_pace() {
         h.metrics()
     );
     h.shutdown().await;
+}
+
+/// A proxy that stops reading holds at most its stream buffer on the edge, however many
+/// responses are due to it and however large a window it advertises: the chunks HTTP/2
+/// has not written count against the buffer, so the next send waits, times out and closes
+/// the stream (Istio's send timeout), instead of HTTP/2 taking every response in.
+#[tokio::test]
+async fn a_proxy_that_stops_reading_holds_only_its_buffer_and_times_out() {
+    let mesh = |version: u64| {
+        let services = (0..2000)
+            .map(|i| service(&format!("svc-{i}"), 9080 + version as u32))
+            .collect::<Vec<_>>();
+        PushContext::from_chunks(version, [namespace(services)])
+    };
+    let config = XdsConfig {
+        stream_buffer: 2,
+        send_timeout: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let h = Harness::start_with(config, mesh(1), "127.0.0.1:0".parse().unwrap()).await;
+    let stall = Arc::new(stalling::Stall::default());
+    // Envoy's windows are 256 MiB: flow control never stops the edge, full buffers do.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", h.addr))
+        .unwrap()
+        .initial_stream_window_size(64 << 20)
+        .initial_connection_window_size(64 << 20)
+        .connect_with_connector(stalling::Connector(stall.clone()))
+        .await
+        .unwrap();
+    let mut client = AggregatedDiscoveryServiceClient::new(channel);
+    let (tx, rx) = mpsc::channel(16);
+    tx.send(DiscoveryRequest {
+        node: Some(node()),
+        ..request(CLUSTER, &[], "", "")
+    })
+    .await
+    .unwrap();
+    let mut responses = client
+        .stream_aggregated_resources(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    stall.set(true);
+    for type_url in [LISTENER, ROUTE] {
+        tx.send(request(type_url, &[], "", "")).await.unwrap();
+    }
+    // New versions until a send times out, the most bytes held for the stream meanwhile.
+    let mut most_held = 0.0f64;
+    for version in 2..40 {
+        most_held = most_held.max(h.metric("shoal_xds_queued_bytes"));
+        if h.metric("pilot_xds_write_timeout_total") >= 1.0 {
+            break;
+        }
+        h.update(mesh(version), true, &[]).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        h.metric("pilot_xds_write_timeout_total"),
+        1.0,
+        "{}",
+        h.metrics()
+    );
+    assert_eq!(h.server.connected(), 0);
+
+    // Read again: what the edge held arrives whole, then the send timeout's status.
+    stall.set(false);
+    let mut largest = 0;
+    let status = tokio::time::timeout(WAIT, async {
+        loop {
+            match responses.message().await {
+                Ok(Some(r)) => largest = largest.max(r.encoded_len()),
+                Ok(None) => panic!("the stream ended without a status"),
+                Err(status) => break status,
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
+    assert!(
+        status.message().contains("SHOAL_SEND_TIMEOUT"),
+        "{status:?}"
+    );
+    // Two chunks: at most the shared resources of one response and a little framing.
+    assert!(largest > 100_000, "a CDS response of {largest} bytes");
+    assert!(
+        most_held > 0.0 && most_held <= largest as f64 + 1024.0,
+        "{most_held} bytes held for a stream of two chunks, responses up to {largest}"
+    );
+    tokio::time::timeout(WAIT, async {
+        while h.metric("shoal_xds_queued_bytes") > 0.0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("nothing held once written");
+    h.shutdown().await;
+}
+
+/// A TCP connection to the edge whose reads can be stopped, as a proxy that stops reading:
+/// the kernel's buffers fill, then the edge holds what is left.
+mod stalling {
+    use hyper_util::rt::TokioIo;
+    use std::future::Future;
+    use std::io;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll, Waker};
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+    use tokio::net::TcpStream;
+
+    #[derive(Default)]
+    pub struct Stall {
+        stalled: AtomicBool,
+        reader: Mutex<Option<Waker>>,
+    }
+
+    impl Stall {
+        pub fn set(&self, stalled: bool) {
+            self.stalled.store(stalled, Ordering::SeqCst);
+            if let Some(w) = self.reader.lock().unwrap().take() {
+                w.wake();
+            }
+        }
+    }
+
+    pub struct Stream {
+        tcp: TcpStream,
+        stall: Arc<Stall>,
+    }
+
+    impl AsyncRead for Stream {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            if self.stall.stalled.load(Ordering::SeqCst) {
+                *self.stall.reader.lock().unwrap() = Some(cx.waker().clone());
+                if self.stall.stalled.load(Ordering::SeqCst) {
+                    return Poll::Pending;
+                }
+            }
+            Pin::new(&mut self.tcp).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Stream {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Pin::new(&mut self.tcp).poll_write(cx, buf)
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.tcp).poll_flush(cx)
+        }
+
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.tcp).poll_shutdown(cx)
+        }
+    }
+
+    #[derive(Clone)]
+    pub struct Connector(pub Arc<Stall>);
+
+    impl tower_service::Service<http::Uri> for Connector {
+        type Response = TokioIo<Stream>;
+        type Error = io::Error;
+        type Future = Pin<Box<dyn Future<Output = io::Result<TokioIo<Stream>>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, uri: http::Uri) -> Self::Future {
+            let stall = self.0.clone();
+            Box::pin(async move {
+                let authority = uri.authority().expect("host:port").to_string();
+                let tcp = TcpStream::connect(authority).await?;
+                Ok(TokioIo::new(Stream { tcp, stall }))
+            })
+        }
+    }
 }
 
 /// A proxy that moved here from an edge further ahead reports that edge's snapshot in its

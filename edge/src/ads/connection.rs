@@ -153,7 +153,7 @@ where
         )
         .instrument(span),
     );
-    Ok(Outbound::new(out_rx, close_rx).into())
+    Ok(Outbound::new(out_rx, close_rx, shared.metrics.queued_bytes.clone()).into())
 }
 
 /// The node's metadata `SERVICE_ACCOUNT`, where it gives one.

@@ -41,6 +41,7 @@ pub(crate) struct Metrics {
     pub handoffs: Counter,
     pub rate_limited: Counter,
     pub relayed: Gauge,
+    pub queued_bytes: Gauge,
     relay_failures: Family<OneLabel, Counter>,
     pub unsupported_type: Counter,
 }
@@ -119,6 +120,7 @@ impl Metrics {
             handoffs: Counter::default(),
             rate_limited: Counter::default(),
             relayed: Gauge::default(),
+            queued_bytes: Gauge::default(),
             relay_failures: Family::default(),
             unsupported_type: Counter::default(),
         };
@@ -194,6 +196,12 @@ impl Metrics {
             "pilot_xds_push_context_errors",
             "Resource generation failures",
             m.push_context_errors.clone(),
+        );
+        registry.register(
+            "shoal_xds_queued_bytes",
+            "Bytes of responses served streams handed to HTTP/2 and it has not yet written \
+             to their connections (at most SHOAL_XDS_STREAM_BUFFER chunks per stream)",
+            m.queued_bytes.clone(),
         );
         registry.register(
             "pilot_xds_write_timeout",

@@ -4,11 +4,14 @@
 //!
 //! It holds two channel receivers and nothing else: every response is a `Bytes` of exactly
 //! its encoded size that leaves the body with the chunk, so a stream keeps no buffer sized
-//! by the largest response it ever sent (tonic's encoder does).
+//! by the largest response it ever sent (tonic's encoder does). A chunk counts against the
+//! stream's buffer until HTTP/2 has written it ([`queue::Receiver::poll_recv_held`]): what
+//! one stream holds on the edge is bounded whether or not its proxy reads.
 
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
+use prometheus_client::metrics::gauge::Gauge;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -25,17 +28,22 @@ pub(crate) use queue::{Closed, Receiver, Sender, channel};
 pub struct Outbound {
     rx: Option<Receiver>,
     close: Option<oneshot::Receiver<Status>>,
+    /// `shoal_xds_queued_bytes`: the edge's bytes of responses taken and not yet written.
+    queued: Gauge,
 }
 
+type Polled = Poll<Option<Result<Frame<Bytes>, Infallible>>>;
+
 impl Outbound {
-    pub(crate) fn new(rx: Receiver, close: oneshot::Receiver<Status>) -> Self {
+    pub(crate) fn new(rx: Receiver, close: oneshot::Receiver<Status>, queued: Gauge) -> Self {
         Outbound {
             rx: Some(rx),
             close: Some(close),
+            queued,
         }
     }
 
-    fn end(&mut self, status: &Status) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn end(&mut self, status: &Status) -> Polled {
         self.rx = None;
         self.close = None;
         Poll::Ready(Some(Ok(Frame::trailers(trailers(status)))))
@@ -54,14 +62,12 @@ impl Body for Outbound {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let Some(rx) = self.rx.as_mut() else {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Polled {
+        let this = &mut *self;
+        let Some(rx) = this.rx.as_mut() else {
             return Poll::Ready(None);
         };
-        let msg = rx.poll_recv(cx);
+        let msg = rx.poll_recv_held(cx, &this.queued);
         if let Some(close) = self.close.as_mut() {
             match Pin::new(close).poll(cx) {
                 Poll::Ready(Ok(status)) => return self.end(&status),

@@ -109,10 +109,15 @@ impl Harness {
 
     /// Listens on `addr` (an edge's address taken over by another edge).
     pub async fn start_at(push: PushContext, addr: SocketAddr) -> Harness {
+        Harness::start_with(XdsConfig::default(), push, addr).await
+    }
+
+    /// An edge with `config`, listening on `addr`.
+    pub async fn start_with(config: XdsConfig, push: PushContext, addr: SocketAddr) -> Harness {
         let (snapshots, snapshots_rx) = watch::channel(Arc::new(push));
         let mut registry = Registry::default();
         let server = XdsServer::new(
-            XdsConfig::default(),
+            config,
             Arc::new(Generator::new()),
             snapshots_rx,
             &mut registry,
@@ -172,6 +177,16 @@ impl Harness {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).unwrap();
         out
+    }
+
+    /// The value of the metric line `name` (with its labels, if any).
+    pub fn metric(&self, name: &str) -> f64 {
+        let metrics = self.metrics();
+        let line = metrics
+            .lines()
+            .find(|l| l.strip_prefix(name).is_some_and(|v| v.starts_with(' ')))
+            .unwrap_or_else(|| panic!("no {name} in\n{metrics}"));
+        line[name.len()..].trim().parse().unwrap()
     }
 
     /// Drains: streams close, the server and the dispatcher stop.

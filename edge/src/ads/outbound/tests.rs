@@ -30,7 +30,7 @@ impl Drop for Tracked {
 async fn responses_then_ok_trailers() {
     let (tx, rx) = channel(4);
     let (_close_tx, close_rx) = oneshot::channel();
-    let mut body = Outbound::new(rx, close_rx);
+    let mut body = Outbound::new(rx, close_rx, Gauge::default());
     tx.send(response("1")).await.unwrap();
     tx.send(response("2")).await.unwrap();
     drop(tx);
@@ -63,7 +63,7 @@ async fn responses_then_ok_trailers() {
 async fn a_closing_status_goes_out_before_what_is_queued() {
     let (tx, rx) = channel(4);
     let (close_tx, close_rx) = oneshot::channel();
-    let mut body = Outbound::new(rx, close_rx);
+    let mut body = Outbound::new(rx, close_rx, Gauge::default());
     tx.send(response("queued")).await.unwrap();
     close_tx
         .send(Status::unavailable("edge is draining; reconnect"))
@@ -82,6 +82,30 @@ async fn a_closing_status_goes_out_before_what_is_queued() {
     assert!(body.frame().await.is_none());
 }
 
+/// A chunk holds its place in the stream's buffer until HTTP/2 drops it (written), so a
+/// proxy that stops reading stops its task's sends; the edge's gauge counts its bytes.
+#[tokio::test]
+async fn chunks_count_against_the_buffer_until_written() {
+    let (tx, rx) = channel(2);
+    let (_close_tx, close_rx) = oneshot::channel();
+    let queued = Gauge::default();
+    let mut body = Outbound::new(rx, close_rx, queued.clone());
+    let (a, b) = (response("a"), response("b"));
+    let size = (a.len() + b.len()) as i64;
+    tx.send(a).await.unwrap();
+    tx.send(b).await.unwrap();
+    let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    let second = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert_eq!(queued.get(), size);
+    assert!(tx.try_send(response("c")).is_err(), "both still held");
+    drop(first);
+    tx.try_send(response("c")).unwrap();
+    drop(second);
+    let third = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    drop(third);
+    assert_eq!(queued.get(), 0);
+}
+
 #[test]
 fn the_default_body_is_already_ended_for_trailers_only_responses() {
     let body = Outbound::default();
@@ -89,14 +113,15 @@ fn the_default_body_is_already_ended_for_trailers_only_responses() {
     assert_eq!(body.size_hint().exact(), Some(0));
 }
 
-/// A stream keeps no buffer sized by what it sent: the body holds two channel handles, and
+/// A stream keeps no buffer sized by what it sent: the body holds two channel handles (and
+/// the gauge), and
 /// a response's allocation is freed as soon as its chunk is written out, however large.
 #[tokio::test]
 async fn the_body_retains_nothing_of_a_sent_response() {
     assert!(std::mem::size_of::<Outbound>() <= 4 * std::mem::size_of::<usize>());
     let (tx, rx) = channel(1);
     let (_close_tx, close_rx) = oneshot::channel();
-    let mut body = Outbound::new(rx, close_rx);
+    let mut body = Outbound::new(rx, close_rx, Gauge::default());
     for size in [1 << 10, 1 << 20, 8 << 20] {
         let freed = Arc::new(AtomicBool::new(false));
         tx.send(Bytes::from_owner(Tracked(vec![0; size], freed.clone())))
