@@ -9,8 +9,15 @@
 
 use crate::xds::XdsResource;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// The pools' key hash: keyed per process (names come from proxies), and far cheaper than
+/// std's SipHash, which every stream's responses and requests would pay.
+fn key_hasher() -> &'static foldhash::fast::RandomState {
+    static HASHER: OnceLock<foldhash::fast::RandomState> = OnceLock::new();
+    HASHER.get_or_init(Default::default)
+}
 
 /// Resources last sent on one stream, sorted by name: a list interned like [`Names`], so
 /// the streams of one scope, which were sent the same resources, hold one list between
@@ -39,9 +46,9 @@ fn intern(list: Vec<Arc<XdsResource>>) -> Option<Arc<[Arc<XdsResource>]>> {
     if list.is_empty() {
         return None;
     }
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let mut hasher = key_hasher().build_hasher();
     for r in &list {
-        Arc::as_ptr(r).hash(&mut hasher);
+        hasher.write_usize(Arc::as_ptr(r) as *const u8 as usize);
     }
     let key = hasher.finish();
     let same = |held: &[Arc<XdsResource>]| {
@@ -190,9 +197,7 @@ impl Names {
         }
         list.sort_unstable();
         list.dedup();
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        list.hash(&mut hasher);
-        let key = hasher.finish();
+        let key = key_hasher().hash_one(&list);
         let mut pool = pool().lock().unwrap_or_else(|e| e.into_inner());
         let bucket = pool.entry(key).or_default();
         bucket.retain(|w| w.strong_count() > 0);

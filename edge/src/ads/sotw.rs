@@ -33,7 +33,7 @@ use crate::proxy::Proxy;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
 use crate::xds::{GenerateError, XdsResource};
 use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The SotW state of one ADS stream.
@@ -262,16 +262,19 @@ impl SotwStream {
         hosts: Option<&BTreeSet<String>>,
         force: bool,
     ) -> Result<Option<DiscoveryResponse>, GenerateError> {
+        // Changed clusters re-warm and wait for their endpoints (below): only endpoints
+        // already sent need forgetting.
+        let endpoints_sent =
+            type_url == CLUSTER && self.watches.get(ENDPOINT).is_some_and(|e| e.sent.len() > 0);
         let Some(w) = self.watches.get_mut(type_url) else {
             return Ok(None);
         };
         let resources = w.generate(src, &self.proxy, type_url, hosts)?;
         let changed: Vec<&Arc<XdsResource>> = resources.iter().filter(|r| !w.sent.has(r)).collect();
-        // Changed clusters re-warm and wait for their endpoints (below).
-        let changed_clusters: HashSet<&str> = if type_url == CLUSTER {
-            changed.iter().map(|r| r.name.as_str()).collect()
+        let changed_clusters = if endpoints_sent {
+            sorted_names(changed.iter().copied())
         } else {
-            HashSet::new()
+            Vec::new()
         };
 
         let to_send: Vec<&Arc<XdsResource>> = if is_wildcard(type_url) {
@@ -284,9 +287,9 @@ impl SotwStream {
         } else {
             // Only what changed. A resource that disappeared is forgotten, so it is sent
             // again should it come back.
-            let present: HashSet<&str> = resources.iter().map(|r| r.name.as_str()).collect();
+            let present = sorted_names(&resources);
             w.sent
-                .retain(|n| present.contains(n) || !host_selected(hosts, n));
+                .retain(|n| present.binary_search(&n).is_ok() || !host_selected(hosts, n));
             if !force && changed.is_empty() {
                 return Ok(None);
             }
@@ -313,10 +316,21 @@ impl SotwStream {
         if !changed_clusters.is_empty()
             && let Some(eds) = self.watches.get_mut(ENDPOINT)
         {
-            eds.sent.retain(|n| !changed_clusters.contains(n));
+            eds.sent
+                .retain(|n| changed_clusters.binary_search(&n).is_err());
         }
         Ok(Some(response))
     }
+}
+
+/// The names of `resources`, sorted for lookups (the generator's lists come sorted; a
+/// hash set would hash every name of every response).
+fn sorted_names<'a>(resources: impl IntoIterator<Item = &'a Arc<XdsResource>>) -> Vec<&'a str> {
+    let mut names: Vec<&str> = resources.into_iter().map(|r| r.name.as_str()).collect();
+    if !names.is_sorted() {
+        names.sort_unstable();
+    }
+    names
 }
 
 #[cfg(test)]
