@@ -358,6 +358,21 @@ mod tests {
             xds.max_names_per_stream,
             crate::ads::XdsConfig::default().max_names_per_stream
         );
+        assert_eq!(xds.stream_buffer, 8);
+    }
+
+    #[test]
+    fn the_stream_buffer_is_set_within_its_range() {
+        let args = Args::try_parse_from(["x", "--stream-buffer", "2"]).unwrap();
+        let mut xds = crate::ads::XdsConfig::default();
+        args.push.apply(&mut xds);
+        assert_eq!(xds.stream_buffer, 2);
+        for bad in ["0", "1025", "many"] {
+            assert!(
+                Args::try_parse_from(["x", "--stream-buffer", bad]).is_err(),
+                "{bad}"
+            );
+        }
     }
 }
 

@@ -113,9 +113,9 @@ fn the_default_body_is_already_ended_for_trailers_only_responses() {
     assert_eq!(body.size_hint().exact(), Some(0));
 }
 
-/// A stream keeps no buffer sized by what it sent: the body holds two channel handles (and
-/// the gauge), and
-/// a response's allocation is freed as soon as its chunk is written out, however large.
+/// A stream keeps no buffer sized by what it sent: the body holds two channel handles and
+/// the gauge, and a response's allocation is freed as soon as its chunk is written out,
+/// however large.
 #[tokio::test]
 async fn the_body_retains_nothing_of_a_sent_response() {
     assert!(std::mem::size_of::<Outbound>() <= 4 * std::mem::size_of::<usize>());
