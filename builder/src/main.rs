@@ -3,7 +3,7 @@ use clap::Parser;
 use prometheus_client::registry::Registry;
 use shoal_builder::{Builder, BuilderConfig, Retention, cli::Args};
 use shoal_infra::admin::{AdminServer, Readiness};
-use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsConfigKv, NatsConfigKvConfig};
+use shoal_infra::nats::{NatsBus, NatsConfigKv};
 use shoal_infra::redis::RedisSnapshotStore;
 use shoal_infra::supervisor::Supervisor;
 use std::sync::Arc;
@@ -27,10 +27,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Held until the process ends: dropping it flushes the last spans.
     let _telemetry = shoal_infra::telemetry::init(&args.telemetry, "shoal-builder")?;
     let client = args.nats.connect().await.context("connecting to NATS")?;
-    let kv = NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default())
+    let kv = NatsConfigKv::open(client.clone(), args.nats.config_kv())
         .await
         .context("opening the config KV")?;
-    let bus = NatsBus::open(client, NatsBusConfig::default())
+    let bus = NatsBus::open(client, args.nats.push_stream())
         .await
         .context("opening the push stream")?;
     let store = RedisSnapshotStore::connect(args.redis.store_config()?)

@@ -6,7 +6,7 @@ use shoal_edge::cli::Args;
 use shoal_edge::security::EdgeSecurity;
 use shoal_edge::{Edge, EdgeConfig};
 use shoal_infra::admin::{AdminServer, Readiness};
-use shoal_infra::nats::{NatsBus, NatsBusConfig, NatsMembership, NatsMembershipConfig};
+use shoal_infra::nats::{NatsBus, NatsMembership, NatsMembershipConfig};
 use shoal_infra::redis::RedisSnapshotStore;
 use shoal_infra::supervisor::Supervisor;
 use std::sync::Arc;
@@ -27,7 +27,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Held until the process ends: dropping it flushes the last spans.
     let _telemetry = shoal_infra::telemetry::init(&args.telemetry, "shoal-edge")?;
     let client = args.nats.connect().await.context("connecting to NATS")?;
-    let bus = NatsBus::open(client.clone(), NatsBusConfig::default())
+    let bus = NatsBus::open(client.clone(), args.nats.push_stream())
         .await
         .context("opening the bus")?;
     let membership = NatsMembership::open(client, NatsMembershipConfig::default())

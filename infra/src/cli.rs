@@ -8,6 +8,8 @@
 //! | `--redis-url` | `SHOAL_REDIS_URL` | `redis://127.0.0.1:6379` |
 //! | `--http-addr` | `SHOAL_HTTP_ADDR` | `127.0.0.1:15014` |
 //! | `--drain-grace` | `SHOAL_DRAIN_GRACE` | `10s` |
+//! | `--nats-config-max-bytes` | `SHOAL_NATS_CONFIG_MAX_BYTES` | 1 GiB |
+//! | `--nats-push-max-bytes` | `SHOAL_NATS_PUSH_MAX_BYTES` | 256 MiB |
 //!
 //! TLS and credentials towards NATS and Redis, all off by default ([`NatsArgs`],
 //! [`RedisArgs`]): a `tls://` / `rediss://` URL or a CA file turns TLS on; passwords and
@@ -17,7 +19,7 @@
 //! A binary whose default differs says so on its own `Args` with clap's `mut_arg`, e.g.
 //! `#[command(mut_arg("http_addr", |a| a.default_value("0.0.0.0:15014")))]`.
 
-use crate::nats::{self, ConnectConfig, NatsAuth};
+use crate::nats::{self, ConnectConfig, NatsAuth, NatsBusConfig, NatsConfigKvConfig};
 use crate::redis::{self, RedisConfig};
 use crate::secret::{Secret, redact_url, redact_urls};
 use crate::tls::TlsFiles;
@@ -64,6 +66,15 @@ pub struct NatsArgs {
     /// File holding the NATS authentication token.
     #[arg(long, env = "SHOAL_NATS_TOKEN_FILE")]
     pub nats_token_file: Option<PathBuf>,
+    /// Bound of the config bucket (`shoal_config`) in bytes: writes beyond it fail. The
+    /// NATS server reserves it in its JetStream file storage when the bucket is created;
+    /// an existing bucket keeps its bound.
+    #[arg(long, env = "SHOAL_NATS_CONFIG_MAX_BYTES", default_value_t = NatsConfigKvConfig::default().max_bytes, value_parser = clap::value_parser!(i64).range(1024 * 1024..))]
+    pub nats_config_max_bytes: i64,
+    /// Bound of the push stream (`SHOAL_PUSH`) in bytes: beyond it publishes fail and
+    /// ingest merges and retries. Reserved in the server's JetStream file storage.
+    #[arg(long, env = "SHOAL_NATS_PUSH_MAX_BYTES", default_value_t = NatsBusConfig::default().max_bytes, value_parser = clap::value_parser!(i64).range(1024 * 1024..))]
+    pub nats_push_max_bytes: i64,
 }
 
 impl NatsArgs {
@@ -102,6 +113,22 @@ impl NatsArgs {
     pub async fn connect(&self) -> nats::Result<async_nats::Client> {
         nats::connect_with(&self.nats_url, &self.connect_config()?).await
     }
+
+    /// The config bucket's settings, its bound as the flags say.
+    pub fn config_kv(&self) -> NatsConfigKvConfig {
+        NatsConfigKvConfig {
+            max_bytes: self.nats_config_max_bytes,
+            ..NatsConfigKvConfig::default()
+        }
+    }
+
+    /// The push stream's settings, its bound as the flags say.
+    pub fn push_stream(&self) -> NatsBusConfig {
+        NatsBusConfig {
+            max_bytes: self.nats_push_max_bytes,
+            ..NatsBusConfig::default()
+        }
+    }
 }
 
 impl std::fmt::Debug for NatsArgs {
@@ -117,6 +144,8 @@ impl std::fmt::Debug for NatsArgs {
             .field("nats_password_file", &self.nats_password_file)
             .field("nats_token", &self.nats_token)
             .field("nats_token_file", &self.nats_token_file)
+            .field("nats_config_max_bytes", &self.nats_config_max_bytes)
+            .field("nats_push_max_bytes", &self.nats_push_max_bytes)
             .finish()
     }
 }
@@ -342,6 +371,27 @@ mod tests {
         assert_eq!(args.nats.nats_url, "nats://n:1");
         assert_eq!(args.redis.redis_url, "redis://r:2");
         assert_eq!(args.http.http_addr, "0.0.0.0:3".parse().unwrap());
+    }
+
+    #[test]
+    fn jetstream_bounds_from_flags_at_least_a_mebibyte() {
+        let args = Shared::try_parse_from(["x"]).unwrap();
+        assert_eq!(args.nats.config_kv().max_bytes, 1 << 30);
+        assert_eq!(args.nats.push_stream().max_bytes, 256 << 20);
+        let args = Shared::try_parse_from([
+            "x",
+            "--nats-config-max-bytes",
+            "33554432",
+            "--nats-push-max-bytes",
+            "16777216",
+        ])
+        .unwrap();
+        assert_eq!(args.nats.config_kv().max_bytes, 32 << 20);
+        assert_eq!(args.nats.push_stream().max_bytes, 16 << 20);
+        for flag in ["--nats-config-max-bytes", "--nats-push-max-bytes"] {
+            let error = Shared::try_parse_from(["x", flag, "1000"]).unwrap_err();
+            assert!(error.to_string().contains("1048576"), "{error}");
+        }
     }
 
     #[test]

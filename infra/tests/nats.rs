@@ -58,6 +58,40 @@ async fn kv_reopen_sees_existing_bucket() {
     assert_eq!(entries[0].revision, revision);
 }
 
+/// JetStream reserves a bucket's and a stream's whole bound when creating it: on a server
+/// with less room, opening says what to change, and a bound that fits opens.
+#[tokio::test]
+async fn a_bound_the_server_has_no_room_for_is_named_and_a_smaller_one_opens() {
+    let server = NatsServer::start_with_max_file_store("100MB");
+    let client = connect(&server.url()).await.unwrap();
+    let kv = NatsConfigKv::open(client.clone(), NatsConfigKvConfig::default()).await;
+    let message = kv.err().expect("a 1 GiB bucket on 100 MB").to_string();
+    for part in [
+        "shoal_config",
+        "1073741824 bytes of file storage",
+        "max_file_store",
+        "--nats-config-max-bytes",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    let bus = NatsBus::open(client.clone(), NatsBusConfig::default()).await;
+    let message = bus.err().expect("a 256 MiB stream on 100 MB").to_string();
+    assert!(message.contains("--nats-push-max-bytes"), "{message}");
+
+    let small = NatsConfigKvConfig {
+        max_bytes: 32 * 1024 * 1024,
+        ..Default::default()
+    };
+    let kv = NatsConfigKv::open(client.clone(), small).await.unwrap();
+    use shoal_proto::transport::ConfigKv;
+    kv.put("c.Service.ns.a", "v".into()).await.unwrap();
+    let small = NatsBusConfig {
+        max_bytes: 32 * 1024 * 1024,
+        ..Default::default()
+    };
+    NatsBus::open(client, small).await.unwrap();
+}
+
 #[tokio::test]
 async fn bus_push_kept_until_consumed() {
     let server = NatsServer::start();

@@ -182,10 +182,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let registry = args.registry()?;
     // The error names the (redacted) URL.
     let client = args.nats.connect().await.context("connecting to NATS")?;
-    let kv = NatsConfigKv::open(client.clone(), Default::default())
+    let kv = NatsConfigKv::open(client.clone(), args.nats.config_kv())
         .await
         .context("opening the config KV")?;
-    let bus = NatsBus::open(client, Default::default())
+    let bus = NatsBus::open(client, args.nats.push_stream())
         .await
         .context("opening the push stream")?;
 

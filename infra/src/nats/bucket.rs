@@ -18,12 +18,15 @@ const KV_OPERATION: &str = "KV-Operation";
 pub(super) async fn open(js: &jetstream::Context, config: kv::Config) -> Result<Store> {
     if let Ok(store) = js.get_key_value(&config.bucket).await {
         let existing = &store.stream.cached_info().config;
-        if existing.max_age != config.max_age || existing.max_messages_per_subject != config.history
+        if existing.max_age != config.max_age
+            || existing.max_messages_per_subject != config.history
+            || existing.max_bytes != config.max_bytes
         {
             tracing::warn!(
                 bucket = %config.bucket,
                 max_age = ?existing.max_age,
                 history = existing.max_messages_per_subject,
+                max_bytes = existing.max_bytes,
                 "existing bucket has other settings than configured; keeping them"
             );
         }
@@ -40,7 +43,15 @@ pub(super) async fn open(js: &jetstream::Context, config: kv::Config) -> Result<
     };
     js.create_stream(compatible_stream_config(&config))
         .await
-        .map_err(|e| bucket_error(format!("create: {create_error}; create stream: {e}")))?;
+        .map_err(|e| {
+            bucket_error(
+                match NatsError::create_stream(&e, config.storage, config.max_bytes) {
+                    // The client's own attempt failed for the same reason: say it once.
+                    hint if hint != e.to_string() => hint,
+                    _ => format!("create: {create_error}; create stream: {e}"),
+                },
+            )
+        })?;
     js.get_key_value(&config.bucket)
         .await
         .map_err(|e| bucket_error(e.to_string()))

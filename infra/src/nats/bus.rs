@@ -82,10 +82,10 @@ impl NatsBus {
             storage: config.storage,
             ..Default::default()
         };
-        let mut stream = js
-            .get_or_create_stream(wanted.clone())
-            .await
-            .map_err(|e| NatsError::jetstream(format!("stream {PUSH_STREAM}"), e))?;
+        let mut stream = js.get_or_create_stream(wanted.clone()).await.map_err(|e| {
+            let message = NatsError::create_stream(&e, config.storage, config.max_bytes);
+            NatsError::jetstream(format!("stream {PUSH_STREAM}"), message)
+        })?;
         let current = &stream.cached_info().config;
         if current.max_messages != wanted.max_messages || current.max_bytes != wanted.max_bytes {
             match js.update_stream(wanted).await {

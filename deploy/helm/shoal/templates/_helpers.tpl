@@ -44,6 +44,10 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 - 0.0.0.0:{{ include "shoal.httpPort" .root }}
 - --drain-grace
 - {{ printf "%ds" (int .values.drainGraceSeconds) }}
+- --nats-config-max-bytes
+- {{ int64 .root.Values.nats.configMaxBytes | quote }}
+- --nats-push-max-bytes
+- {{ int64 .root.Values.nats.pushMaxBytes | quote }}
 {{- end -}}
 
 {{/*
