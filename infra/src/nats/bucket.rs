@@ -1,7 +1,7 @@
 //! Key-value bucket plumbing shared by the config store and membership: opening (or
 //! creating) a bucket, reading the latest entry of every key, and key checks.
 
-use super::{NatsError, Result};
+use super::{NatsError, Result, no_room};
 use async_nats::jetstream;
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, ReplayPolicy, pull};
 use async_nats::jetstream::kv::{self, Store};
@@ -44,12 +44,10 @@ pub(super) async fn open(js: &jetstream::Context, config: kv::Config) -> Result<
     js.create_stream(compatible_stream_config(&config))
         .await
         .map_err(|e| {
+            // Without room, the client's own attempt failed for the same reason: said once.
             bucket_error(
-                match NatsError::create_stream(&e, config.storage, config.max_bytes) {
-                    // The client's own attempt failed for the same reason: say it once.
-                    hint if hint != e.to_string() => hint,
-                    _ => format!("create: {create_error}; create stream: {e}"),
-                },
+                no_room(&e, config.storage, config.max_bytes)
+                    .unwrap_or_else(|| format!("create: {create_error}; create stream: {e}")),
             )
         })?;
     js.get_key_value(&config.bucket)

@@ -7,7 +7,7 @@
 //! stream reports every reconnect as `Lagged(0)`: the edge then re-reads `latest`.
 
 use super::headers::{from_headers, to_headers};
-use super::{NatsError, Result};
+use super::{NatsError, Result, no_room};
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, pull};
 use async_nats::jetstream::stream::{self, DiscardPolicy, RetentionPolicy, StorageType};
 use async_nats::jetstream::{self, AckKind};
@@ -83,7 +83,8 @@ impl NatsBus {
             ..Default::default()
         };
         let mut stream = js.get_or_create_stream(wanted.clone()).await.map_err(|e| {
-            let message = NatsError::create_stream(&e, config.storage, config.max_bytes);
+            let message =
+                no_room(&e, config.storage, config.max_bytes).unwrap_or_else(|| e.to_string());
             NatsError::jetstream(format!("stream {PUSH_STREAM}"), message)
         })?;
         let current = &stream.cached_info().config;

@@ -77,39 +77,41 @@ impl From<NatsError> for TransportError {
     }
 }
 
-impl NatsError {
-    /// A stream (or the stream under a bucket) that could not be created. When the
-    /// server had no room for it, the message says what to change: JetStream reserves a
-    /// stream's whole `max_bytes` when creating it, against a storage cap that defaults
-    /// to 75% of the disk free (or of the memory) when the server started.
-    fn create_stream(
-        error: &async_nats::jetstream::context::CreateStreamError,
-        storage: async_nats::jetstream::stream::StorageType,
-        max_bytes: i64,
-    ) -> String {
-        use async_nats::jetstream::ErrorCode;
-        use async_nats::jetstream::context::CreateStreamErrorKind;
-        use async_nats::jetstream::stream::StorageType;
-        let no_room = matches!(error.kind(), CreateStreamErrorKind::JetStream(e) if [
-            ErrorCode::STORAGE_RESOURCES_EXCEEDED,
-            ErrorCode::MEMORY_RESOURCES_EXCEEDED,
-            ErrorCode::INSUFFICIENT_RESOURCES,
-        ]
-        .contains(&e.error_code()));
-        if !no_room {
-            return error.to_string();
-        }
-        let (kind, cap) = match storage {
-            StorageType::File => ("file", "max_file_store"),
-            StorageType::Memory => ("memory", "max_memory_store"),
-        };
-        format!(
-            "the NATS server has no room to reserve the bound of {max_bytes} bytes \
-             of {kind} storage: raise its JetStream `{cap}` or lower the bound \
-             (--nats-config-max-bytes, --nats-push-max-bytes) (the server said: {error})"
-        )
+/// Why the server refused to create a stream (or the stream under a bucket), if it was for
+/// want of room, with what to change: JetStream reserves a stream's whole `max_bytes` when
+/// creating it, against a storage cap that defaults to 75% of the disk free (or of the
+/// memory) when the server started.
+fn no_room(
+    error: &async_nats::jetstream::context::CreateStreamError,
+    storage: async_nats::jetstream::stream::StorageType,
+    max_bytes: i64,
+) -> Option<String> {
+    use async_nats::jetstream::ErrorCode;
+    use async_nats::jetstream::context::CreateStreamErrorKind;
+    use async_nats::jetstream::stream::StorageType;
+    let CreateStreamErrorKind::JetStream(refusal) = error.kind() else {
+        return None;
+    };
+    let codes = [
+        ErrorCode::STORAGE_RESOURCES_EXCEEDED,
+        ErrorCode::MEMORY_RESOURCES_EXCEEDED,
+        ErrorCode::INSUFFICIENT_RESOURCES,
+    ];
+    if !codes.contains(&refusal.error_code()) {
+        return None;
     }
+    let (kind, cap) = match storage {
+        StorageType::File => ("file", "max_file_store"),
+        StorageType::Memory => ("memory", "max_memory_store"),
+    };
+    Some(format!(
+        "the NATS server has no room to reserve the bound of {max_bytes} bytes of {kind} \
+         storage: raise its JetStream `{cap}` or lower the bound (--nats-config-max-bytes, \
+         --nats-push-max-bytes) (the server said: {error})"
+    ))
+}
 
+impl NatsError {
     fn jetstream(what: impl Into<String>, error: impl std::fmt::Display) -> Self {
         NatsError::JetStream {
             what: what.into(),
