@@ -22,7 +22,9 @@ one() { # one BIN-NAME LB
   local bin=$P/$1 lb=$2 tag=$1-$2 base=27000 w=/tmp/run-$1-$2 pids=() edge_pids=() addrs=()
   rm -rf $w; mkdir -p $w/logs
   $bin/loadtest mesh --services 1000 --endpoints-per-service 10 --namespaces ${NAMESPACES:-100} --out $w/mesh >/dev/null
-  $P/nats-server -js -a 127.0.0.1 -p $base -sd $w/nats > $w/logs/nats.log 2>&1 & pids+=($!)
+  # A set storage cap: the bucket and stream reserve 1.25 GiB whatever the disk has free.
+  printf 'jetstream {\n  max_file_store: 64GB\n}\n' > $w/nats.conf
+  $P/nats-server -c $w/nats.conf -js -a 127.0.0.1 -p $base -sd $w/nats > $w/logs/nats.log 2>&1 & pids+=($!)
   $P/redis-server --port $((base+1)) --bind 127.0.0.1 --save '' --appendonly no > $w/logs/redis.log 2>&1 & pids+=($!)
   sleep 1
   local NATS=nats://127.0.0.1:$base REDIS=redis://127.0.0.1:$((base+1))
