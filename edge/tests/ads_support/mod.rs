@@ -179,14 +179,13 @@ impl Harness {
         out
     }
 
-    /// The value of the metric line `name` (with its labels, if any).
+    /// The value of the unlabelled metric `name`.
     pub fn metric(&self, name: &str) -> f64 {
         let metrics = self.metrics();
-        let line = metrics
+        metrics
             .lines()
-            .find(|l| l.strip_prefix(name).is_some_and(|v| v.starts_with(' ')))
-            .unwrap_or_else(|| panic!("no {name} in\n{metrics}"));
-        line[name.len()..].trim().parse().unwrap()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
     }
 
     /// Drains: streams close, the server and the dispatcher stop.
