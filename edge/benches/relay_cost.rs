@@ -2,11 +2,14 @@
 //! costs the edge that serves it: resident memory and CPU per stream, each edge a process
 //! of its own, the proxies (this process) one stream to a connection as Envoy and the
 //! agent open them (`SHOAL_RELAY_STREAMS_PER_CONN`: more, as the loadtest can). The
-//! edges relay whole connections (`SHOAL_RELAY_CONNECTIONS=false`: each stream).
+//! edges relay whole connections (`SHOAL_RELAY_CONNECTIONS=false`: each stream). The
+//! proxies reach the plaintext listener, or with `SHOAL_RELAY_PROXY_TLS=true` the secure
+//! one over mTLS with a workload certificate of their namespace, as Envoy and the agent
+//! reach istiod's 15012.
 //!
 //! ```text
-//!  served:  proxies ──plaintext──► edge b (serves)                       measured: b
-//!  relayed: proxies ──plaintext──► edge a ──mTLS relay──► edge b (owner) measured: a
+//!  served:  proxies ──plaintext or mTLS──► edge b (serves)                       measured: b
+//!  relayed: proxies ──plaintext or mTLS──► edge a ──mTLS relay──► edge b (owner) measured: a
 //! ```
 //!
 //! Each stream syncs CDS, EDS, LDS and RDS (requested and ACKed) and holds; the figures
@@ -37,6 +40,7 @@ use shoal_edge::ads::{XdsConfig, XdsServer};
 use shoal_edge::membership::Ring;
 use shoal_edge::proxy::Proxy;
 use shoal_edge::tls::TlsMaterial;
+use shoal_edge::tls::client::RelayConnector;
 use shoal_edge::tls::incoming::{HandshakeLimits, incoming};
 use shoal_edge::xds::Generator;
 use shoal_edge::xds::types::{CLUSTER, ENDPOINT, LISTENER, ROUTE, is_wildcard};
@@ -58,6 +62,8 @@ use tonic::transport::{Channel, Endpoint};
 const TYPES: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
 /// Streams per HTTP/2 connection: one, as Envoy and the agent open them.
 const STREAMS_PER_CONN_ENV: &str = "SHOAL_RELAY_STREAMS_PER_CONN";
+/// Proxies over mTLS to the secure listener, not plaintext.
+const PROXY_TLS_ENV: &str = "SHOAL_RELAY_PROXY_TLS";
 const ROLE_ENV: &str = "SHOAL_RELAY_COST_ROLE";
 const DIR_ENV: &str = "SHOAL_RELAY_COST_DIR";
 
@@ -239,6 +245,12 @@ async fn proxies() {
     std::fs::write(dir.path().join("edge.crt"), &leaf.cert_der).unwrap();
     std::fs::write(dir.path().join("edge.key"), &leaf.key_der).unwrap();
     let (mesh, push) = support::push_context(&support::spec(1_000, true));
+    let proxy_tls = (std::env::var(PROXY_TLS_ENV).as_deref() == Ok("true")).then(|| {
+        let namespaces: Vec<String> = (0..mesh.spec.namespaces)
+            .map(|i| format!("ns-{i}"))
+            .collect();
+        workload_connectors(&ca, &namespaces)
+    });
     let generator = Generator::new();
     let mut names: HashMap<String, Vec<Vec<String>>> = HashMap::new();
     for mode in ["served", "relayed"] {
@@ -282,19 +294,20 @@ async fn proxies() {
                     .collect()
             });
         }
-        let target = match &a {
-            Some(a) => a.plain.clone(),
-            None => b.plain.clone(),
+        let reached = a.as_ref().unwrap_or(&b);
+        let target = match proxy_tls {
+            Some(_) => reached.secure.clone(),
+            None => reached.plain.clone(),
         };
         let measured = a.as_ref().unwrap_or(&b);
         // Warm: one stream per namespace (every scope generated once), then closed.
         let (warm, rest) = fleet.split_at(mesh.spec.namespaces);
-        drop(open_all(&target, warm, &names).await);
+        drop(open_all(&target, proxy_tls.as_ref(), warm, &names).await);
         tokio::time::sleep(Duration::from_secs(1)).await;
         let (rss0, cpu0) = measured.usage();
         let b0 = b.usage();
         let started = Instant::now();
-        let held = open_all(&target, rest, &names).await;
+        let held = open_all(&target, proxy_tls.as_ref(), rest, &names).await;
         let synced = started.elapsed();
         tokio::time::sleep(Duration::from_secs(1)).await;
         let (rss1, cpu1) = measured.usage();
@@ -320,9 +333,42 @@ async fn proxies() {
     }
 }
 
-/// The streams of `fleet` to `addr`, each through its initial sync, held open.
+/// Per namespace, a connector presenting a workload certificate of it.
+fn workload_connectors(ca: &TestCa, namespaces: &[String]) -> HashMap<String, RelayConnector> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    namespaces
+        .iter()
+        .map(|ns| {
+            let spiffe = format!("spiffe://cluster.local/ns/{ns}/sa/default");
+            let leaf = ca.issue(&[], Some(&spiffe));
+            let mut roots = rustls::RootCertStore::empty();
+            roots
+                .add(CertificateDer::from(ca.root_der.clone()))
+                .unwrap();
+            let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_client_auth_cert(
+                    vec![CertificateDer::from(leaf.cert_der)],
+                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf.key_der)),
+                )
+                .unwrap();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            let connector = RelayConnector {
+                config: Arc::new(config),
+                connect_timeout: Duration::from_secs(10),
+            };
+            (ns.clone(), connector)
+        })
+        .collect()
+}
+
+/// The streams of `fleet` to `addr` (over mTLS with `tls`, by namespace), each through
+/// its initial sync, held open.
 async fn open_all(
     addr: &str,
+    tls: Option<&HashMap<String, RelayConnector>>,
     fleet: &[Proxy],
     names: &HashMap<String, Vec<Vec<String>>>,
 ) -> Vec<Held> {
@@ -330,14 +376,24 @@ async fn open_all(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
+    // A connection's certificate names one namespace, that of its proxies' nodes.
+    assert!(
+        tls.is_none() || per_conn <= 1,
+        "over mTLS, one stream per connection"
+    );
     let mut syncs = Vec::new();
     for chunk in fleet.chunks(per_conn.max(1)) {
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()
-            .initial_stream_window_size(1 << 20)
-            .connect()
-            .await
-            .unwrap();
+            .initial_stream_window_size(1 << 20);
+        let channel = match tls {
+            Some(tls) => {
+                let connector = tls[&chunk[0].namespace].clone();
+                endpoint.connect_with_connector(connector).await
+            }
+            None => endpoint.connect().await,
+        }
+        .unwrap();
         for p in chunk {
             let subs = names[&p.namespace].clone();
             syncs.push(tokio::spawn(sync(channel.clone(), node(p), subs)));

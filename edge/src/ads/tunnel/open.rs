@@ -4,6 +4,7 @@
 //! response body the owner's, copied to the proxy's socket by the connection's task.
 
 use super::Origin;
+use super::down::CopyDown;
 use crate::ads::metrics::RelayFailure;
 use crate::ads::ownership::RelayLink;
 use crate::ads::relay::{Up, UpSource, open_at_owner, record_relay};
@@ -12,16 +13,14 @@ use crate::ads::transport::relay_header::{
     RELAYED_BY, TUNNEL_ORIGIN, TUNNEL_PATH, TUNNEL_PEER_CERTS, TUNNEL_REMOTE, peer_certs_header,
 };
 use crate::tls::PeerInfo;
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use http::header::HeaderValue;
-use http_body::Body;
 use shoal_proto::transport::Member;
-use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf};
 use tonic::transport::server::Connected;
 use tracing::{debug, info, warn};
 
@@ -29,9 +28,10 @@ use tracing::{debug, info, warn};
 /// between reads).
 const READ_CHUNK: usize = 16 * 1024;
 
-/// Tunnels `conn` (of which `replay` was read) to `owner` and copies until either side
-/// ends. `Err` gives the connection back, untouched but for what was read, when the
-/// owner cannot take it: the caller serves it here.
+/// Opens a tunnel of `conn` (of which `replay` was read) to `owner`: `Ok(Some)` is the
+/// copy to run for the connection's life, `Ok(None)` a connection closed for its proxy
+/// to reconnect. `Err` gives the connection back, untouched but for what was read, when
+/// the owner cannot take it: the caller serves it here.
 pub(super) async fn tunnel<L>(
     shared: &Arc<Shared>,
     origin: Origin,
@@ -39,7 +39,7 @@ pub(super) async fn tunnel<L>(
     proxy_id: &str,
     conn: L,
     replay: Bytes,
-) -> Result<(), (L, Bytes)>
+) -> Result<Option<CopyDown<L>>, (L, Bytes)>
 where
     L: Connected<ConnectInfo = PeerInfo> + AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -70,9 +70,7 @@ where
         open_at_owner(&mut channel, req).await
     };
     let open_timeout = shared.config.relay_open_timeout;
-    // Boxed: the task's own future, resident for the tunnel's life, then holds only the
-    // copy, not the much larger state of opening it.
-    let body = match Box::pin(tokio::time::timeout(open_timeout, opened)).await {
+    let body = match tokio::time::timeout(open_timeout, opened).await {
         Ok(Ok(body)) => body,
         Ok(Err(e)) => {
             shared.metrics.relay_failed(RelayFailure::ServedHere);
@@ -84,13 +82,13 @@ where
             // afford it: the proxy reconnects instead.
             shared.metrics.relay_failed(RelayFailure::OwnerBusy);
             debug!(owner = %owner.id, ?open_timeout, "owner slow to take the connection; closed for the proxy to reconnect");
-            return Ok(());
+            return Ok(None);
         }
     };
     // Sent up already; kept only to serve the connection here had the owner refused.
     drop(replay);
     let (read, write) = tokio::io::split(conn);
-    let _held = record_relay(
+    let held = record_relay(
         shared,
         proxy_id,
         &owner.id,
@@ -100,8 +98,7 @@ where
         slot,
     );
     info!(proxy = %proxy_id, owner = %owner.id, "tunneling the connection to its proxy's owner");
-    copy_down(shared, body, write, &link).await;
-    Ok(())
+    Ok(Some(CopyDown::new(shared.clone(), body, write, link, held)))
 }
 
 /// The tunnel's request: its body `up`, the headers naming the relaying edge `me`, the
@@ -131,58 +128,6 @@ fn tunnel_request<L: AsyncRead + Send + 'static>(
         }
     }
     req
-}
-
-/// Copies the owner's bytes to the proxy until the owner's response ends or the relay
-/// is ended here (hand-off, drain, a newer connection of the proxy); then closes the
-/// proxy's side.
-async fn copy_down<L: AsyncWrite>(
-    shared: &Shared,
-    mut body: tonic::body::Body,
-    mut write: WriteHalf<L>,
-    link: &RelayLink,
-) {
-    loop {
-        let frame = std::future::poll_fn(|cx| {
-            link.down.register(cx.waker());
-            if link.ended() {
-                return Poll::Ready(None);
-            }
-            Pin::new(&mut body).poll_frame(cx)
-        })
-        .await;
-        let mut data = match frame {
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => data,
-                Err(_) => continue,
-            },
-            Some(Err(status)) => {
-                shared.metrics.relay_failed(RelayFailure::OwnerGone);
-                debug!(error = %status, "the tunnel to the owner failed");
-                break;
-            }
-            None => break,
-        };
-        while !data.is_empty() {
-            let written = std::future::poll_fn(|cx| {
-                link.down.register(cx.waker());
-                if link.ended() {
-                    return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
-                }
-                Pin::new(&mut write).poll_write(cx, &data)
-            })
-            .await;
-            match written {
-                Ok(0) | Err(_) => {
-                    link.close();
-                    return;
-                }
-                Ok(n) => data.advance(n),
-            }
-        }
-    }
-    link.close();
-    let _ = tokio::time::timeout(shared.config.send_timeout, write.shutdown()).await;
 }
 
 /// A tunnel's source: the proxy's socket, read as the owner's HTTP/2 layer takes it.
