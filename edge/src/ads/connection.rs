@@ -141,15 +141,17 @@ where
     tokio::spawn(
         serve::<M, S>(
             shared.clone(),
-            proxy,
-            Box::new(first),
-            inbound,
-            out_tx,
-            close_tx,
-            Admitted {
-                _permit: permit,
-                relayed_in,
-            },
+            Box::new(Opened {
+                proxy,
+                first: Box::new(first),
+                inbound,
+                out: out_tx,
+                close: close_tx,
+                admitted: Admitted {
+                    _permit: permit,
+                    relayed_in,
+                },
+            }),
         )
         .instrument(span),
     );
@@ -196,21 +198,33 @@ async fn admit(shared: &Shared) -> Result<(), AdsError> {
 /// How long a new stream may wait for admission before it is refused (as Istio).
 const ADMISSION_WAIT: Duration = Duration::from_secs(1);
 
+/// A stream admitted here, to serve: given to [`serve`] in one box, as an `async fn`
+/// keeps room for each of its arguments, besides the locals they move to, for its whole
+/// life (the stream's). `first` is boxed so that the future keeps no room for a request.
+pub(crate) struct Opened<M: Protocol, S> {
+    pub proxy: Proxy,
+    pub first: Box<M::Request>,
+    pub inbound: S,
+    pub out: outbound::Sender,
+    pub close: oneshot::Sender<Status>,
+    pub admitted: Admitted,
+}
+
 /// Serves one stream until the proxy leaves, a send times out or the edge drains; an
-/// error closes the response stream with its status. `first` is boxed so that this
-/// future, which lives as long as the stream, keeps no room for a request.
-pub(crate) async fn serve<M, S>(
-    shared: Arc<Shared>,
-    proxy: Proxy,
-    first: Box<M::Request>,
-    inbound: S,
-    out: outbound::Sender,
-    close: oneshot::Sender<Status>,
-    admitted: Admitted,
-) where
+/// error closes the response stream with its status.
+pub(crate) async fn serve<M, S>(shared: Arc<Shared>, opened: Box<Opened<M, S>>)
+where
     M: Protocol,
     S: Stream<Item = Result<M::Request, Status>> + Unpin + Send,
 {
+    let Opened {
+        proxy,
+        first,
+        mut inbound,
+        out,
+        close,
+        admitted,
+    } = *opened;
     let (push_tx, push_rx) = outbound::queue::channel(1);
     let proxy = Arc::new(proxy);
     // Registered before the first request reads the snapshot: an update after this point
@@ -239,7 +253,8 @@ pub(crate) async fn serve<M, S>(
         out,
         in_flight: InFlight::default(),
     };
-    match task.run(first, inbound, push_rx).await {
+    // By reference: moved, it would take room in this future and again in the loop's.
+    match task.run(first, &mut inbound, push_rx).await {
         Ok(()) | Err(Stop::Ads(AdsError::ClientGone)) => info!("proxy disconnected"),
         Err(Stop::Ads(e)) => {
             warn!(error = %e, "closing stream");
@@ -343,7 +358,7 @@ impl<M: Protocol> StreamTask<M> {
             // Caught up before taking a turn: a turn held through the resume wait would
             // hold up the streams behind it.
             if let Some(reported) = M::reported_snapshot(&first) {
-                self.catch_up(reported).await?;
+                Box::pin(self.catch_up(reported)).await?;
             }
             // A storm of new streams generates its first responses a bounded number at a
             // time; the rest wait here, holding only their first request.
