@@ -294,12 +294,12 @@ async fn proxies() {
                     .collect()
             });
         }
-        let reached = a.as_ref().unwrap_or(&b);
-        let target = match proxy_tls {
-            Some(_) => reached.secure.clone(),
-            None => reached.plain.clone(),
-        };
+        // The edge the proxies reach is the one measured.
         let measured = a.as_ref().unwrap_or(&b);
+        let target = match proxy_tls {
+            Some(_) => measured.secure.clone(),
+            None => measured.plain.clone(),
+        };
         // Warm: one stream per namespace (every scope generated once), then closed.
         let (warm, rest) = fleet.split_at(mesh.spec.namespaces);
         drop(open_all(&target, proxy_tls.as_ref(), warm, &names).await);
@@ -336,19 +336,20 @@ async fn proxies() {
 /// Per namespace, a connector presenting a workload certificate of it.
 fn workload_connectors(ca: &TestCa, namespaces: &[String]) -> HashMap<String, RelayConnector> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca.root_der.clone()))
+        .unwrap();
+    let roots = Arc::new(roots);
     namespaces
         .iter()
         .map(|ns| {
             let spiffe = format!("spiffe://cluster.local/ns/{ns}/sa/default");
             let leaf = ca.issue(&[], Some(&spiffe));
-            let mut roots = rustls::RootCertStore::empty();
-            roots
-                .add(CertificateDer::from(ca.root_der.clone()))
-                .unwrap();
             let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
                 .with_safe_default_protocol_versions()
                 .unwrap()
-                .with_root_certificates(roots)
+                .with_root_certificates(roots.clone())
                 .with_client_auth_cert(
                     vec![CertificateDer::from(leaf.cert_der)],
                     PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf.key_der)),
