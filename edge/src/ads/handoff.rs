@@ -86,7 +86,7 @@ impl XdsServer {
 
     /// Forgets the relay connections to edges that left `ring`.
     pub(crate) fn forget_departed(&self, ring: &Ring) {
-        self.shared.relays.retain_channels(ring);
+        self.shared.relays.retain_connections(ring);
     }
 
     /// Drain: refuses new streams and hands off every proxy held, spread over `window`

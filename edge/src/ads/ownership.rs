@@ -4,6 +4,7 @@
 //! none of them.
 
 use super::error::{AdsError, Ending};
+use super::transport::peer::PeerConnection;
 use crate::membership::Ring;
 use crate::tls::client::RelayConnector;
 use futures::task::AtomicWaker;
@@ -14,14 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tonic::Status;
-use tonic::transport::{Channel, Endpoint};
-
-const RELAY_STREAM_WINDOW: u32 = 256 * 1024;
-const RELAY_CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
-/// Streams a relay connection remembers after resetting them, so that frames the owner
-/// had in flight for them are dropped rather than answered with STREAM_CLOSED: relays end
-/// by the hundred in a hand-off, and h2's default (50) forgets them within a batch.
-const RELAY_REMEMBERED_RESETS: usize = 16 * 1024;
 
 /// This edge's view of ownership.
 pub(crate) struct Placement {
@@ -52,32 +45,11 @@ impl Placement {
     }
 }
 
-/// A lazily connected HTTP/2 channel to the owner at `addr`, over mTLS.
-fn relay_channel(addr: &str, tls: &RelayConnector) -> Result<Channel, String> {
-    // `http`: TLS is the connector's (mTLS as the edge identity), not tonic's.
-    Ok(Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| e.to_string())?
-        .connect_timeout(tls.connect_timeout)
-        .tcp_nodelay(true)
-        // Relayed responses are copied down as they arrive: a small per-stream window
-        // keeps what waits in a relay small, a large connection window keeps many
-        // relayed streams from waiting on each other.
-        .initial_stream_window_size(RELAY_STREAM_WINDOW)
-        .initial_connection_window_size(RELAY_CONNECTION_WINDOW)
-        .http2_max_concurrent_reset_streams(RELAY_REMEMBERED_RESETS)
-        // h2 closes a connection (GOAWAY ENHANCE_YOUR_CALM) once it has reset 1,024
-        // streams for the peer's protocol errors over its whole life: a guard against
-        // hostile peers that, on a connection carrying relays to an owner, ends them all
-        // at once after enough hand-offs. The peer is an authenticated edge.
-        .http2_max_local_error_reset_streams(None)
-        .connect_with_connector_lazy(tls.clone()))
-}
-
 /// The streams this edge relays, and its connections to the other edges.
 #[derive(Default)]
 pub(crate) struct Relays {
     /// By owner address: the connections to it, each with the relays it carries.
-    channels: Mutex<HashMap<String, Vec<RelayConnection>>>,
+    connections: Mutex<HashMap<String, Vec<RelayConnection>>>,
     active: Mutex<ActiveRelays>,
     next: AtomicU64,
 }
@@ -92,7 +64,7 @@ struct ActiveRelays {
 
 /// One HTTP/2 connection to an owner and how many relays it carries now.
 struct RelayConnection {
-    channel: Channel,
+    peer: Arc<PeerConnection>,
     streams: Arc<AtomicUsize>,
 }
 
@@ -118,26 +90,26 @@ impl Relays {
     /// 25k relays on one connection, the owner's h2 ended it (GOAWAY ENHANCE_YOUR_CALM,
     /// "too_many_data_frames") once the proxies' small requests waited unread, and every
     /// relay on it ended at once.
-    pub fn channel(
+    pub fn connection(
         &self,
         addr: &str,
         tls: &RelayConnector,
         per_connection: usize,
-    ) -> Result<(Channel, ConnectionSlot), String> {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        let free = channels.get(addr).and_then(|connections| {
+    ) -> Result<(Arc<PeerConnection>, ConnectionSlot), String> {
+        let mut pool = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let free = pool.get(addr).and_then(|connections| {
             connections
                 .iter()
                 .position(|c| c.streams.load(Ordering::Relaxed) < per_connection.max(1))
         });
         let connections = match free {
-            Some(_) => channels.get_mut(addr).expect("found above"),
+            Some(_) => pool.get_mut(addr).expect("found above"),
             None => {
                 // Made before the entry: an address it refuses leaves no empty pool behind.
-                let channel = relay_channel(addr, tls)?;
-                let connections = channels.entry(addr.to_string()).or_default();
+                let peer = PeerConnection::new(addr, tls.clone())?;
+                let connections = pool.entry(addr.to_string()).or_default();
                 connections.push(RelayConnection {
-                    channel,
+                    peer,
                     streams: Arc::default(),
                 });
                 connections
@@ -146,7 +118,7 @@ impl Relays {
         let connection = &connections[free.unwrap_or(connections.len() - 1)];
         connection.streams.fetch_add(1, Ordering::Relaxed);
         Ok((
-            connection.channel.clone(),
+            connection.peer.clone(),
             ConnectionSlot(connection.streams.clone()),
         ))
     }
@@ -187,18 +159,18 @@ impl Relays {
         found
     }
 
-    /// Forgets the connections to edges that are not in `ring` (they left it): a
-    /// channel reconnects forever, and an edge that comes back gets a fresh one.
-    pub fn retain_channels(&self, ring: &Ring) {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        channels.retain(|addr, _| ring.members().iter().any(|m| m.xds_addr == *addr));
+    /// Forgets the connections to edges that are not in `ring` (they left it): each
+    /// closes once its last relay ends, and an edge that comes back gets a fresh one.
+    pub fn retain_connections(&self, ring: &Ring) {
+        let mut pool = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        pool.retain(|addr, _| ring.members().iter().any(|m| m.xds_addr == *addr));
     }
 
     /// The edges this edge holds a relay connection to, by address.
     #[cfg(test)]
-    pub fn channel_addrs(&self) -> Vec<String> {
-        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        let mut addrs: Vec<String> = channels.keys().cloned().collect();
+    pub fn connection_addrs(&self) -> Vec<String> {
+        let pool = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let mut addrs: Vec<String> = pool.keys().cloned().collect();
         addrs.sort();
         addrs
     }
@@ -336,8 +308,8 @@ mod tests {
     }
 
     fn connections(relays: &Relays, addr: &str) -> Vec<usize> {
-        let channels = relays.channels.lock().unwrap();
-        channels[addr]
+        let pool = relays.connections.lock().unwrap();
+        pool[addr]
             .iter()
             .map(|c| c.streams.load(Ordering::Relaxed))
             .collect()
@@ -346,23 +318,23 @@ mod tests {
     #[tokio::test]
     async fn relays_fill_a_connection_before_the_next_opens_and_give_their_place_back() {
         let (relays, tls) = (Relays::default(), connector());
-        let a = relays.channel("127.0.0.1:1", &tls, 2).unwrap().1;
-        let b = relays.channel("127.0.0.1:1", &tls, 2).unwrap().1;
-        let c = relays.channel("127.0.0.1:1", &tls, 2).unwrap().1;
+        let a = relays.connection("127.0.0.1:1", &tls, 2).unwrap().1;
+        let b = relays.connection("127.0.0.1:1", &tls, 2).unwrap().1;
+        let c = relays.connection("127.0.0.1:1", &tls, 2).unwrap().1;
         assert_eq!(connections(&relays, "127.0.0.1:1"), [2, 1]);
         // Another owner has its own connections.
-        let _other = relays.channel("127.0.0.1:2", &tls, 2).unwrap().1;
+        let _other = relays.connection("127.0.0.1:2", &tls, 2).unwrap().1;
         assert_eq!(connections(&relays, "127.0.0.1:2"), [1]);
         drop(a);
         assert_eq!(connections(&relays, "127.0.0.1:1"), [1, 1]);
         // A freed place is taken before another connection opens.
-        let _d = relays.channel("127.0.0.1:1", &tls, 2).unwrap().1;
+        let _d = relays.connection("127.0.0.1:1", &tls, 2).unwrap().1;
         assert_eq!(connections(&relays, "127.0.0.1:1"), [2, 1]);
         drop((b, c));
         assert_eq!(connections(&relays, "127.0.0.1:1"), [1, 0]);
-        // An address no channel can be made for is refused and leaves no pool.
-        assert!(relays.channel("not an address", &tls, 2).is_err());
-        assert_eq!(relays.channel_addrs(), ["127.0.0.1:1", "127.0.0.1:2"]);
+        // An address no connection can be made to is refused and leaves no pool.
+        assert!(relays.connection("not an address", &tls, 2).is_err());
+        assert_eq!(relays.connection_addrs(), ["127.0.0.1:1", "127.0.0.1:2"]);
     }
 
     #[test]

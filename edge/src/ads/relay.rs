@@ -10,11 +10,15 @@
 //!        ◄──────── response frames, passed through ◄────────────┘
 //! ```
 //!
-//! A relay costs its edge no task, channel or buffer of its own: the proxy's request
-//! stream is the body of the request to the owner ([`Up`], each request framed as it is
-//! read), and the owner's response body is the proxy's ([`Relayed`], frames passed on as
-//! they arrive, within the HTTP/2 stream window). What a relay keeps besides its two
-//! HTTP/2 streams is a [`RelayLink`]: why it ends, and the two wakers to tell.
+//! A relay keeps no channel or buffer of its own: the proxy's requests are sent up by a
+//! small task ([`SendUp`], each request framed as it is read, as the owner's window takes
+//! it), and the owner's response body is the proxy's ([`Relayed`], frames passed on as
+//! they arrive, within the HTTP/2 stream window). The stream to the owner is one of the
+//! pooled connections between edges, on h2 directly ([`PeerConnection`]). What a relay
+//! keeps besides its two HTTP/2 streams is a [`RelayLink`]: why it ends, and the two
+//! wakers to tell.
+//!
+//! [`PeerConnection`]: super::transport::peer::PeerConnection
 //!
 //! Relays run over mTLS between edges: the relaying edge presents its own certificate
 //! (the edge SPIFFE ID) and the proxy's identity in [`RELAYED_IDENTITY`]; the owner takes
@@ -38,7 +42,8 @@ use super::transport::relay_header::{RELAYED_BY, RELAYED_IDENTITY, identity_head
 use crate::proxy::Proxy;
 use bytes::Bytes;
 use futures::Stream;
-use http::header::{CONTENT_TYPE, HeaderValue, TE};
+use h2::RecvStream;
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue, TE};
 use http_body::{Body, Frame, SizeHint};
 use shoal_proto::transport::Member;
 use std::convert::Infallible;
@@ -46,11 +51,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, ready};
-use tokio::sync::{OwnedSemaphorePermit, oneshot};
+use tokio::sync::OwnedSemaphorePermit;
 use tonic::Status;
-use tonic::codegen::Service;
-use tonic::transport::Channel;
 use tracing::{debug, info, warn};
+
+mod up;
+
+pub(crate) use up::{SendUp, UpSource};
 
 /// A stream given back to be served here: its first request, the rest, and its place
 /// under `--max-streams`.
@@ -86,21 +93,19 @@ where
     };
     let proxy_id = proxy.id.as_str();
     let per_connection = shared.config.relay_streams_per_connection;
-    let (mut channel, slot) = match shared.relays.channel(&owner.xds_addr, tls, per_connection) {
+    let (peer, slot) = match shared
+        .relays
+        .connection(&owner.xds_addr, tls, per_connection)
+    {
         Ok(c) => c,
         Err(e) => {
             warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
             return Err(Unrelayed::ServeHere((first, inbound, permit)));
         }
     };
-    // The proxy's requests go up once the owner takes the stream; until then only the
-    // first, and the stream stays here to be served if the owner does not.
-    let link = Arc::new(RelayLink::default());
-    let (up, hand_over) = Up::<Requests<S>>::new(frame(&first), link.clone());
-    let mut req = http::Request::new(tonic::body::Body::new(up));
-    *req.method_mut() = http::Method::POST;
-    *req.uri_mut() = http::Uri::from_static(M::PATH);
-    let headers = req.headers_mut();
+    // Only the first request goes up until the owner takes the stream: until then the
+    // stream stays here, to be served if the owner does not.
+    let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     headers.insert(TE, HeaderValue::from_static("trailers"));
     if let Ok(me) = HeaderValue::from_str(&placement.me) {
@@ -109,10 +114,10 @@ where
     if let Ok(identity) = HeaderValue::from_str(&identity_header(&proxy.identity)) {
         headers.insert(RELAYED_IDENTITY, identity);
     }
-    let opened = open_at_owner(&mut channel, req);
+    let opened = peer.open(M::PATH, headers, frame(&first));
     let open_timeout = shared.config.relay_open_timeout;
-    let body = match tokio::time::timeout(open_timeout, opened).await {
-        Ok(Ok(body)) => body,
+    let (body, send) = match tokio::time::timeout(open_timeout, opened).await {
+        Ok(Ok(opened)) => opened,
         Ok(Err(e)) => {
             shared.metrics.relay_failed(RelayFailure::ServedHere);
             debug!(owner = %owner.id, error = %e, "owner cannot take the stream; serving here");
@@ -128,55 +133,29 @@ where
             ))));
         }
     };
-    let held = record_relay(
-        shared,
-        proxy_id,
-        &owner.id,
-        &link,
-        (hand_over, Requests(inbound)),
-        permit,
-        slot,
-    );
+    let link = Arc::new(RelayLink::default());
+    let held = record_relay(shared, proxy_id, &owner.id, &link, permit, slot);
+    // The proxy's requests, piped up in a task of their own: the owner's responses go
+    // down in the proxy's response body, which hyper polls only as the proxy reads.
+    tokio::spawn(SendUp::new(Requests(inbound), send, link.clone()));
     info!(protocol = M::NAME, proxy = %proxy_id, owner = %owner.id, "relaying to the proxy's owner");
     Ok(Relayed {
         body,
         link,
+        body_ended: false,
         done: false,
         held,
     })
 }
 
-/// Sends `req` (a relay or a tunnel) to the owner on `channel`: the response body once
-/// the owner takes it, why not when it does not (unreachable, refusing).
-pub(crate) async fn open_at_owner(
-    channel: &mut Channel,
-    req: http::Request<tonic::body::Body>,
-) -> Result<tonic::body::Body, String> {
-    std::future::poll_fn(|cx| channel.poll_ready(cx))
-        .await
-        .map_err(|e| e.to_string())?;
-    let resp = channel.call(req).await.map_err(|e| e.to_string())?;
-    if resp.status() != http::StatusCode::OK {
-        return Err(format!("HTTP {}", resp.status()));
-    }
-    // A refusal is a trailers-only response: grpc-status in the headers.
-    if let Some(code) = resp.headers().get("grpc-status") {
-        let message = resp.headers().get("grpc-message");
-        return Err(format!("refused with grpc-status {code:?} ({message:?})"));
-    }
-    Ok(resp.into_body())
-}
-
 /// Records a relay (or tunnel) of `proxy_id` the owner took: one session per proxy ID
-/// (a stream of it served here ends), ended at once if a drain began meanwhile, and the
-/// proxy's side handed to the request body (`hand_over`). What it holds is given back
-/// when the returned [`Held`] drops.
-pub(crate) fn record_relay<T>(
+/// (a stream of it served here ends), ended at once if a drain began meanwhile. What it
+/// holds is given back when the returned [`Held`] drops.
+pub(crate) fn record_relay(
     shared: &Arc<Shared>,
     proxy_id: &str,
     owner_id: &str,
     link: &Arc<RelayLink>,
-    (hand_over, inbound): (oneshot::Sender<T>, T),
     permit: OwnedSemaphorePermit,
     slot: ConnectionSlot,
 ) -> Held {
@@ -188,82 +167,8 @@ pub(crate) fn record_relay<T>(
     if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
         link.end(Ending::Draining);
     }
-    if hand_over.send(inbound).is_err() {
-        // hyper dropped the request body: the owner's side is gone already.
-        link.end(Ending::HandedOff);
-    }
     shared.metrics.relayed.inc();
     Held::new(shared.clone(), proxy_id.to_string(), id, permit, slot)
-}
-
-/// What a relay sends up to the owner after its first chunk, as the owner takes it.
-pub(crate) trait UpSource: Unpin + Send + 'static {
-    /// The next chunk; `None` ends the request to the owner. A source that ends for the
-    /// proxy's fault says why through `link` ([`RelayLink::fail`]).
-    fn poll_chunk(&mut self, cx: &mut Context<'_>, link: &RelayLink) -> Poll<Option<Bytes>>;
-}
-
-/// The proxy's side, as the body of the request to its owner: a first chunk, then its
-/// source ([`UpSource`]) once the owner took the relay (until then the source stays with
-/// the caller, to be served here if the owner does not); it ends when the relay does.
-pub(crate) struct Up<T> {
-    first: Bytes,
-    source: Source<T>,
-    link: Arc<RelayLink>,
-}
-
-enum Source<T> {
-    /// Until the owner takes the relay.
-    Waiting(oneshot::Receiver<T>),
-    Reading(T),
-}
-
-impl<T> Up<T> {
-    /// The body, and where to hand it its source once the owner took the relay.
-    pub(crate) fn new(first: Bytes, link: Arc<RelayLink>) -> (Up<T>, oneshot::Sender<T>) {
-        let (hand_over, handed) = oneshot::channel();
-        let up = Up {
-            first,
-            source: Source::Waiting(handed),
-            link,
-        };
-        (up, hand_over)
-    }
-}
-
-impl<T: UpSource> Body for Up<T> {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let this = &mut *self;
-        this.link.up.register(cx.waker());
-        if this.link.ended() {
-            return Poll::Ready(None);
-        }
-        if !this.first.is_empty() {
-            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut this.first)))));
-        }
-        loop {
-            match &mut this.source {
-                Source::Waiting(handed) => match ready!(Pin::new(handed).poll(cx)) {
-                    Ok(source) => this.source = Source::Reading(source),
-                    Err(_) => return Poll::Ready(None),
-                },
-                Source::Reading(source) => {
-                    let chunk = ready!(source.poll_chunk(cx, &this.link));
-                    return Poll::Ready(chunk.map(|c| Ok(Frame::data(c))));
-                }
-            }
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
-    }
 }
 
 /// A stream relay's source: the proxy's requests, each framed as it is read.
@@ -292,8 +197,10 @@ where
 /// owner's trailers as its status, or a retryable status when the relay is ended here
 /// (hand-off, drain, a newer stream of the proxy) or the owner goes away.
 pub(crate) struct Relayed {
-    body: tonic::body::Body,
+    body: RecvStream,
     link: Arc<RelayLink>,
+    /// The owner's data ended: its trailers come next.
+    body_ended: bool,
     done: bool,
     held: Held,
 }
@@ -346,6 +253,15 @@ impl Relayed {
         self.done = true;
         Poll::Ready(Some(Ok(Frame::trailers(super::outbound::trailers(status)))))
     }
+
+    fn owner_gone(&mut self, e: &h2::Error) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let metrics = &self.held.shared.metrics;
+        metrics.relay_failed(RelayFailure::OwnerGone);
+        debug!(error = %e, "the relay's owner stream failed");
+        self.end(&Status::unavailable(format!(
+            "the proxy's owner went away ({e}); reconnect"
+        )))
+    }
 }
 
 impl Body for Relayed {
@@ -363,27 +279,26 @@ impl Body for Relayed {
         if let Some(status) = self.link.status() {
             return self.end(&status);
         }
-        match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
-            Some(Ok(frame)) => {
-                if frame.is_trailers() {
-                    self.done = true;
+        if !self.body_ended {
+            match ready!(self.body.poll_data(cx)) {
+                Some(Ok(data)) => {
+                    // Handed to the proxy's stream, which holds it until the proxy reads.
+                    let _ = self.body.flow_control().release_capacity(data.len());
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
-                Poll::Ready(Some(Ok(frame)))
+                Some(Err(e)) => return self.owner_gone(&e),
+                None => self.body_ended = true,
             }
-            Some(Err(status)) => {
-                self.held
-                    .shared
-                    .metrics
-                    .relay_failed(RelayFailure::OwnerGone);
-                debug!(error = %ErrorChain(&status), "the relay's owner stream failed");
-                self.end(&Status::unavailable(format!(
-                    "the proxy's owner went away ({}); reconnect",
-                    status.message()
-                )))
+        }
+        match ready!(self.body.poll_trailers(cx)) {
+            Ok(Some(trailers)) => {
+                self.done = true;
+                Poll::Ready(Some(Ok(Frame::trailers(trailers))))
             }
-            None => self.end(&Status::unavailable(
+            Ok(None) => self.end(&Status::unavailable(
                 "the owner ended the stream; reconnect",
             )),
+            Err(e) => self.owner_gone(&e),
         }
     }
 
@@ -393,21 +308,6 @@ impl Body for Relayed {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
-    }
-}
-
-/// An error and its sources, `: `-separated (hyper's own message hides h2's reason).
-struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(e) = source {
-            write!(f, ": {e}")?;
-            source = e.source();
-        }
-        Ok(())
     }
 }
 

@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
 
 /// The client config of relays: `edge` is the SPIFFE ID every edge presents.
 pub fn relay_config(material: &TlsMaterial, edge: SpiffeId) -> Result<Arc<ClientConfig>, Error> {
@@ -136,21 +137,43 @@ impl ServerCertVerifier for EdgeVerifier {
     }
 }
 
-/// A tonic connector dialling `host:port` over TLS with the relay config.
+/// Dials another edge (or, in tests and benches, any server) over TLS with `config`.
 #[derive(Clone)]
 pub struct RelayConnector {
     pub config: Arc<ClientConfig>,
     pub connect_timeout: Duration,
 }
 
-type Connecting = Pin<
-    Box<
-        dyn Future<Output = io::Result<TokioIo<tokio_rustls::client::TlsStream<TcpStream>>>> + Send,
-    >,
->;
+impl RelayConnector {
+    /// A TLS connection to `host:port` (an IPv6 host with or without its brackets), within
+    /// the connect timeout.
+    pub async fn connect(&self, host: &str, port: u16) -> io::Result<TlsStream<TcpStream>> {
+        let host = host.trim_matches(['[', ']']);
+        let timeout = self.connect_timeout;
+        let connect = async {
+            let tcp = TcpStream::connect((host, port)).await?;
+            tcp.set_nodelay(true)?;
+            let name = ServerName::try_from(host.to_string())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            TlsConnector::from(self.config.clone())
+                .connect(name, tcp)
+                .await
+        };
+        match tokio::time::timeout(timeout, connect).await {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connecting to {host}:{port} took over {timeout:?}"),
+            )),
+        }
+    }
+}
 
+type Connecting = Pin<Box<dyn Future<Output = io::Result<TokioIo<TlsStream<TcpStream>>>> + Send>>;
+
+/// As a tonic connector (a proxy's client, in tests and benches).
 impl tower_service::Service<http::Uri> for RelayConnector {
-    type Response = TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
+    type Response = TokioIo<TlsStream<TcpStream>>;
     type Error = io::Error;
     type Future = Connecting;
 
@@ -159,28 +182,11 @@ impl tower_service::Service<http::Uri> for RelayConnector {
     }
 
     fn call(&mut self, uri: http::Uri) -> Connecting {
-        let (config, timeout) = (self.config.clone(), self.connect_timeout);
+        let connector = self.clone();
         Box::pin(async move {
-            let host = uri
-                .host()
-                .unwrap_or_default()
-                .trim_matches(['[', ']'])
-                .to_string();
+            let host = uri.host().unwrap_or_default();
             let port = uri.port_u16().unwrap_or(15012);
-            let connect = async {
-                let tcp = TcpStream::connect((host.as_str(), port)).await?;
-                tcp.set_nodelay(true)?;
-                let name = ServerName::try_from(host.clone())
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                TlsConnector::from(config).connect(name, tcp).await
-            };
-            match tokio::time::timeout(timeout, connect).await {
-                Ok(r) => r.map(TokioIo::new),
-                Err(_) => Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("connecting to {host}:{port} took over {timeout:?}"),
-                )),
-            }
+            connector.connect(host, port).await.map(TokioIo::new)
         })
     }
 }

@@ -31,7 +31,7 @@ use tonic::{Code, Status, Streaming};
 
 pub(crate) const WEB: &str = "spiffe://cluster.local/ns/a/sa/web";
 
-fn certified(leaf: &Leaf) -> Arc<CertifiedKey> {
+pub(crate) fn certified(leaf: &Leaf) -> Arc<CertifiedKey> {
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf.key_der.clone()));
     let signer = provider().key_provider.load_private_key(key).unwrap();
     Arc::new(CertifiedKey::new(
@@ -40,7 +40,7 @@ fn certified(leaf: &Leaf) -> Arc<CertifiedKey> {
     ))
 }
 
-fn roots(ca: &TestCa) -> Arc<RootCertStore> {
+pub(crate) fn roots(ca: &TestCa) -> Arc<RootCertStore> {
     let mut roots = RootCertStore::empty();
     roots
         .add(CertificateDer::from(ca.root_der.clone()))

@@ -184,7 +184,7 @@ async fn relays_to_an_edge_that_left_are_handed_off_and_its_connection_forgotten
     let node = &p.owned_by_b(1)[0];
     let (_tx, mut responses) = p.relayed(node).await;
     assert_eq!(
-        p.a.xds.shared.relays.channel_addrs(),
+        p.a.xds.shared.relays.connection_addrs(),
         [p.members[1].xds_addr.clone()]
     );
     let config = RebalanceConfig {
@@ -204,7 +204,7 @@ async fn relays_to_an_edge_that_left_are_handed_off_and_its_connection_forgotten
     assert_eq!(status.code(), Code::Unavailable, "{status}");
     assert!(status.message().contains("handed off"), "{status}");
     eventually("a relays nothing", || p.a.xds.relayed() == 0).await;
-    assert!(p.a.xds.shared.relays.channel_addrs().is_empty());
+    assert!(p.a.xds.shared.relays.connection_addrs().is_empty());
     task.abort();
 }
 

@@ -19,6 +19,7 @@ mod framing;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod inbound;
+pub(crate) mod peer;
 pub(crate) mod prelude;
 pub(crate) mod relay_header;
 

@@ -22,12 +22,12 @@
 //! - [`conn`]: the connections a listener's server takes (direct, replayed, or tunneled);
 //! - [`route`]: the relaying edge: read the prelude, serve here or open a tunnel;
 //! - [`open`]: the tunnel's client side;
-//! - [`down`]: the copy to the proxy, for the tunnel's life;
+//! - [`copy`]: the copy both ways, for the tunnel's life;
 //! - [`service`]: the owner's side of a tunnel;
 //! - [`pipe`]: the owner's bytes to the tunnel's response body, bounded.
 
 mod conn;
-mod down;
+mod copy;
 pub(crate) mod inbox;
 mod open;
 mod pipe;

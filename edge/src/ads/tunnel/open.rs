@@ -1,32 +1,27 @@
 //! A tunnel's client side, on the relaying edge: one HTTP/2 stream to the owner on the
 //! pooled mTLS connections between edges. Its request body is the proxy's bytes (what
-//! the prelude read, then the socket, read as the owner's HTTP/2 layer takes them), its
-//! response body the owner's, copied to the proxy's socket by the connection's task.
+//! the prelude read, then the socket, read as the owner's window takes them), its
+//! response body the owner's, copied to the proxy's socket; both by the connection's
+//! task ([`TunnelCopy`]).
 
 use super::Origin;
-use super::down::CopyDown;
+use super::copy::TunnelCopy;
 use crate::ads::metrics::RelayFailure;
 use crate::ads::ownership::RelayLink;
-use crate::ads::relay::{Up, UpSource, open_at_owner, record_relay};
+use crate::ads::relay::record_relay;
 use crate::ads::shared::Shared;
 use crate::ads::transport::relay_header::{
     RELAYED_BY, TUNNEL_ORIGIN, TUNNEL_PATH, TUNNEL_PEER_CERTS, TUNNEL_REMOTE, peer_certs_header,
 };
 use crate::tls::PeerInfo;
 use bytes::Bytes;
-use http::header::HeaderValue;
+use http::header::{HeaderMap, HeaderValue};
 use shoal_proto::transport::Member;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll, ready};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tonic::transport::server::Connected;
 use tracing::{debug, info, warn};
-
-/// What a read of the proxy's socket takes at most (on the stack: nothing is kept
-/// between reads).
-const READ_CHUNK: usize = 16 * 1024;
 
 /// Opens a tunnel of `conn` (of which `replay` was read) to `owner`: `Ok(Some)` is the
 /// copy to run for the connection's life, `Ok(None)` a connection closed for its proxy
@@ -39,7 +34,7 @@ pub(super) async fn tunnel<L>(
     proxy_id: &str,
     conn: L,
     replay: Bytes,
-) -> Result<Option<CopyDown<L>>, (L, Bytes)>
+) -> Result<Option<TunnelCopy<L>>, (L, Bytes)>
 where
     L: Connected<ConnectInfo = PeerInfo> + AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -54,24 +49,21 @@ where
         return Err((conn, replay));
     };
     let per_connection = shared.config.relay_streams_per_connection;
-    let (channel, slot) = match shared.relays.channel(&owner.xds_addr, tls, per_connection) {
+    let (peer, slot) = match shared
+        .relays
+        .connection(&owner.xds_addr, tls, per_connection)
+    {
         Ok(c) => c,
         Err(e) => {
             warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
             return Err((conn, replay));
         }
     };
-    let link = Arc::new(RelayLink::default());
-    let (up, hand_over) = Up::<Socket<L>>::new(replay.clone(), link.clone());
-    let req = tunnel_request(&placement.me, origin, &conn.connect_info(), up);
-    // The channel goes with the opening: a clone of the pool's, not kept for the tunnel.
-    let opened = async move {
-        let mut channel = channel;
-        open_at_owner(&mut channel, req).await
-    };
+    let headers = tunnel_headers(&placement.me, origin, &conn.connect_info());
+    let opened = peer.open(TUNNEL_PATH, headers, replay.clone());
     let open_timeout = shared.config.relay_open_timeout;
-    let body = match tokio::time::timeout(open_timeout, opened).await {
-        Ok(Ok(body)) => body,
+    let (body, send) = match tokio::time::timeout(open_timeout, opened).await {
+        Ok(Ok(opened)) => opened,
         Ok(Err(e)) => {
             shared.metrics.relay_failed(RelayFailure::ServedHere);
             debug!(owner = %owner.id, error = %e, "owner cannot take the connection; serving here");
@@ -87,31 +79,23 @@ where
     };
     // Sent up already; kept only to serve the connection here had the owner refused.
     drop(replay);
-    let (read, write) = tokio::io::split(conn);
-    let held = record_relay(
-        shared,
-        proxy_id,
-        &owner.id,
-        &link,
-        (hand_over, Socket(read)),
-        permit,
-        slot,
-    );
+    let link = Arc::new(RelayLink::default());
+    let held = record_relay(shared, proxy_id, &owner.id, &link, permit, slot);
     info!(proxy = %proxy_id, owner = %owner.id, "tunneling the connection to its proxy's owner");
-    Ok(Some(CopyDown::new(shared.clone(), body, write, link, held)))
+    let halves = tokio::io::split(conn);
+    Ok(Some(TunnelCopy::new(
+        shared.clone(),
+        body,
+        halves,
+        send,
+        link,
+        held,
+    )))
 }
 
-/// The tunnel's request: its body `up`, the headers naming the relaying edge `me`, the
-/// listener the proxy reached and what it presented there (`peer`).
-fn tunnel_request<L: AsyncRead + Send + 'static>(
-    me: &str,
-    origin: Origin,
-    peer: &PeerInfo,
-    up: Up<Socket<L>>,
-) -> http::Request<tonic::body::Body> {
-    let mut req = http::Request::new(tonic::body::Body::new(up));
-    *req.method_mut() = http::Method::POST;
-    *req.uri_mut() = http::Uri::from_static(TUNNEL_PATH);
+/// The tunnel's headers: the relaying edge `me`, the listener the proxy reached and what
+/// it presented there (`peer`).
+fn tunnel_headers(me: &str, origin: Origin, peer: &PeerInfo) -> HeaderMap {
     let values = [
         (RELAYED_BY, me.to_string()),
         (TUNNEL_ORIGIN, origin.as_str().to_string()),
@@ -121,29 +105,11 @@ fn tunnel_request<L: AsyncRead + Send + 'static>(
             peer.remote.map(|r| r.to_string()).unwrap_or_default(),
         ),
     ];
-    let headers = req.headers_mut();
+    let mut headers = HeaderMap::with_capacity(values.len());
     for (name, value) in values {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(name, value);
         }
     }
-    req
-}
-
-/// A tunnel's source: the proxy's socket, read as the owner's HTTP/2 layer takes it.
-struct Socket<L>(ReadHalf<L>);
-
-impl<L: AsyncRead + Send + 'static> UpSource for Socket<L> {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>, _: &RelayLink) -> Poll<Option<Bytes>> {
-        let mut chunk = [0u8; READ_CHUNK];
-        let mut buf = ReadBuf::new(&mut chunk);
-        match ready!(Pin::new(&mut self.0).poll_read(cx, &mut buf)) {
-            Ok(()) if !buf.filled().is_empty() => {
-                Poll::Ready(Some(Bytes::copy_from_slice(buf.filled())))
-            }
-            // The proxy closed its side (or its socket failed): the owner's connection
-            // ends, and with it the response.
-            _ => Poll::Ready(None),
-        }
-    }
+    headers
 }

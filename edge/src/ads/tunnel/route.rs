@@ -4,7 +4,7 @@
 
 use super::Origin;
 use super::conn::EdgeConn;
-use super::down::CopyDown;
+use super::copy::TunnelCopy;
 use super::inbox::Inbox;
 use super::open;
 use crate::ads::shared::Shared;
@@ -84,7 +84,7 @@ async fn route_or_serve<L>(
     origin: Origin,
     conn: L,
     tx: mpsc::Sender<io::Result<EdgeConn<L>>>,
-) -> Option<CopyDown<L>>
+) -> Option<TunnelCopy<L>>
 where
     L: Connected<ConnectInfo = PeerInfo> + AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -103,7 +103,7 @@ enum Routed<L> {
     /// To this listener's server.
     Here(EdgeConn<L>),
     /// Tunneled to its proxy's owner: the copy, to run for the connection's life.
-    Tunneled(CopyDown<L>),
+    Tunneled(TunnelCopy<L>),
     Closed,
 }
 
