@@ -12,6 +12,8 @@ use http::header::HeaderMap;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, StatusCode, Uri};
 use std::sync::{Arc, Mutex, Weak};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
 use tracing::debug;
 
 /// Responses are copied on as they arrive: a small per-stream window keeps what waits in
@@ -22,6 +24,11 @@ const CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
 /// in flight for them are dropped rather than answered with STREAM_CLOSED: relays end by
 /// the hundred in a hand-off, and h2's default (50) forgets them within a batch.
 const REMEMBERED_RESETS: usize = 16 * 1024;
+
+type Connected = (
+    SendRequest<Bytes>,
+    h2::client::Connection<TlsStream<TcpStream>, Bytes>,
+);
 
 /// A connection to the edge at one address, made when a stream first needs it.
 pub(crate) struct PeerConnection {
@@ -38,6 +45,11 @@ struct Live {
     /// Counts the connections made, so that one ending forgets only itself.
     made: u64,
     sender: Option<SendRequest<Bytes>>,
+    /// Counts the connects that finished, and why the last one failed: the streams that
+    /// waited on a connect that failed fail with it rather than each trying again (an
+    /// owner that cannot be reached is not waited for: its proxies are served here).
+    attempts: u64,
+    failure: String,
 }
 
 impl PeerConnection {
@@ -106,19 +118,47 @@ impl PeerConnection {
 
     /// The live connection's sender, connecting when there is none.
     async fn sender(self: &Arc<Self>) -> Result<SendRequest<Bytes>, String> {
-        if let Some(sender) = self.live_sender() {
-            return Ok(sender);
-        }
+        let attempts = {
+            let live = self.live();
+            if let Some(sender) = &live.sender {
+                return Ok(sender.clone());
+            }
+            live.attempts
+        };
         let _connecting = self.connecting.lock().await;
-        if let Some(sender) = self.live_sender() {
-            return Ok(sender);
+        {
+            let live = self.live();
+            if let Some(sender) = &live.sender {
+                return Ok(sender.clone());
+            }
+            if live.attempts != attempts {
+                return Err(live.failure.clone());
+            }
         }
+        let connected = self.connect().await;
+        let mut live = self.live();
+        live.attempts += 1;
+        let (sender, connection) = match connected {
+            Ok(c) => c,
+            Err(e) => {
+                live.failure.clone_from(&e);
+                return Err(e);
+            }
+        };
+        live.made += 1;
+        live.sender = Some(sender.clone());
+        let (me, made, peer) = (Arc::downgrade(self), live.made, self.authority.clone());
+        tokio::spawn(drive(connection, me, made, peer));
+        Ok(sender)
+    }
+
+    async fn connect(&self) -> Result<Connected, String> {
         let io = self
             .tls
             .connect(self.authority.host(), self.port)
             .await
             .map_err(|e| e.to_string())?;
-        let (sender, connection) = h2::client::Builder::new()
+        h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .max_concurrent_reset_streams(REMEMBERED_RESETS)
@@ -128,22 +168,9 @@ impl PeerConnection {
             // after enough hand-offs. The peer is an authenticated edge.
             .max_local_error_reset_streams(None)
             .enable_push(false)
-            .handshake::<_, Bytes>(io)
+            .handshake(io)
             .await
-            .map_err(|e| e.to_string())?;
-        let made = {
-            let mut live = self.live();
-            live.made += 1;
-            live.sender = Some(sender.clone());
-            live.made
-        };
-        let (me, peer) = (Arc::downgrade(self), self.authority.clone());
-        tokio::spawn(drive(connection, me, made, peer));
-        Ok(sender)
-    }
-
-    fn live_sender(&self) -> Option<SendRequest<Bytes>> {
-        self.live().sender.clone()
+            .map_err(|e| e.to_string())
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, Live> {

@@ -60,10 +60,10 @@ async fn a_connection_that_ended_is_made_again_by_the_next_stream() {
     let peer = PeerConnection::new(&addr, tls).unwrap();
     let open = || peer.open("/test/Open", HeaderMap::new(), Bytes::from_static(b"first"));
     let first = open().await.expect("the edge takes the first stream");
-    assert!(peer.live_sender().is_some());
+    assert!(peer.live().sender.is_some());
     end.send(()).await.unwrap();
     let forgotten = async {
-        while peer.live_sender().is_some() {
+        while peer.live().sender.is_some() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
@@ -72,7 +72,39 @@ async fn a_connection_that_ended_is_made_again_by_the_next_stream() {
         .expect("the ended connection is forgotten");
     drop(first);
     let _second = open().await.expect("the next stream connects again");
-    assert!(peer.live_sender().is_some());
+    assert!(peer.live().sender.is_some());
+}
+
+/// An owner that takes connections but never completes TLS: the streams that waited on
+/// one connect fail with it, rather than each trying again (served here, not kept waiting
+/// for their turn to time out).
+#[tokio::test]
+async fn streams_waiting_on_a_connect_that_fails_fail_with_it() {
+    let ca = TestCa::new("mesh");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    let tls = RelayConnector {
+        config: relay_config(&material(&ca), SpiffeId::parse(EDGE_SPIFFE).unwrap()).unwrap(),
+        connect_timeout: Duration::from_millis(300),
+    };
+    let peer = PeerConnection::new(&addr, tls).unwrap();
+    let opens = (0..10).map(|_| peer.open("/test/Open", HeaderMap::new(), Bytes::new()));
+    let opened = futures::future::join_all(opens).await;
+    assert!(opened.iter().all(|o| o.is_err()));
+    assert_eq!(peer.live().attempts, 1, "one connect for the ten streams");
+    // The next stream tries again.
+    assert!(
+        peer.open("/test/Open", HeaderMap::new(), Bytes::new())
+            .await
+            .is_err()
+    );
+    assert_eq!(peer.live().attempts, 2);
 }
 
 #[test]
