@@ -12,6 +12,7 @@ use crate::ads::shared::Shared;
 use bytes::{Buf, Bytes};
 use h2::RecvStream;
 use std::future::Future;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -138,8 +139,9 @@ struct ProxyBytes<L>(ReadHalf<L>);
 
 impl<L: AsyncRead + Send + 'static> UpSource for ProxyBytes<L> {
     fn poll_chunk(&mut self, cx: &mut Context<'_>, _: &RelayLink) -> Poll<Option<Bytes>> {
-        let mut chunk = [0u8; READ_CHUNK];
-        let mut buf = ReadBuf::new(&mut chunk);
+        // Not zeroed: the task polls this whenever it wakes, for either direction.
+        let mut chunk = [MaybeUninit::<u8>::uninit(); READ_CHUNK];
+        let mut buf = ReadBuf::uninit(&mut chunk);
         match ready!(Pin::new(&mut self.0).poll_read(cx, &mut buf)) {
             Ok(()) if !buf.filled().is_empty() => {
                 Poll::Ready(Some(Bytes::copy_from_slice(buf.filled())))
