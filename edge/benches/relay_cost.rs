@@ -60,6 +60,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 
 const TYPES: [&str; 4] = [CLUSTER, ENDPOINT, LISTENER, ROUTE];
+/// How long a stream waits for each response before the run fails, naming it.
+const SYNC_WAIT: Duration = Duration::from_secs(60);
 /// Streams per HTTP/2 connection: one, as Envoy and the agent open them.
 const STREAMS_PER_CONN_ENV: &str = "SHOAL_RELAY_STREAMS_PER_CONN";
 /// Proxies over mTLS to the secure listener, not plaintext.
@@ -417,6 +419,7 @@ async fn sync(channel: Channel, node: Node, subs: Vec<Vec<String>>) -> Held {
         ..Default::default()
     };
     let mut first = request(TYPES[0], &subs[0]);
+    let node_id = node.id.clone();
     first.node = Some(node);
     tx.send(first).await.unwrap();
     let mut responses = client
@@ -428,7 +431,12 @@ async fn sync(channel: Channel, node: Node, subs: Vec<Vec<String>>) -> Held {
         if i > 0 {
             tx.send(request(type_url, names.as_slice())).await.unwrap();
         }
-        let resp = responses.message().await.unwrap().expect("a response");
+        // A stream never answered is named, not waited for forever.
+        let resp = tokio::time::timeout(SYNC_WAIT, responses.message())
+            .await
+            .unwrap_or_else(|_| panic!("{node_id}: no {type_url} response in {SYNC_WAIT:?}"))
+            .unwrap()
+            .expect("a response");
         let mut ack = request(type_url, names.as_slice());
         ack.version_info = resp.version_info;
         ack.response_nonce = resp.nonce;
