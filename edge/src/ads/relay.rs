@@ -40,9 +40,10 @@ use super::shared::Shared;
 use super::transport::frame;
 use super::transport::relay_header::{RELAYED_BY, RELAYED_IDENTITY, identity_header};
 use crate::proxy::Proxy;
+use crate::tls::client::RelayConnector;
 use bytes::Bytes;
 use futures::Stream;
-use h2::RecvStream;
+use h2::{RecvStream, SendStream};
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue, TE};
 use http_body::{Body, Frame, SizeHint};
 use shoal_proto::transport::Member;
@@ -92,17 +93,6 @@ where
         return Err(Unrelayed::ServeHere((first, inbound, permit)));
     };
     let proxy_id = proxy.id.as_str();
-    let per_connection = shared.config.relay_streams_per_connection;
-    let (peer, slot) = match shared
-        .relays
-        .connection(&owner.xds_addr, tls, per_connection)
-    {
-        Ok(c) => c,
-        Err(e) => {
-            warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
-            return Err(Unrelayed::ServeHere((first, inbound, permit)));
-        }
-    };
     // Only the first request goes up until the owner takes the stream: until then the
     // stream stays here, to be served if the owner does not.
     let mut headers = HeaderMap::new();
@@ -114,22 +104,14 @@ where
     if let Ok(identity) = HeaderValue::from_str(&identity_header(&proxy.identity)) {
         headers.insert(RELAYED_IDENTITY, identity);
     }
-    let opened = peer.open(M::PATH, headers, frame(&first));
-    let open_timeout = shared.config.relay_open_timeout;
-    let (body, send) = match tokio::time::timeout(open_timeout, opened).await {
-        Ok(Ok(opened)) => opened,
-        Ok(Err(e)) => {
-            shared.metrics.relay_failed(RelayFailure::ServedHere);
-            debug!(owner = %owner.id, error = %e, "owner cannot take the stream; serving here");
-            return Err(Unrelayed::ServeHere((first, inbound, permit)));
-        }
-        Err(_) => {
-            shared.metrics.relay_failed(RelayFailure::OwnerBusy);
-            debug!(owner = %owner.id, "owner slow to take the stream; the proxy reconnects");
+    let opened = open_at_owner(shared, tls, &owner, M::PATH, headers, frame(&first)).await;
+    let (body, send, slot) = match opened {
+        Ok(taken) => taken,
+        Err(NotTaken::Refused) => return Err(Unrelayed::ServeHere((first, inbound, permit))),
+        Err(NotTaken::Slow) => {
             return Err(Unrelayed::OwnerBusy(Status::unavailable(format!(
-                "the proxy's owner ({}) did not take the stream within {open_timeout:?}; \
-                 reconnect",
-                owner.id
+                "the proxy's owner ({}) did not take the stream within {:?}; reconnect",
+                owner.id, shared.config.relay_open_timeout
             ))));
         }
     };
@@ -146,6 +128,59 @@ where
         done: false,
         held,
     })
+}
+
+/// Why an owner did not take a relay or tunnel.
+pub(crate) enum NotTaken {
+    /// Unreachable, its address unusable, or refusing (draining, at its limit): the
+    /// proxy is served here.
+    Refused,
+    /// Live, but it did not take it within `--relay-open-timeout`: the proxy reconnects
+    /// (served here, it would only be handed off again, when the fleet can least afford
+    /// it).
+    Slow,
+}
+
+/// What an owner took: its response, the rest of the request to it, and the relay's
+/// place on the connection.
+pub(crate) type Taken = (RecvStream, SendStream<Bytes>, ConnectionSlot);
+
+/// Opens a relay or tunnel at `owner` (a POST to `path` with `headers`, its body begun
+/// with `first`) on the pooled connections to it, within `--relay-open-timeout`; a
+/// failure is counted and logged by why.
+pub(crate) async fn open_at_owner(
+    shared: &Shared,
+    tls: &RelayConnector,
+    owner: &Member,
+    path: &'static str,
+    headers: HeaderMap,
+    first: Bytes,
+) -> Result<Taken, NotTaken> {
+    let per_connection = shared.config.relay_streams_per_connection;
+    let (peer, slot) = match shared
+        .relays
+        .connection(&owner.xds_addr, tls, per_connection)
+    {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
+            return Err(NotTaken::Refused);
+        }
+    };
+    let open_timeout = shared.config.relay_open_timeout;
+    match tokio::time::timeout(open_timeout, peer.open(path, headers, first)).await {
+        Ok(Ok((body, send))) => Ok((body, send, slot)),
+        Ok(Err(e)) => {
+            shared.metrics.relay_failed(RelayFailure::ServedHere);
+            debug!(owner = %owner.id, path, error = %e, "owner cannot take the relay; serving here");
+            Err(NotTaken::Refused)
+        }
+        Err(_) => {
+            shared.metrics.relay_failed(RelayFailure::OwnerBusy);
+            debug!(owner = %owner.id, path, ?open_timeout, "owner slow to take the relay; the proxy reconnects");
+            Err(NotTaken::Slow)
+        }
+    }
 }
 
 /// Records a relay (or tunnel) of `proxy_id` the owner took: one session per proxy ID

@@ -6,9 +6,8 @@
 
 use super::Origin;
 use super::copy::TunnelCopy;
-use crate::ads::metrics::RelayFailure;
 use crate::ads::ownership::RelayLink;
-use crate::ads::relay::record_relay;
+use crate::ads::relay::{NotTaken, open_at_owner, record_relay};
 use crate::ads::shared::Shared;
 use crate::ads::transport::relay_header::{
     RELAYED_BY, TUNNEL_ORIGIN, TUNNEL_PATH, TUNNEL_PEER_CERTS, TUNNEL_REMOTE, peer_certs_header,
@@ -21,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tonic::transport::server::Connected;
-use tracing::{debug, info, warn};
+use tracing::info;
 
 /// Opens a tunnel of `conn` (of which `replay` was read) to `owner`: `Ok(Some)` is the
 /// copy to run for the connection's life, `Ok(None)` a connection closed for its proxy
@@ -48,34 +47,12 @@ where
     let Ok(permit) = shared.streams.clone().try_acquire_owned() else {
         return Err((conn, replay));
     };
-    let per_connection = shared.config.relay_streams_per_connection;
-    let (peer, slot) = match shared
-        .relays
-        .connection(&owner.xds_addr, tls, per_connection)
-    {
-        Ok(c) => c,
-        Err(e) => {
-            warn!(owner = %owner.id, addr = %owner.xds_addr, error = %e, "owner address unusable; serving here");
-            return Err((conn, replay));
-        }
-    };
     let headers = tunnel_headers(&placement.me, origin, &conn.connect_info());
-    let opened = peer.open(TUNNEL_PATH, headers, replay.clone());
-    let open_timeout = shared.config.relay_open_timeout;
-    let (body, send) = match tokio::time::timeout(open_timeout, opened).await {
-        Ok(Ok(opened)) => opened,
-        Ok(Err(e)) => {
-            shared.metrics.relay_failed(RelayFailure::ServedHere);
-            debug!(owner = %owner.id, error = %e, "owner cannot take the connection; serving here");
-            return Err((conn, replay));
-        }
-        Err(_) => {
-            // Served here, it would only be handed off again, when the fleet can least
-            // afford it: the proxy reconnects instead.
-            shared.metrics.relay_failed(RelayFailure::OwnerBusy);
-            debug!(owner = %owner.id, ?open_timeout, "owner slow to take the connection; closed for the proxy to reconnect");
-            return Ok(None);
-        }
+    let opened = open_at_owner(shared, tls, &owner, TUNNEL_PATH, headers, replay.clone()).await;
+    let (body, send, slot) = match opened {
+        Ok(taken) => taken,
+        Err(NotTaken::Refused) => return Err((conn, replay)),
+        Err(NotTaken::Slow) => return Ok(None),
     };
     // Sent up already; kept only to serve the connection here had the owner refused.
     drop(replay);
