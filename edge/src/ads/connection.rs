@@ -12,6 +12,7 @@ use super::scope::{PushScope, short_type};
 use super::shared::Shared;
 use super::source::GeneratorSource;
 use super::status::RequestKind;
+use super::transport::RequestStream;
 use crate::convergence::InFlight;
 use crate::proxy::Proxy;
 use envoy_types::pb::envoy::config::core::v3::Node;
@@ -62,7 +63,7 @@ pub(crate) async fn accept<M, S>(
 ) -> Result<AdsBody, Status>
 where
     M: Protocol,
-    S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
+    S: RequestStream<M::Request>,
 {
     if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
         return Err(AdsError::ShuttingDown.into());

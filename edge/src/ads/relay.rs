@@ -1,8 +1,8 @@
 //! Ownership by relay: a stream that reaches an edge that does not own its proxy (the
 //! Service picked an edge at random) is relayed, bytes only, to the owner, which
-//! generates and pushes its config. The relaying edge decodes nothing of the responses;
-//! it re-frames the proxy's requests (they are small) and passes the owner's response
-//! frames and trailers through.
+//! generates and pushes its config. The relaying edge decodes nothing past the first
+//! request: it passes the proxy's later requests on as they were framed, and the owner's
+//! response frames and trailers back.
 //!
 //! ```text
 //!  proxy ──► edge A (not owner) ──mTLS, x-shoal-relayed-by: A,──► edge B (owner) ─ generates
@@ -11,8 +11,7 @@
 //! ```
 //!
 //! A relay keeps no channel or buffer of its own: the proxy's requests are sent up by a
-//! small task ([`SendUp`], each request framed as it is read, as the owner's window takes
-//! it), and the owner's response body is the proxy's ([`Relayed`], frames passed on as
+//! small task ([`SendUp`], each request as it is read, as the owner's window takes it), and the owner's response body is the proxy's ([`Relayed`], frames passed on as
 //! they arrive, within the HTTP/2 stream window). The stream to the owner is one of the
 //! pooled connections between edges, on h2 directly ([`PeerConnection`]). What a relay
 //! keeps besides its two HTTP/2 streams is a [`RelayLink`]: why it ends, and the two
@@ -37,17 +36,17 @@ use super::metrics::RelayFailure;
 use super::ownership::{ConnectionSlot, RelayLink};
 use super::protocol::Protocol;
 use super::shared::Shared;
-use super::transport::frame;
 use super::transport::relay_header::{RELAYED_BY, RELAYED_IDENTITY, identity_header};
+use super::transport::{RequestStream, frame};
 use crate::proxy::Proxy;
 use crate::tls::client::RelayConnector;
 use bytes::Bytes;
-use futures::Stream;
 use h2::{RecvStream, SendStream};
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue, TE};
 use http_body::{Body, Frame, SizeHint};
 use shoal_proto::transport::Member;
 use std::convert::Infallible;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -86,7 +85,7 @@ pub(crate) async fn relay<M, S>(
 ) -> Result<Relayed, Unrelayed<M, S>>
 where
     M: Protocol,
-    S: Stream<Item = Result<M::Request, Status>> + Unpin + Send + 'static,
+    S: RequestStream<M::Request>,
 {
     let (Some(placement), Some(tls)) = (shared.placement.get(), shared.relay_tls.get()) else {
         debug!(owner = %owner.id, "no TLS to relay with; serving here");
@@ -119,7 +118,11 @@ where
     let held = record_relay(shared, proxy_id, &owner.id, &link, permit, slot);
     // The proxy's requests, piped up in a task of their own: the owner's responses go
     // down in the proxy's response body, which hyper polls only as the proxy reads.
-    tokio::spawn(SendUp::new(Requests(inbound), send, link.clone()));
+    tokio::spawn(SendUp::new(
+        Requests(inbound, PhantomData),
+        send,
+        link.clone(),
+    ));
     info!(protocol = M::NAME, proxy = %proxy_id, owner = %owner.id, "relaying to the proxy's owner");
     Ok(Relayed {
         body,
@@ -206,17 +209,17 @@ pub(crate) fn record_relay(
     Held::new(shared.clone(), proxy_id.to_string(), id, permit, slot)
 }
 
-/// A stream relay's source: the proxy's requests, each framed as it is read.
-struct Requests<S>(S);
+/// A stream relay's source: the proxy's requests, undecoded.
+struct Requests<S, R>(S, PhantomData<fn() -> R>);
 
-impl<S, R> UpSource for Requests<S>
+impl<S, R> UpSource for Requests<S, R>
 where
-    S: Stream<Item = Result<R, Status>> + Unpin + Send + 'static,
-    R: prost::Message,
+    S: RequestStream<R>,
+    R: 'static,
 {
     fn poll_chunk(&mut self, cx: &mut Context<'_>, link: &RelayLink) -> Poll<Option<Bytes>> {
-        match ready!(Pin::new(&mut self.0).poll_next(cx)) {
-            Some(Ok(req)) => Poll::Ready(Some(frame(&req))),
+        match ready!(self.0.poll_framed(cx)) {
+            Some(Ok(req)) => Poll::Ready(Some(req)),
             // A request the proxy's stream cannot take: it ends the relay with that
             // status, and the owner's stream with the proxy's half-close.
             Some(Err(status)) => {

@@ -26,6 +26,13 @@ pub(crate) fn frame(msg: &impl Message) -> Bytes {
     done(buf)
 }
 
+/// An encoded message framed again, as it came (a relay passes a proxy's requests on).
+pub(crate) fn reframe(msg: &[u8]) -> Bytes {
+    let mut buf = prefixed(msg.len());
+    buf.put_slice(msg);
+    done(buf)
+}
+
 /// A buffer of exactly the prefix and `len` bytes, holding the prefix.
 fn prefixed(len: usize) -> BytesMut {
     prefix_of(len, len)

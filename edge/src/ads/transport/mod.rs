@@ -27,7 +27,7 @@ pub(crate) use encode::frame;
 pub use encode::{
     DeltaResource, DeltaResponse, Encoded, SotwResponse, delta_resources, sotw_resources,
 };
-pub(crate) use inbound::Inbound;
+pub(crate) use inbound::{Inbound, RequestStream};
 
 /// The gRPC service name.
 pub const SERVICE: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";

@@ -65,6 +65,38 @@ async fn messages_split_across_chunks() {
     }
 }
 
+/// A relay passes the proxy's requests on undecoded: each as the proxy framed it, however
+/// HTTP/2 cut it, and a request the stream cannot take is refused as when decoding.
+#[tokio::test]
+async fn framed_requests_are_the_bytes_the_proxy_sent() {
+    let framed: Vec<Vec<u8>> = [request("a", 2_000), request("b", 0), request("c", 7)]
+        .iter()
+        .map(|r| grpc(&r.encode_to_vec()))
+        .collect();
+    let stream = framed.concat();
+    for size in [16_384, 5, 1000, stream.len()] {
+        let chunks = stream.chunks(size).map(Bytes::copy_from_slice).collect();
+        let mut s = inbound(chunks, 1 << 20);
+        let mut got = Vec::new();
+        while let Some(r) = futures::future::poll_fn(|cx| s.poll_framed(cx)).await {
+            got.push(r.unwrap().to_vec());
+        }
+        assert_eq!(got, framed, "chunks of {size}");
+    }
+    let big = grpc(&request("a", 100).encode_to_vec());
+    let mut s = inbound(vec![big.into()], 100);
+    let refused = futures::future::poll_fn(|cx| s.poll_framed(cx)).await;
+    assert_eq!(
+        refused.unwrap().unwrap_err().code(),
+        Code::ResourceExhausted
+    );
+    assert!(
+        futures::future::poll_fn(|cx| s.poll_framed(cx))
+            .await
+            .is_none()
+    );
+}
+
 #[tokio::test]
 async fn refused_requests_end_the_stream_with_a_status() {
     let big = grpc(&request("a", 100).encode_to_vec());
