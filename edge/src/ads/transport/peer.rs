@@ -20,6 +20,9 @@ use tracing::debug;
 /// a relay small, a large connection window keeps many relays from waiting on each other.
 const STREAM_WINDOW: u32 = 256 * 1024;
 const CONNECTION_WINDOW: u32 = 32 * 1024 * 1024;
+/// The largest DATA frame the owner may send: a response crosses in a few frames rather
+/// than one per 16 KiB (h2's default), each of which both edges handle on its own.
+const MAX_FRAME: u32 = 256 * 1024;
 /// Streams the connection remembers after resetting them, so that frames the owner had
 /// in flight for them are dropped rather than answered with STREAM_CLOSED: relays end by
 /// the hundred in a hand-off, and h2's default (50) forgets them within a batch.
@@ -160,6 +163,7 @@ impl PeerConnection {
             .map_err(|e| e.to_string())?;
         h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
+            .max_frame_size(MAX_FRAME)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .max_concurrent_reset_streams(REMEMBERED_RESETS)
             // h2 closes a connection (GOAWAY ENHANCE_YOUR_CALM) once it has reset 1,024
