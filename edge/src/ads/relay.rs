@@ -11,8 +11,9 @@
 //! ```
 //!
 //! A relay keeps no channel or buffer of its own: the proxy's requests are sent up by a
-//! small task ([`SendUp`], each request as it is read, as the owner's window takes it), and the owner's response body is the proxy's ([`Relayed`], frames passed on as
-//! they arrive, within the HTTP/2 stream window). The stream to the owner is one of the
+//! small task ([`SendUp`], each request as it is read, as the owner's window takes it),
+//! and the owner's response body is the proxy's ([`Relayed`], frames passed on as they
+//! arrive, within the HTTP/2 stream window). The stream to the owner is one of the
 //! pooled connections between edges, on h2 directly ([`PeerConnection`]). What a relay
 //! keeps besides its two HTTP/2 streams is a [`RelayLink`]: why it ends, and the two
 //! wakers to tell.
