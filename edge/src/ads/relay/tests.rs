@@ -6,6 +6,7 @@ use crate::ads::XdsConfig;
 use crate::membership::Ring;
 use crate::rebalance::{self, RebalanceConfig};
 use crate::tls::tests::{TestEdge, WEB, client, edge_with, node_owned_by, open, silent_edge};
+use crate::xds::types::{LISTENER, ROUTE};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use shoal_proto::transport::Member;
 use shoal_test_support::pki::TestCa;
@@ -233,4 +234,40 @@ async fn a_live_owner_that_does_not_take_the_stream_sends_the_proxy_back_not_ser
     // Not served here, where the next re-home would only move it again.
     assert_eq!(a.xds.relayed(), 0);
     assert_eq!(a.xds.shared.registry.len(), 0);
+}
+
+/// Requests after the first pass through undecoded: the owner reads them (a type first
+/// asked for later is answered through the relay), and one the relaying edge cannot take
+/// still ends the relay with the status a served stream would get.
+#[tokio::test]
+async fn later_requests_reach_the_owner_undecoded_and_an_oversized_one_ends_the_relay() {
+    let p = pair(XdsConfig {
+        max_request_bytes: 64 * 1024,
+        ..Default::default()
+    })
+    .await;
+    let node = &p.owned_by_b(1)[0];
+    let (tx, mut responses) = p.relayed(node).await;
+    assert_eq!(p.a.xds.relayed(), 1);
+    tx.send(DiscoveryRequest {
+        type_url: LISTENER.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let lds = responses.message().await.unwrap().expect("relayed");
+    assert_eq!(lds.type_url, LISTENER);
+    tx.send(DiscoveryRequest {
+        type_url: ROUTE.into(),
+        resource_names: vec!["r".repeat(100 * 1024)],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let status = closing_status(&mut responses).await;
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status}");
+    assert!(
+        status.message().contains("SHOAL_XDS_MAX_REQUEST_BYTES"),
+        "{status}"
+    );
 }
