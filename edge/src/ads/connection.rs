@@ -63,7 +63,7 @@ pub(crate) async fn accept<M, S>(
 ) -> Result<AdsBody, Status>
 where
     M: Protocol,
-    S: RequestStream<M::Request>,
+    S: RequestStream + Stream<Item = Result<M::Request, Status>>,
 {
     if *shared.draining.borrow() || shared.refusing.load(Ordering::Acquire) {
         return Err(AdsError::ShuttingDown.into());

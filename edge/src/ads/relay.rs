@@ -42,12 +42,12 @@ use super::transport::{RequestStream, frame};
 use crate::proxy::Proxy;
 use crate::tls::client::RelayConnector;
 use bytes::Bytes;
+use futures::Stream;
 use h2::{RecvStream, SendStream};
 use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue, TE};
 use http_body::{Body, Frame, SizeHint};
 use shoal_proto::transport::Member;
 use std::convert::Infallible;
-use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -86,7 +86,7 @@ pub(crate) async fn relay<M, S>(
 ) -> Result<Relayed, Unrelayed<M, S>>
 where
     M: Protocol,
-    S: RequestStream<M::Request>,
+    S: RequestStream + Stream<Item = Result<M::Request, Status>>,
 {
     let (Some(placement), Some(tls)) = (shared.placement.get(), shared.relay_tls.get()) else {
         debug!(owner = %owner.id, "no TLS to relay with; serving here");
@@ -119,11 +119,7 @@ where
     let held = record_relay(shared, proxy_id, &owner.id, &link, permit, slot);
     // The proxy's requests, piped up in a task of their own: the owner's responses go
     // down in the proxy's response body, which hyper polls only as the proxy reads.
-    tokio::spawn(SendUp::new(
-        Requests(inbound, PhantomData),
-        send,
-        link.clone(),
-    ));
+    tokio::spawn(SendUp::new(Requests(inbound), send, link.clone()));
     info!(protocol = M::NAME, proxy = %proxy_id, owner = %owner.id, "relaying to the proxy's owner");
     Ok(Relayed {
         body,
@@ -211,13 +207,9 @@ pub(crate) fn record_relay(
 }
 
 /// A stream relay's source: the proxy's requests, undecoded.
-struct Requests<S, R>(S, PhantomData<fn() -> R>);
+struct Requests<S>(S);
 
-impl<S, R> UpSource for Requests<S, R>
-where
-    S: RequestStream<R>,
-    R: 'static,
-{
+impl<S: RequestStream> UpSource for Requests<S> {
     fn poll_chunk(&mut self, cx: &mut Context<'_>, link: &RelayLink) -> Poll<Option<Bytes>> {
         match ready!(self.0.poll_framed(cx)) {
             Some(Ok(req)) => Poll::Ready(Some(req)),

@@ -118,17 +118,15 @@ where
     }
 }
 
-/// A proxy's requests, as a stream of decoded requests, which a relay reads undecoded.
-pub(crate) trait RequestStream<T>:
-    Stream<Item = Result<T, Status>> + Unpin + Send + 'static
-{
+/// A proxy's requests, a stream of decoded requests, which a relay reads undecoded.
+pub(crate) trait RequestStream: Stream + Unpin + Send + 'static {
     /// The next request as the proxy sent it (its gRPC prefix and message), undecoded:
     /// a relay passes it on, and the owner decodes it (a relay decoding and encoding
     /// every request again cost a tenth of the relaying edge's CPU).
     fn poll_framed(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Status>>>;
 }
 
-impl<B, T> RequestStream<T> for Inbound<B, T>
+impl<B, T> RequestStream for Inbound<B, T>
 where
     B: Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: std::fmt::Display,
@@ -142,7 +140,7 @@ where
 
 /// Requests made in a test, framed as a proxy would.
 #[cfg(test)]
-impl<T> RequestStream<T> for tokio_stream::wrappers::ReceiverStream<Result<T, Status>>
+impl<T> RequestStream for tokio_stream::wrappers::ReceiverStream<Result<T, Status>>
 where
     T: prost::Message + Send + 'static,
 {
