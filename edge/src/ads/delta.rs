@@ -335,7 +335,7 @@ impl DeltaStream {
                     &self.proxy,
                     type_url,
                     w.wildcard,
-                    w.status.names.iter(),
+                    w.status.names.as_slice(),
                     hosts,
                 )?;
                 (all, Some(hosts))

@@ -218,7 +218,12 @@ impl Names {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &String> {
-        self.0.iter().flat_map(|l| l.iter())
+        self.as_slice().iter()
+    }
+
+    /// The names, sorted.
+    pub fn as_slice(&self) -> &[String] {
+        self.0.as_deref().unwrap_or(&[])
     }
 
     pub fn len(&self) -> usize {

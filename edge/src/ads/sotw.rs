@@ -81,7 +81,7 @@ impl Watch {
             proxy,
             type_url,
             self.wildcard,
-            self.status.names.iter(),
+            self.status.names.as_slice(),
             hosts,
         )
     }

@@ -83,19 +83,25 @@ impl ResourceSource for GeneratorSource<'_> {
 /// The resources a subscription currently covers: everything of `type_url` when
 /// `wildcard`, else the named ones; with `hosts`, only those of these services' clusters.
 /// Shared by the SotW and Delta state machines.
-pub(crate) fn subscribed<'a>(
+pub(crate) fn subscribed(
     src: &dyn ResourceSource,
     proxy: &Proxy,
     type_url: &str,
     wildcard: bool,
-    names: impl IntoIterator<Item = &'a String>,
+    names: &[String],
     hosts: Option<&std::collections::BTreeSet<String>>,
 ) -> Result<Vec<Arc<XdsResource>>, GenerateError> {
     let mut resources = if wildcard {
         src.resources(type_url, proxy, &[])?
+    } else if hosts.is_none() {
+        // The stream's own list, as it is: every response of a sync comes this way.
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        src.resources(type_url, proxy, names)?
     } else {
         let names: Vec<String> = names
-            .into_iter()
+            .iter()
             .filter(|n| super::scope::host_selected(hosts, n))
             .cloned()
             .collect();

@@ -66,7 +66,7 @@ impl XdsServer {
                     &conn.proxy,
                     &t.type_url,
                     t.wildcard,
-                    t.names.iter(),
+                    t.names.as_slice(),
                     None,
                 );
                 match now {
