@@ -1,6 +1,7 @@
 //! Arbitrary bytes as an ADS request body: cut into HTTP/2 DATA chunks, through the edge's
-//! gRPC deframer and prost decoding of `DiscoveryRequest` and `DeltaDiscoveryRequest`
-//! (`edge/src/ads/transport/{framing,inbound}.rs`), as a stream task reads them.
+//! gRPC deframer and prost decoding of `SotwRequest` (Envoy's `DiscoveryRequest`, names
+//! left as bytes) and `DeltaDiscoveryRequest` (`edge/src/ads/transport/{framing,inbound,
+//! request}.rs`), as a stream task reads them.
 //!
 //! The first byte chooses the chunk cuts and the request limit, so the split-message
 //! path, truncation and the size limit are all reached; the rest is the body. Whatever
@@ -11,8 +12,9 @@
 #![no_main]
 
 use bytes::Bytes;
-use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use libfuzzer_sys::fuzz_target;
+use shoal_edge::ads::SotwRequest;
 use shoal_edge::ads::fuzzing::decode_requests;
 use shoal_edge::proxy::from_node;
 
@@ -42,11 +44,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let size = [0, 1, 3, 5, 7, 64, 1024, 16_384][usize::from(control & 7)];
     let max = [16, 256, 4096, 4 * 1024 * 1024][usize::from(control >> 3 & 3)];
-    let whole = outcome::<DiscoveryRequest>(body, 0, max);
+    let whole = outcome::<SotwRequest>(body, 0, max);
     for req in whole.iter().flatten() {
         let _ = from_node(req.node.as_ref(), Default::default());
     }
-    let cut = outcome::<DiscoveryRequest>(body, size, max);
+    let cut = outcome::<SotwRequest>(body, size, max);
     assert_eq!(
         whole, cut,
         "the same body cut into chunks of {size} reads differently"

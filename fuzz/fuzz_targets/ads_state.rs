@@ -20,7 +20,9 @@ use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, Disc
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 use libfuzzer_sys::fuzz_target;
 use shoal_edge::ads::status::MAX_PROXY_TEXT;
-use shoal_edge::ads::{DeltaStream, PushScope, ResourceSource, SotwStream, TypeStatus};
+use shoal_edge::ads::{
+    DeltaStream, PushScope, ResourceSource, SotwRequest, SotwStream, TypeStatus,
+};
 use shoal_edge::proxy::{Proxy, from_node};
 use shoal_edge::xds::{GenerateError, XdsResource};
 use shoal_proto::xds::types::PUSH_ORDER;
@@ -325,7 +327,7 @@ fuzz_target!(|input: Input| {
                     error_detail: error_detail(error),
                     ..Default::default()
                 };
-                match sotw.on_request(&src, &req) {
+                match sotw.on_request(&src, &SotwRequest::from(req)) {
                     Ok(reply) => {
                         for r in &reply.responses {
                             assert_eq!(r.type_url, type_url);

@@ -42,6 +42,9 @@ pub enum AdsError {
         max: usize,
         type_url: String,
     },
+    /// A request named a resource whose name is not UTF-8 (protobuf strings must be).
+    #[error("a request for {type_url} names a resource whose name is not UTF-8")]
+    NameNotUtf8 { type_url: String },
     /// The proxy went away: nothing to tell it.
     #[error("the proxy closed the stream")]
     ClientGone,
@@ -127,6 +130,7 @@ impl AdsError {
                 "{self} (SHOAL_XDS_MAX_NAMES_PER_STREAM, --max-names-per-stream); subscribe \
                  to fewer names (a Sidecar resource narrows a proxy's scope) or raise the limit"
             )),
+            AdsError::NameNotUtf8 { .. } => Status::invalid_argument(self.to_string()),
             AdsError::ClientGone => Status::cancelled("the proxy closed the stream"),
             AdsError::Behind { .. } => Status::unavailable(format!(
                 "{self}, and has not pulled the newer one within SHOAL_XDS_RESUME_WAIT; \

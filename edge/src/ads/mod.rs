@@ -64,6 +64,7 @@ pub use server::{AdsService, ConfigDumpError, XdsServer};
 pub use sotw::SotwStream;
 pub use source::{GeneratorSource, ResourceSource};
 pub use status::{Nack, Reply, RequestKind, TypeStatus};
+pub use transport::{SotwRequest, SotwRequestFields};
 
 /// The request decoder and the connection prelude, for the fuzz targets in `fuzz/`
 /// (feature `fuzzing`).

@@ -7,13 +7,13 @@ use super::sotw::SotwStream;
 use super::source::ResourceSource;
 use super::status::{Reply, Statuses};
 use super::transport::{
-    DELTA_PATH, DeltaResponse as DeltaDiscoveryResponse, Encoded, SOTW_PATH,
+    DELTA_PATH, DeltaResponse as DeltaDiscoveryResponse, Encoded, SOTW_PATH, SotwRequest,
     SotwResponse as DiscoveryResponse,
 };
 use crate::proxy::Proxy;
 use crate::xds::GenerateError;
 use envoy_types::pb::envoy::config::core::v3::Node;
-use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use std::sync::Arc;
 
 pub(crate) trait Protocol: Send + Sync + 'static {
@@ -49,7 +49,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
 }
 
 impl Protocol for SotwStream {
-    type Request = DiscoveryRequest;
+    type Request = SotwRequest;
     type Response = DiscoveryResponse;
     const NAME: &'static str = "sotw";
     const PATH: &'static str = SOTW_PATH;
@@ -57,15 +57,15 @@ impl Protocol for SotwStream {
     fn new(proxy: Arc<Proxy>, max_names: usize) -> Self {
         SotwStream::new(proxy).with_max_names(max_names)
     }
-    fn node(req: &DiscoveryRequest) -> Option<&Node> {
+    fn node(req: &SotwRequest) -> Option<&Node> {
         req.node.as_ref()
     }
     /// `version_info` is the snapshot version of the last response the proxy accepted.
-    fn reported_snapshot(req: &DiscoveryRequest) -> Option<u64> {
+    fn reported_snapshot(req: &SotwRequest) -> Option<u64> {
         req.version_info.parse().ok()
     }
 
-    fn type_url(req: &DiscoveryRequest) -> &str {
+    fn type_url(req: &SotwRequest) -> &str {
         &req.type_url
     }
     fn response_type_url(resp: &DiscoveryResponse) -> &str {
@@ -77,7 +77,7 @@ impl Protocol for SotwStream {
     fn on_request(
         &mut self,
         src: &dyn ResourceSource,
-        req: &DiscoveryRequest,
+        req: &SotwRequest,
     ) -> Result<Reply<DiscoveryResponse>> {
         SotwStream::on_request(self, src, req)
     }

@@ -28,11 +28,10 @@ use super::scope::{PushScope, host_selected};
 use super::sent::{Names, SentSet};
 use super::source::{ResourceSource, subscribed};
 use super::status::{self, Nonces, Reply, RequestKind, Statuses, TypeStatus};
-use super::transport::SotwResponse as DiscoveryResponse;
+use super::transport::{SotwRequestFields, SotwResponse as DiscoveryResponse};
 use crate::proxy::Proxy;
 use crate::xds::types::{CLUSTER, ENDPOINT, is_wildcard};
 use crate::xds::{GenerateError, XdsResource};
-use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -90,23 +89,38 @@ impl Watch {
 /// `(wildcard, names)` of a SotW request: `*` is wildcard, and so are no names for CDS/LDS
 /// while `legacy` (no earlier request of the type on this stream named anything).
 /// `current` is the list the stream holds: an ACK that repeats it in the same (sorted)
-/// order costs one comparison instead of interning it again.
-fn subscription(
+/// order costs one comparison of bytes. Any other list is checked to be UTF-8 and
+/// interned (found, most often: every stream of a scope asks for the same).
+fn subscription<N: AsRef<[u8]>>(
     type_url: &str,
-    names: &[String],
+    names: &[N],
     legacy: bool,
     current: Option<&Names>,
-) -> (bool, Names) {
-    let wildcard =
-        names.iter().any(|n| n == "*") || (names.is_empty() && legacy && is_wildcard(type_url));
+) -> Result<(bool, Names)> {
+    let wildcard = names.iter().any(|n| n.as_ref() == b"*")
+        || (names.is_empty() && legacy && is_wildcard(type_url));
     if let Some(current) = current
         && !current.is_empty()
         && current.len() == names.len()
-        && current.iter().eq(names.iter())
+        && current
+            .iter()
+            .map(String::as_bytes)
+            .eq(names.iter().map(AsRef::as_ref))
     {
-        return (wildcard, current.clone());
+        return Ok((wildcard, current.clone()));
     }
-    (wildcard, Names::new(names.iter().map(String::as_str)))
+    let mut not_utf8 = false;
+    let interned = Names::new(names.iter().filter_map(|n| {
+        let name = std::str::from_utf8(n.as_ref()).ok();
+        not_utf8 |= name.is_none();
+        name
+    }));
+    if not_utf8 {
+        return Err(AdsError::NameNotUtf8 {
+            type_url: type_url.to_string(),
+        });
+    }
+    Ok((wildcard, interned))
 }
 
 impl SotwStream {
@@ -138,9 +152,9 @@ impl SotwStream {
     pub fn on_request(
         &mut self,
         src: &dyn ResourceSource,
-        req: &DiscoveryRequest,
+        req: &impl SotwRequestFields,
     ) -> Result<Reply<DiscoveryResponse>> {
-        let type_url = req.type_url.as_str();
+        let type_url = req.type_url();
         if type_url.is_empty() {
             return Err(AdsError::MissingTypeUrl);
         }
@@ -151,11 +165,11 @@ impl SotwStream {
         let legacy = held.is_none_or(|w| !w.named);
         let (wildcard, names) = subscription(
             type_url,
-            &req.resource_names,
+            req.resource_names(),
             legacy,
             held.map(|w| &w.status.names),
-        );
-        let named = !req.resource_names.is_empty();
+        )?;
+        let named = !req.resource_names().is_empty();
         let others: usize = self
             .watches
             .iter()
@@ -163,7 +177,7 @@ impl SotwStream {
             .map(|(_, w)| w.status.names.len())
             .sum();
         limits::check_names(others + names.len(), self.max_names, type_url)?;
-        let nonce = req.response_nonce.as_str();
+        let nonce = req.response_nonce();
 
         // First request of the type (or a proxy that reconnected with a nonce from
         // elsewhere): (re)start the watch and always respond.
@@ -186,12 +200,12 @@ impl SotwStream {
         if nonce != w.status.nonce_sent {
             return Ok(Reply::new(RequestKind::Stale));
         }
-        let kind = match &req.error_detail {
+        let kind = match req.error_detail() {
             Some(err) => {
                 RequestKind::Nack(Arc::make_mut(&mut w.status).nacked(nonce, &err.message))
             }
             None => {
-                Arc::make_mut(&mut w.status).acked(nonce, &req.version_info, &w.sent);
+                Arc::make_mut(&mut w.status).acked(nonce, req.version_info(), &w.sent);
                 RequestKind::Ack
             }
         };

@@ -74,7 +74,8 @@ async fn the_dump_shows_what_the_proxy_acked_and_the_diff_what_it_would_get_now(
         .send(Ok(DiscoveryRequest {
             type_url: CLUSTER.into(),
             ..Default::default()
-        }))
+        }
+        .into()))
         .await
         .unwrap();
     let second = response(&mut out).await;

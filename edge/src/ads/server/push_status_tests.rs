@@ -54,7 +54,8 @@ pub(super) async fn answer(inbound: &Inbound, resp: &DiscoveryResponse, error: O
                 ..Default::default()
             }),
             ..Default::default()
-        }))
+        }
+        .into()))
         .await
         .unwrap();
 }

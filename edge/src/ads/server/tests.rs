@@ -3,6 +3,7 @@ use crate::ads::SotwStream;
 use crate::ads::dispatch::{inbound_changed, needs_push};
 use crate::ads::outbound::Outbound;
 use crate::ads::testing::node;
+use crate::ads::transport::SotwRequest;
 use crate::push_queue::PushEvent;
 use crate::xds::types::{CLUSTER, LISTENER};
 use envoy_types::pb::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
@@ -29,7 +30,7 @@ pub(super) fn server(
     (s, tx)
 }
 
-pub(super) type Inbound = mpsc::Sender<Result<DiscoveryRequest, Status>>;
+pub(super) type Inbound = mpsc::Sender<Result<SotwRequest, Status>>;
 
 pub(super) async fn open(
     s: &XdsServer,
@@ -52,9 +53,10 @@ async fn open_reporting(
         type_url: type_url.into(),
         version_info: version_info.into(),
         ..Default::default()
-    }))
-    .await
-    .unwrap();
+    }
+    .into()))
+        .await
+        .unwrap();
     let out = crate::ads::connection::accept::<SotwStream, _>(
         &s.shared,
         ReceiverStream::new(rx),
@@ -201,7 +203,8 @@ async fn a_send_that_times_out_closes_the_stream() {
         .send(Ok(DiscoveryRequest {
             type_url: LISTENER.into(),
             ..Default::default()
-        }))
+        }
+        .into()))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(6)).await;
@@ -347,7 +350,7 @@ async fn a_workloads_own_endpoints_change_its_inbound_side() {
 #[tokio::test]
 async fn the_resident_stream_task_stays_small() {
     let (s, _tx) = server(XdsConfig::default(), PushContext::empty());
-    let (_in_tx, rx) = mpsc::channel::<Result<DiscoveryRequest, Status>>(1);
+    let (_in_tx, rx) = mpsc::channel::<Result<SotwRequest, Status>>(1);
     let (out_tx, _out_rx) = crate::ads::outbound::channel(1);
     let (close_tx, _close_rx) = oneshot::channel();
     let permit = s.shared.streams.clone().try_acquire_owned().unwrap();

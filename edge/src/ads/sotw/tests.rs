@@ -1,6 +1,8 @@
 use super::*;
 use crate::ads::testing::{FakeSource, proxy};
+use crate::ads::transport::SotwRequest;
 use crate::xds::types::{LISTENER, ROUTE};
+use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
 use envoy_types::pb::google::rpc::Status as RpcStatus;
 
 const A: &str = "outbound|80||a.shop.svc.cluster.local";
@@ -441,4 +443,35 @@ fn names_per_stream_are_bounded_over_all_types() {
     s.on_request(&src, &req(ROUTE, &["80", "8080", "80"], &nonce))
         .unwrap();
     assert_eq!(self::status(&s, ROUTE).subscribed(), 2);
+}
+
+/// Off the wire a request's names are bytes: an ACK that repeats the list held is
+/// compared as bytes, and a list with a name that is not UTF-8 ends the stream, naming
+/// the type, with nothing of it kept.
+#[test]
+fn names_off_the_wire_are_compared_as_bytes_and_must_be_utf8() {
+    let src = mesh(1);
+    let mut s = SotwStream::new(proxy());
+    let r = s
+        .on_request(&src, &SotwRequest::from(req(ENDPOINT, &[B, A], "")))
+        .unwrap();
+    assert_eq!(names(&r.responses[0]).len(), 2);
+    let a = s
+        .on_request(&src, &SotwRequest::from(ack(&r.responses[0], &[A, B])))
+        .unwrap();
+    assert_eq!(a.kind, RequestKind::Ack);
+    assert!(a.responses.is_empty());
+
+    let nonce = status(&s, ENDPOINT).nonce_sent;
+    let mut bad = SotwRequest::from(req(ENDPOINT, &[A], &nonce));
+    bad.resource_names.push(bytes::Bytes::from_static(b"b\xff"));
+    let err = s.on_request(&src, &bad).unwrap_err();
+    assert!(
+        matches!(&err, AdsError::NameNotUtf8 { type_url } if type_url == ENDPOINT),
+        "{err}"
+    );
+    let st = err.to_status();
+    assert_eq!(st.code(), tonic::Code::InvalidArgument);
+    assert!(st.message().contains("not UTF-8"), "{st}");
+    assert_eq!(status(&s, ENDPOINT).subscribed(), 2, "nothing kept");
 }

@@ -22,12 +22,14 @@ mod inbound;
 pub(crate) mod peer;
 pub(crate) mod prelude;
 pub(crate) mod relay_header;
+mod request;
 
 pub(crate) use encode::frame;
 pub use encode::{
     DeltaResource, DeltaResponse, Encoded, SotwResponse, delta_resources, sotw_resources,
 };
 pub(crate) use inbound::{Inbound, RequestStream};
+pub use request::{SotwRequest, SotwRequestFields};
 
 /// The gRPC service name.
 pub const SERVICE: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
