@@ -4,7 +4,7 @@
 //! exported over OTLP/gRPC.
 //!
 //! ```text
-//!  tracing spans ──fmt layer (RUST_LOG)──────────────────────────► stdout
+//!  tracing spans ──fmt layer (RUST_LOG)──► log buffer ──(interval, full)──► stdout
 //!       └─ target TRACE_TARGET ──OpenTelemetry layer (sampler)──► batch ──OTLP/gRPC──► collector
 //!  ChangeSet.trace ◄─inject─ span        span ◄─set_parent─ ChangeSet.trace (next tier)
 //! ```
@@ -12,9 +12,11 @@
 //! Without an endpoint no OpenTelemetry layer is installed and [`inject`] /
 //! [`set_parent`] return at once: tracing costs nothing.
 
+mod log_buffer;
 mod propagation;
 mod traces;
 
+pub use log_buffer::{DEFAULT_BUFFER_BYTES, DEFAULT_FLUSH_INTERVAL, LogBuffer};
 pub use propagation::{add_links, inject, set_parent};
 pub use traces::{SamplerKind, TraceArgs, TraceError};
 
@@ -54,13 +56,33 @@ pub enum LogFormat {
 }
 
 /// The telemetry flags every binary shares.
-#[derive(Clone, Debug, Default, clap::Args)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct TelemetryArgs {
     /// Log lines as `text` or as `json` objects, one per line.
     #[arg(long, env = "SHOAL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Log lines are gathered and written out this often (and when the buffer fills); `0s`
+    /// writes each line as it is logged.
+    #[arg(long, env = "SHOAL_LOG_FLUSH_INTERVAL", default_value = "50ms",
+          value_parser = crate::cli::duration)]
+    pub log_flush_interval: std::time::Duration,
+    /// Bytes of log lines gathered before the task logging writes them out itself.
+    #[arg(long, env = "SHOAL_LOG_BUFFER_BYTES", default_value_t = DEFAULT_BUFFER_BYTES,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64 * 1024 * 1024))]
+    pub log_buffer_bytes: usize,
     #[command(flatten)]
     pub traces: TraceArgs,
+}
+
+impl Default for TelemetryArgs {
+    fn default() -> Self {
+        TelemetryArgs {
+            log_format: LogFormat::default(),
+            log_flush_interval: DEFAULT_FLUSH_INTERVAL,
+            log_buffer_bytes: DEFAULT_BUFFER_BYTES,
+            traces: TraceArgs::default(),
+        }
+    }
 }
 
 /// What [`init`] set up; dropping it flushes the spans not exported yet (bounded by the
@@ -69,6 +91,8 @@ pub struct TelemetryArgs {
 #[derive(Debug, Default)]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    /// Flushed on drop: the last lines are out before `main` returns.
+    logs: Option<LogBuffer>,
 }
 
 impl Telemetry {
@@ -80,6 +104,9 @@ impl Telemetry {
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
+        if let Some(logs) = &self.logs {
+            logs.flush();
+        }
         if let Some(provider) = self.provider.take()
             && let Err(e) = provider.shutdown()
         {
@@ -88,19 +115,29 @@ impl Drop for Telemetry {
     }
 }
 
-/// Installs the process's subscriber: standard output, filtered by `RUST_LOG` (default
-/// `info`), and with `--otlp-endpoint` the OpenTelemetry layer exporting as `service`
+/// Installs the process's subscriber: standard output (through a [`LogBuffer`] written
+/// out every `--log-flush-interval`), filtered by `RUST_LOG` (default `info`), and with
+/// `--otlp-endpoint` the OpenTelemetry layer exporting as `service`
 /// (`shoal-ingest`, `shoal-builder`, `shoal-edge`, `shoal`; `OTEL_SERVICE_NAME` wins).
 /// Call within a Tokio runtime. A second call installs nothing (tests, embedding) and
 /// returns a `Telemetry` exporting nothing. The only error is an unusable endpoint.
 pub fn init(args: &TelemetryArgs, service: &str) -> Result<Telemetry, TraceError> {
     let provider = args.traces.provider(service)?;
     let ansi = std::io::stdout().is_terminal();
-    let subscriber = subscriber_with(args.log_format, std::io::stdout, ansi, provider.as_ref());
+    // Without a thread to flush it (none can be made), lines are written as they are logged.
+    let logs = LogBuffer::new(std::io::stdout(), args.log_buffer_bytes);
+    let logs = logs
+        .spawn_flusher(args.log_flush_interval)
+        .ok()
+        .map(|()| logs);
+    let subscriber = match &logs {
+        Some(queue) => subscriber_with(args.log_format, queue.clone(), ansi, provider.as_ref()),
+        None => subscriber_with(args.log_format, std::io::stdout, ansi, provider.as_ref()),
+    };
     match subscriber.try_init() {
         Ok(()) => {
             EXPORTING.store(provider.is_some(), Ordering::Relaxed);
-            Ok(Telemetry { provider })
+            Ok(Telemetry { provider, logs })
         }
         // A subscriber is already installed: this provider would export nothing.
         Err(_) => Ok(Telemetry::default()),
