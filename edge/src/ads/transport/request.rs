@@ -43,43 +43,32 @@ pub trait SotwRequestFields {
     fn error_detail(&self) -> Option<&Status>;
 }
 
-impl SotwRequestFields for SotwRequest {
-    type Name = Bytes;
-    fn type_url(&self) -> &str {
-        &self.type_url
-    }
-    fn resource_names(&self) -> &[Bytes] {
-        &self.resource_names
-    }
-    fn response_nonce(&self) -> &str {
-        &self.response_nonce
-    }
-    fn version_info(&self) -> &str {
-        &self.version_info
-    }
-    fn error_detail(&self) -> Option<&Status> {
-        self.error_detail.as_ref()
-    }
+/// The two types name their fields alike; only a name's type differs.
+macro_rules! request_fields {
+    ($request:ty, $name:ty) => {
+        impl SotwRequestFields for $request {
+            type Name = $name;
+            fn type_url(&self) -> &str {
+                &self.type_url
+            }
+            fn resource_names(&self) -> &[$name] {
+                &self.resource_names
+            }
+            fn response_nonce(&self) -> &str {
+                &self.response_nonce
+            }
+            fn version_info(&self) -> &str {
+                &self.version_info
+            }
+            fn error_detail(&self) -> Option<&Status> {
+                self.error_detail.as_ref()
+            }
+        }
+    };
 }
 
-impl SotwRequestFields for DiscoveryRequest {
-    type Name = String;
-    fn type_url(&self) -> &str {
-        &self.type_url
-    }
-    fn resource_names(&self) -> &[String] {
-        &self.resource_names
-    }
-    fn response_nonce(&self) -> &str {
-        &self.response_nonce
-    }
-    fn version_info(&self) -> &str {
-        &self.version_info
-    }
-    fn error_detail(&self) -> Option<&Status> {
-        self.error_detail.as_ref()
-    }
-}
+request_fields!(SotwRequest, Bytes);
+request_fields!(DiscoveryRequest, String);
 
 impl From<DiscoveryRequest> for SotwRequest {
     fn from(r: DiscoveryRequest) -> Self {
