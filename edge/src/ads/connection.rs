@@ -97,7 +97,9 @@ where
     };
     let first =
         match tokio::time::timeout(shared.config.first_request_timeout, inbound.next()).await {
-            Ok(Some(Ok(req))) => req,
+            // Held through admission and a relay's opening: nothing of it may pin the
+            // connection's read buffer meanwhile.
+            Ok(Some(Ok(req))) => M::held(req),
             Ok(Some(Err(status))) => return Err(status),
             Ok(None) => return Err(Status::cancelled("stream closed before its first request")),
             Err(_) => {

@@ -12,6 +12,7 @@ use super::transport::{
 };
 use crate::proxy::Proxy;
 use crate::xds::GenerateError;
+use bytes::Bytes;
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::service::discovery::v3::DeltaDiscoveryRequest;
 use std::sync::Arc;
@@ -27,6 +28,10 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     /// A stream for `proxy` that may subscribe to at most `max_names` names.
     fn new(proxy: Arc<Proxy>, max_names: usize) -> Self;
     fn node(req: &Self::Request) -> Option<&Node>;
+    /// `req` as it may be held across waits: owning all its bytes.
+    fn held(req: Self::Request) -> Self::Request {
+        req
+    }
     fn type_url(req: &Self::Request) -> &str;
     /// The snapshot version the proxy reports holding, when the protocol carries one.
     fn reported_snapshot(req: &Self::Request) -> Option<u64>;
@@ -59,6 +64,14 @@ impl Protocol for SotwStream {
     }
     fn node(req: &SotwRequest) -> Option<&Node> {
         req.node.as_ref()
+    }
+    /// Its names are slices of the DATA chunk it came in, and so would keep the whole
+    /// chunk (and the read buffer it shares) alive: copied out.
+    fn held(mut req: SotwRequest) -> SotwRequest {
+        for name in &mut req.resource_names {
+            *name = Bytes::copy_from_slice(name);
+        }
+        req
     }
     /// `version_info` is the snapshot version of the last response the proxy accepted.
     fn reported_snapshot(req: &SotwRequest) -> Option<u64> {
@@ -137,5 +150,29 @@ impl Protocol for DeltaStream {
     }
     fn status(&self) -> Statuses {
         DeltaStream::status(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envoy_types::pb::envoy::service::discovery::v3::DiscoveryRequest;
+    use prost::Message;
+
+    #[test]
+    fn a_held_first_request_keeps_nothing_of_its_chunk() {
+        let chunk = Bytes::from(
+            DiscoveryRequest {
+                resource_names: vec!["outbound|80||a.ns.svc.cluster.local".into()],
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        );
+        let read = SotwRequest::decode(chunk.clone()).unwrap();
+        let within = |b: &Bytes| chunk.as_ptr_range().contains(&b.as_ptr());
+        assert!(within(&read.resource_names[0]), "decoded as a slice");
+        let held = <SotwStream as Protocol>::held(read.clone());
+        assert_eq!(held, read);
+        assert!(!within(&held.resource_names[0]), "copied out");
     }
 }
