@@ -85,8 +85,9 @@ impl Default for TelemetryArgs {
     }
 }
 
-/// What [`init`] set up; dropping it flushes the spans not exported yet (bounded by the
-/// exporter's timeout) and stops the exporter. Keep it until `main` returns.
+/// What [`init`] set up; dropping it writes out the log lines still gathered, flushes the
+/// spans not exported yet (bounded by the exporter's timeout) and stops the exporter.
+/// Keep it until `main` returns.
 #[must_use = "dropping it stops trace export"]
 #[derive(Debug, Default)]
 pub struct Telemetry {
