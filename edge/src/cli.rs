@@ -161,7 +161,7 @@ pub struct PushArgs {
     /// A response not sent within this time closes its stream.
     #[arg(long, env = "SHOAL_SEND_TIMEOUT", default_value = "5s", value_parser = duration)]
     pub send_timeout: Duration,
-    /// Chunks of responses (up to three each) one stream may have waiting, queued or in
+    /// Chunks of responses (up to two each) one stream may have waiting, queued or in
     /// HTTP/2 not yet written to its connection; beyond it sends wait, and time out.
     #[arg(long, env = "SHOAL_XDS_STREAM_BUFFER", default_value_t = crate::ads::XdsConfig::default().stream_buffer, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     pub stream_buffer: usize,

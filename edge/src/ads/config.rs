@@ -12,7 +12,7 @@ pub struct XdsConfig {
     /// `SHOAL_SEND_TIMEOUT`: how long one response may wait for the stream; a stream that
     /// exceeds it is closed (Istio's `PILOT_XDS_SEND_TIMEOUT`).
     pub send_timeout: Duration,
-    /// `SHOAL_XDS_STREAM_BUFFER`: chunks of responses (up to three each) one stream may
+    /// `SHOAL_XDS_STREAM_BUFFER`: chunks of responses (up to two each) one stream may
     /// have waiting, queued or in HTTP/2 not yet written to its connection; beyond it
     /// sends wait, so a proxy that stops reading meets the send timeout.
     pub stream_buffer: usize,

@@ -493,8 +493,8 @@ impl<M: Protocol> StreamTask<M> {
         Ok(())
     }
 
-    /// Encodes `resp` (exact-size chunks around shared bytes, the response itself dropped
-    /// before waiting) and hands it to the stream.
+    /// Encodes `resp` (its own bytes in one exact-size chunk before the shared ones, the
+    /// response itself dropped before waiting) and hands it to the stream.
     async fn send(&self, resp: M::Response) -> Result<(), AdsError> {
         let encoded = M::encode(&resp);
         let type_url = M::response_type_url(&resp).to_string();

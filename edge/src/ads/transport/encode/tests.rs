@@ -80,17 +80,19 @@ fn sotw_bytes_equal_prost() {
         assert_eq!(r.encoded_len(), prost.encoded_len());
         assert_eq!(body(&f), prost.encode_to_vec());
         assert_eq!(f.len(), PREFIX_LEN + prost.encoded_len());
-        // The same bytes with the resources encoded beforehand, in one buffer or in chunks
-        // around the shared ones.
+        // The same bytes with the resources encoded beforehand, in one buffer.
         let shared = SotwResponse {
             encoded_resources: Some(sotw_resources(&r.resources)),
             ..r.clone()
         };
         assert_eq!(shared.to_frame(), f);
+        // In chunks, the stream's own fields first, then the shared resources: the same
+        // message.
         let chunks = shared.to_chunks();
         assert_eq!(chunks.len(), f.len());
         assert_eq!(chunks.shared, shared.encoded_resources.clone().unwrap());
-        assert_eq!(chunks.chunks().flatten().collect::<Vec<u8>>(), f.to_vec());
+        let joined = Bytes::from(chunks.chunks().flatten().collect::<Vec<u8>>());
+        assert_eq!(DiscoveryResponse::decode(body(&joined)).unwrap(), prost);
         // Without shared bytes: one chunk.
         assert_eq!(r.to_chunks().chunks().collect::<Vec<_>>(), [f]);
     }
@@ -147,9 +149,46 @@ fn delta_bytes_equal_prost() {
         };
         assert_eq!(shared.to_frame(), f);
         let chunks = shared.to_chunks();
+        assert_eq!(chunks.len(), f.len());
         assert_eq!(chunks.shared, shared.encoded_resources.clone().unwrap());
-        assert_eq!(chunks.chunks().flatten().collect::<Vec<u8>>(), f.to_vec());
+        let joined = Bytes::from(chunks.chunks().flatten().collect::<Vec<u8>>());
+        assert_eq!(
+            DeltaDiscoveryResponse::decode(body(&joined)).unwrap(),
+            prost
+        );
     }
+}
+
+#[test]
+fn a_response_in_chunks_is_its_own_bytes_then_the_shared_ones() {
+    let resources = vec![resource("a", 100), resource("b", 20_000)];
+    let r = SotwResponse {
+        version_info: "12".into(),
+        encoded_resources: Some(sotw_resources(&resources)),
+        type_url: "type.googleapis.com/t".into(),
+        nonce: "12-4".into(),
+        control_plane: control_plane(),
+        ..Default::default()
+    };
+    let chunks: Vec<Bytes> = r.to_chunks().chunks().collect();
+    assert_eq!(
+        chunks.len(),
+        2,
+        "one DATA frame of the stream's own, then the shared"
+    );
+    // The head: the prefix of the whole message, then every field but the resources.
+    let own = DiscoveryResponse::decode(&chunks[0][PREFIX_LEN..]).unwrap();
+    assert_eq!(
+        (
+            own.version_info.as_str(),
+            own.type_url.as_str(),
+            own.nonce.as_str()
+        ),
+        ("12", "type.googleapis.com/t", "12-4")
+    );
+    assert_eq!(own.control_plane, control_plane());
+    assert!(own.resources.is_empty());
+    assert_eq!(chunks[1], r.encoded_resources.clone().unwrap());
 }
 
 #[test]
