@@ -32,7 +32,7 @@ impl XdsServer {
         plan.on_ring(
             ring,
             placed.iter().map(|c| c.proxy.id.as_str()),
-            relayed.iter().map(|(p, o)| (p.as_str(), o.as_str())),
+            relayed.iter().map(|(p, o)| (&**p, &**o)),
         );
     }
 
@@ -96,7 +96,13 @@ impl XdsServer {
         self.stop_accepting();
         let deadline = Instant::now() + window;
         let mut held = self.shared.registry.proxy_ids();
-        held.extend(self.shared.relays.streams().into_iter().map(|(p, _)| p));
+        held.extend(
+            self.shared
+                .relays
+                .streams()
+                .into_iter()
+                .map(|(p, _)| p.to_string()),
+        );
         let rate = (held.len() as f64 / window.as_secs_f64().max(0.001)).max(min_rate);
         // Bursts of a tenth of a second's worth keep the pace smooth.
         let pacer = Pacer::new(rate, (rate / 10.0).ceil() as usize);

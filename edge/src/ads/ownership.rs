@@ -9,7 +9,7 @@ use crate::membership::Ring;
 use crate::tls::client::RelayConnector;
 use futures::task::AtomicWaker;
 use shoal_proto::transport::Member;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,8 +58,23 @@ pub(crate) struct Relays {
 /// a scan of all of them made each of those cost the edge's whole relay count).
 #[derive(Default)]
 struct ActiveRelays {
-    by_proxy: HashMap<String, Vec<Relayed>>,
+    /// Each proxy's ID once, shared with what holds its relay ([`Relays::insert`]).
+    by_proxy: HashMap<Arc<str>, Vec<Relayed>>,
+    /// The owners' IDs, one allocation each however many relays go to one: each ring
+    /// change copies every relay's pair of IDs out of the lock ([`Relays::streams`]).
+    owners: HashSet<Arc<str>>,
     count: usize,
+}
+
+impl ActiveRelays {
+    fn owner(&mut self, id: &str) -> Arc<str> {
+        if let Some(owner) = self.owners.get(id) {
+            return owner.clone();
+        }
+        let owner: Arc<str> = Arc::from(id);
+        self.owners.insert(owner.clone());
+        owner
+    }
 }
 
 /// One HTTP/2 connection to an owner and how many relays it carries now.
@@ -79,7 +94,7 @@ impl Drop for ConnectionSlot {
 
 struct Relayed {
     id: u64,
-    owner: String,
+    owner: Arc<str>,
     link: Arc<RelayLink>,
 }
 
@@ -133,7 +148,7 @@ impl Relays {
     }
 
     /// `(proxy, owner)` of every relayed stream.
-    pub fn streams(&self) -> Vec<(String, String)> {
+    pub fn streams(&self) -> Vec<(Arc<str>, Arc<str>)> {
         let active = self.active();
         active
             .by_proxy
@@ -152,7 +167,7 @@ impl Relays {
         let active = self.active();
         let mut found = false;
         let relays = active.by_proxy.get(proxy).into_iter().flatten();
-        for r in relays.filter(|r| Some(r.owner.as_str()) != owner) {
+        for r in relays.filter(|r| Some(&*r.owner) != owner) {
             r.link.end(why);
             found = true;
         }
@@ -161,9 +176,14 @@ impl Relays {
 
     /// Forgets the connections to edges that are not in `ring` (they left it): each
     /// closes once its last relay ends, and an edge that comes back gets a fresh one.
+    /// The IDs of owners no relay goes to any more are forgotten too.
     pub fn retain_connections(&self, ring: &Ring) {
         let mut pool = self.connections.lock().unwrap_or_else(|e| e.into_inner());
         pool.retain(|addr, _| ring.members().iter().any(|m| m.xds_addr == *addr));
+        drop(pool);
+        self.active()
+            .owners
+            .retain(|owner| Arc::strong_count(owner) > 1);
     }
 
     /// The edges this edge holds a relay connection to, by address.
@@ -184,20 +204,22 @@ impl Relays {
 
     /// Records a relay of `proxy` to `owner`, ended through `link`; an older relay of
     /// the same proxy is told to end ([`Ending::Replaced`]): one session per proxy ID.
-    pub fn insert(&self, proxy: &str, owner: &str, link: Arc<RelayLink>) -> u64 {
+    /// Returns the relay's ID and the proxy's, as kept here, to forget it by.
+    pub fn insert(&self, proxy: &str, owner: &str, link: Arc<RelayLink>) -> (u64, Arc<str>) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let mut active = self.active();
-        let relays = active.by_proxy.entry(proxy.to_string()).or_default();
+        let owner = active.owner(owner);
+        let key = match active.by_proxy.get_key_value(proxy) {
+            Some((key, _)) => key.clone(),
+            None => Arc::from(proxy),
+        };
+        let relays = active.by_proxy.entry(key.clone()).or_default();
         for older in relays.iter() {
             older.link.end(Ending::Replaced);
         }
-        relays.push(Relayed {
-            id,
-            owner: owner.to_string(),
-            link,
-        });
+        relays.push(Relayed { id, owner, link });
         active.count += 1;
-        id
+        (id, key)
     }
 
     /// Forgets relay `id` of `proxy` (it ended).
@@ -345,10 +367,10 @@ mod tests {
             Arc::new(RelayLink::default()),
             Arc::new(RelayLink::default()),
         );
-        let id = relays.insert("p", "b", first.clone());
+        let (id, _) = relays.insert("p", "b", first.clone());
         relays.insert("q", "c", other.clone());
         assert!(!first.ended());
-        let newer = relays.insert("p", "c", second.clone());
+        let (newer, _) = relays.insert("p", "c", second.clone());
         assert!(first.ended(), "the older relay of p is told to end");
         assert!(!second.ended() && !other.ended());
         assert_eq!(relays.len(), 3);
@@ -361,7 +383,25 @@ mod tests {
         assert!(second.ended() && !other.ended());
         relays.remove("p", newer);
         assert!(!relays.end("p", Ending::HandedOff));
-        assert_eq!(relays.streams(), [("q".to_string(), "c".to_string())]);
+        assert_eq!(relays.streams(), [(Arc::from("q"), Arc::from("c"))]);
         assert_eq!(relays.len(), 1);
+    }
+
+    #[test]
+    fn ids_are_kept_once_and_owners_no_relay_goes_to_are_forgotten() {
+        let relays = Relays::default();
+        let (p, p_key) = relays.insert("p", "b", Arc::new(RelayLink::default()));
+        let (q, _) = relays.insert("q", "b", Arc::new(RelayLink::default()));
+        let streams = relays.streams();
+        // One allocation for the owner of both; the proxy's ID returned is the one kept.
+        assert!(Arc::ptr_eq(&streams[0].1, &streams[1].1));
+        assert!(streams.iter().any(|(proxy, _)| Arc::ptr_eq(proxy, &p_key)));
+        drop(streams);
+        relays.retain_connections(&Ring::new(Vec::new()));
+        assert_eq!(relays.active().owners.len(), 1, "b still has relays");
+        relays.remove("p", p);
+        relays.remove("q", q);
+        relays.retain_connections(&Ring::new(Vec::new()));
+        assert!(relays.active().owners.is_empty());
     }
 }

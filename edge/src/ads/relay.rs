@@ -194,7 +194,7 @@ pub(crate) fn record_relay(
     permit: OwnedSemaphorePermit,
     slot: ConnectionSlot,
 ) -> Held {
-    let id = shared.relays.insert(proxy_id, owner_id, link.clone());
+    let (id, proxy) = shared.relays.insert(proxy_id, owner_id, link.clone());
     if let Some(served) = shared.registry.proxy(proxy_id) {
         served.end(Ending::Replaced);
     }
@@ -203,7 +203,7 @@ pub(crate) fn record_relay(
         link.end(Ending::Draining);
     }
     shared.metrics.relayed.inc();
-    Held::new(shared.clone(), proxy_id.to_string(), id, permit, slot)
+    Held::new(shared.clone(), proxy, id, permit, slot)
 }
 
 /// A stream relay's source: the proxy's requests, undecoded.
@@ -241,7 +241,8 @@ pub(crate) struct Relayed {
 /// connection to the owner.
 pub(crate) struct Held {
     shared: Arc<Shared>,
-    proxy: String,
+    /// The proxy's ID as [`Relays`](super::ownership::Relays) keeps it.
+    proxy: Arc<str>,
     id: u64,
     _permit: OwnedSemaphorePermit,
     _slot: ConnectionSlot,
@@ -250,7 +251,7 @@ pub(crate) struct Held {
 impl Held {
     pub(crate) fn new(
         shared: Arc<Shared>,
-        proxy: String,
+        proxy: Arc<str>,
         id: u64,
         permit: OwnedSemaphorePermit,
         slot: ConnectionSlot,
