@@ -196,14 +196,17 @@ pub(crate) struct Registry {
     next_id: AtomicU64,
 }
 
+/// Keyed with foldhash, seeded per process (proxy IDs come from proxies), as the
+/// interning pools are: every stream registers and is looked up, and std's SipHash
+/// rehashed every key each time a map grew.
 #[derive(Default)]
 struct Conns {
     /// Every live stream, by connection id (what the push queue names).
-    by_id: HashMap<u64, Arc<Connection>>,
+    by_id: HashMap<u64, Arc<Connection>, foldhash::fast::RandomState>,
     /// The newest stream of each proxy: where placement and handoff find a proxy. A
     /// proxy that reconnects before its old stream ends has both in `by_id` (until the
     /// old one, told to end, is gone), and the new one here.
-    by_proxy: HashMap<String, Arc<Connection>>,
+    by_proxy: HashMap<String, Arc<Connection>, foldhash::fast::RandomState>,
 }
 
 impl Registry {

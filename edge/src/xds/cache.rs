@@ -11,7 +11,7 @@
 use super::XdsResource;
 use bytes::Bytes;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -35,7 +35,9 @@ pub struct CacheStats {
 }
 
 struct Lru<K, V> {
-    map: HashMap<K, (V, u64)>,
+    /// foldhash, seeded per process: every stream's responses look up these caches, and
+    /// std's SipHash cost more than the rest of a hit.
+    map: HashMap<K, (V, u64), foldhash::fast::RandomState>,
     tick: u64,
     capacity: usize,
 }
@@ -82,7 +84,7 @@ impl<K: Hash + Eq, V: Clone> TypeCache<K, V> {
     pub fn new(capacity: usize) -> Self {
         TypeCache {
             inner: Mutex::new(Lru {
-                map: HashMap::new(),
+                map: HashMap::default(),
                 tick: 0,
                 capacity: capacity.max(1),
             }),
@@ -143,7 +145,8 @@ impl EncodedCache {
         resources: &[Arc<XdsResource>],
         encode: impl FnOnce(&[Arc<XdsResource>]) -> Bytes,
     ) -> Bytes {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        // The key hashes the resources' addresses, not what a proxy sends: no seed needed.
+        let mut hasher = foldhash::fast::FixedState::default().build_hasher();
         kind.hash(&mut hasher);
         for r in resources {
             Arc::as_ptr(r).hash(&mut hasher);
