@@ -35,8 +35,8 @@ pub struct CacheStats {
 }
 
 struct Lru<K, V> {
-    /// foldhash, seeded per process: every stream's responses look up these caches, and
-    /// std's SipHash cost more than the rest of a hit.
+    /// foldhash, seeded per process (keys hold names proxies send): every response of
+    /// every stream looks these caches up.
     map: HashMap<K, (V, u64), foldhash::fast::RandomState>,
     tick: u64,
     capacity: usize,
