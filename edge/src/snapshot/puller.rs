@@ -40,6 +40,13 @@ fn pull_span(version: u64) -> tracing::Span {
     )
 }
 
+/// Drops the snapshot a pull replaced on a blocking thread, not on the worker that is
+/// about to run the dispatcher: freeing a mesh's maps (1,000 services: ~10 ms) came before
+/// every push of the change. Where a stream still holds it, this only counts down.
+fn retire(replaced: impl Send + 'static) {
+    drop(tokio::task::spawn_blocking(move || drop(replaced)));
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PullError {
     #[error(transparent)]
@@ -352,8 +359,10 @@ impl SnapshotPuller {
             changes.keys.clear();
         }
         self.held.apply(&manifest, pages);
-        self.push = next.clone();
-        self.push_tx.send_replace(next.clone());
+        let replaced = (
+            std::mem::replace(&mut self.push, next.clone()),
+            self.push_tx.send_replace(next.clone()),
+        );
         self.metrics.version.set(manifest.version as i64);
         self.metrics
             .timestamp
@@ -385,6 +394,7 @@ impl SnapshotPuller {
         self.synced.store(true, Ordering::Release);
         // Bounded: a slow dispatcher slows the puller rather than growing memory.
         let _ = self.updates_tx.send(update).await;
+        retire(replaced);
         Ok(())
     }
 

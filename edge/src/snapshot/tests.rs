@@ -1,8 +1,9 @@
 //! The puller over the in-process bus and store: which change set reaches the
 //! dispatcher — the builder's when the edge holds its base, the edge's own diff
 //! otherwise — what one endpoint change makes an edge fetch (the root manifest, one page
-//! per level of the page tree, one chunk), what its first sync fetches, and that a root
-//! of another snapshot format is refused, not served.
+//! per level of the page tree, one chunk), what its first sync fetches, that a root
+//! of another snapshot format is refused, not served, and that a replaced snapshot is
+//! freed.
 //!
 //! ```sh
 //! cargo test -p shoal-edge --lib snapshot::tests::one_endpoint_change -- --nocapture
@@ -148,6 +149,44 @@ async fn the_builders_change_set_is_used_only_from_its_base() {
         third.changes.start_unix_nanos,
         announced.changes.start_unix_nanos
     );
+
+    let _ = stop.send(());
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_replaced_snapshot_is_freed_once_nothing_holds_it() {
+    let store = Arc::new(MemorySnapshotStore::new());
+    let bus = Arc::new(MemoryBus::default());
+    write(&store, 1, "1s").await;
+    let config = PullerConfig {
+        poll_interval: Duration::from_secs(3600),
+        ..PullerConfig::default()
+    };
+    let (puller, _push, mut updates) = SnapshotPuller::new(
+        config,
+        store.clone(),
+        bus.clone(),
+        8,
+        &mut Registry::default(),
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(puller.run(async move {
+        let _ = stopped.await;
+    }));
+
+    let first = Arc::downgrade(&next(&mut updates).await.push);
+    write(&store, 2, "2s").await;
+    bus.publish_snapshot(&event(2, 1)).await.unwrap();
+    assert_eq!(next(&mut updates).await.push.version(), 2);
+    // Dropped off the puller's task, so not at once.
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while first.upgrade().is_some() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("snapshot 1 freed");
 
     let _ = stop.send(());
     task.await.unwrap();
