@@ -18,6 +18,7 @@
 mod index;
 mod rejections;
 mod scan;
+mod stamps;
 mod warnings;
 mod watch;
 
@@ -31,6 +32,7 @@ use index::{FileRead, Index};
 use shoal_proto::config::parse::{NodeLabels, ParseError, Parsed};
 use shoal_proto::config::topology::NodeLocalities;
 use shoal_proto::config::{ConfigKey, Kind};
+use stamps::{Reread, Stamps};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
@@ -88,6 +90,9 @@ pub(crate) struct DirectoryRegistry {
     /// without a word.
     ignored_files: BTreeMap<PathBuf, Vec<Warning>>,
     nodes: NodeLocalities,
+    /// Each file's stamp when last read: a directory rescanned for a hidden entry's
+    /// event re-reads only the files whose stamp moved.
+    stamps: Stamps,
     /// The root vanished: watch it again once it is back.
     root_lost: bool,
 }
@@ -113,6 +118,7 @@ impl DirectoryRegistry {
             node_files: BTreeMap::new(),
             ignored_files: BTreeMap::new(),
             nodes: NodeLocalities::default(),
+            stamps: Stamps::default(),
             root_lost: false,
         }
     }
@@ -180,13 +186,18 @@ impl DirectoryRegistry {
                     // An event on the root itself: it may have been replaced, and the
                     // watch went with the old one.
                     self.root_lost |= batch.paths.contains(&root);
-                    let paths = if batch.rescan { BTreeSet::from([root.clone()]) } else { batch.paths };
-                    self.sync_paths(&mut sink, paths, true, batch.last_seen).await?;
+                    let (paths, reread) = if batch.rescan {
+                        (BTreeSet::from([root.clone()]), Reread::All)
+                    } else {
+                        (batch.paths, Reread::Changed)
+                    };
+                    self.sync_paths(&mut sink, paths, reread, true, batch.last_seen).await?;
                     self.rewatch_if_back(&mut watcher);
                 }
                 _ = resync_timer.tick(), if !resync.is_zero() => {
                     self.rewatch_if_back(&mut watcher);
-                    self.sync_paths(&mut sink, BTreeSet::from([root.clone()]), true, None).await?;
+                    let all = BTreeSet::from([root.clone()]);
+                    self.sync_paths(&mut sink, all, Reread::All, true, None).await?;
                 }
             }
         }
@@ -213,8 +224,14 @@ impl DirectoryRegistry {
     /// sends the first full push; then the ingest is ready.
     async fn start(&mut self, sink: &mut SourceSink) -> Result<(), RegistryError> {
         let root = self.config.root.clone();
-        self.sync_paths(sink, BTreeSet::from([root.clone()]), false, None)
-            .await?;
+        self.sync_paths(
+            sink,
+            BTreeSet::from([root.clone()]),
+            Reread::All,
+            false,
+            None,
+        )
+        .await?;
         let unidentified = self.index.unidentified_files();
         if !unidentified.is_empty() {
             tracing::warn!(
@@ -266,11 +283,13 @@ impl DirectoryRegistry {
 
     /// Re-reads what changed at `dirty` and applies it; `publish` sends a push for each
     /// change (off during the initial load, which ends in one full push), dated `seen`
-    /// when the file events give the time.
+    /// when the file events give the time. With [`Reread::Changed`], a file found under
+    /// a changed directory is read only if its stamp moved; one named itself, always.
     async fn sync_paths(
         &mut self,
         sink: &mut SourceSink,
         dirty: BTreeSet<PathBuf>,
+        reread: Reread,
         publish: bool,
         seen: Option<SystemTime>,
     ) -> Result<(), RegistryError> {
@@ -283,21 +302,31 @@ impl DirectoryRegistry {
             return Ok(());
         }
         let known: Vec<PathBuf> = self.index.files().map(PathBuf::from).collect();
-        let reads = tokio::task::spawn_blocking(move || {
+        // Lent to the reader and given back (lost only if it panics: then all is read).
+        let stamps = std::mem::take(&mut self.stamps);
+        let (reads, stamps) = tokio::task::spawn_blocking(move || {
             let files = scan::resolve(&root, &dirty, known.iter().map(PathBuf::as_path));
-            files
+            let reads = stamps
+                .to_read(files, &dirty, reread)
                 .into_iter()
-                .map(|path| {
+                .map(|(path, stamp)| {
                     let (read, extras) = scan::read(&path);
-                    (path, read, extras)
+                    (path, stamp, read, extras)
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (reads, stamps)
         })
         .await
         .map_err(RegistryError::Reader)?;
+        self.stamps = stamps;
 
         let mut touched = BTreeSet::new();
-        for (path, mut read, extras) in reads {
+        for (path, stamp, mut read, extras) in reads {
+            let stamp = match &read {
+                FileRead::Removed => None,
+                FileRead::Parsed(_) | FileRead::Unreadable(_) => stamp,
+            };
+            self.stamps.record(&path, stamp);
             match &read {
                 FileRead::Removed => {
                     self.node_files.remove(&path);

@@ -3,7 +3,8 @@
 //! Config files are `*.yaml` / `*.yml` anywhere under the root. Hidden entries (`.git`,
 //! editors' `.swp` files, Kubernetes ConfigMap mounts' `..data` and timestamped
 //! directories) are never read; a change to one rescans the directory holding it, which
-//! is how a ConfigMap's atomic `..data` swap is seen through its visible symlinks.
+//! is how a ConfigMap's atomic `..data` swap is seen through its visible symlinks (such a
+//! rescan reads only the files whose stamp moved: `stamps`).
 
 use super::index::FileRead;
 use shoal_proto::config::parse::{

@@ -593,6 +593,37 @@ async fn editor_write_rename_replace() {
     env.stop().await;
 }
 
+/// A ConfigMap mounted as kubelet writes it: visible symlinks through `..data` to a
+/// hidden timestamped directory, swapped whole on an update. Only hidden entries change,
+/// so the directory is rescanned; the files behind the new `..data` have new stamps.
+#[tokio::test]
+async fn a_configmap_mount_swapped_by_kubelet() {
+    use std::os::unix::fs::symlink;
+    let env = Env::start(
+        &[
+            ("mount/..2026_11_29_01/a.yaml", &vs("a", "one")),
+            ("mount/..2026_11_29_01/b.yaml", &vs("b", "one")),
+        ],
+        &[],
+    )
+    .await;
+    let mount = env.path("mount");
+    symlink("..2026_11_29_01", mount.join("..data")).unwrap();
+    symlink("..data/a.yaml", mount.join("a.yaml")).unwrap();
+    symlink("..data/b.yaml", mount.join("b.yaml")).unwrap();
+    env.wait_host("a", Some("one")).await;
+    env.wait_host("b", Some("one")).await;
+
+    env.write("mount/..2026_11_29_02/a.yaml", &vs("a", "two"));
+    env.write("mount/..2026_11_29_02/b.yaml", &vs("b", "two"));
+    symlink("..2026_11_29_02", mount.join("..data_tmp")).unwrap();
+    std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).unwrap();
+    std::fs::remove_dir_all(mount.join("..2026_11_29_01")).unwrap();
+    env.wait_host("a", Some("two")).await;
+    env.wait_host("b", Some("two")).await;
+    env.stop().await;
+}
+
 #[tokio::test]
 async fn unnamed_failure_at_start_keeps_kv_keys_until_it_parses() {
     let broken = format!("{}---\nkind: [\n", vs("r", "one"));
