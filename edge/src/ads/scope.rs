@@ -55,8 +55,21 @@ pub fn cluster_host(name: &str) -> &str {
     name.rsplit('|').next().unwrap_or(name)
 }
 
+/// Whether the cluster (or CLA) `name` is of one of `hosts` (`None`: every host). Called
+/// for every name a stream watches on every endpoint push.
 pub(crate) fn host_selected(hosts: Option<&BTreeSet<String>>, name: &str) -> bool {
-    hosts.is_none_or(|h| h.contains(cluster_host(name)))
+    let Some(hosts) = hosts else { return true };
+    // A push is about a few hosts: comparing each with the name's end costs less than
+    // finding the name's last field and looking it up.
+    if hosts.len() <= 4 {
+        return hosts
+            .iter()
+            .any(|host| match name.strip_suffix(host.as_str()) {
+                Some(rest) => rest.is_empty() || rest.ends_with('|'),
+                None => false,
+            });
+    }
+    hosts.contains(cluster_host(name))
 }
 
 /// Istio's short type names, for metric labels: `cds`, `eds`, `lds`, `rds`, `sds` or
@@ -70,5 +83,36 @@ pub fn short_type(type_url: &str) -> &'static str {
         ROUTE => "rds",
         SECRET => "sds",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_selected_by_its_last_field_however_many_hosts() {
+        let names = [
+            "outbound|80||a.ns.svc.cluster.local",
+            "outbound|80|v1|a.ns.svc.cluster.local",
+            "outbound|80||ba.ns.svc.cluster.local",
+            "outbound|80||a.ns.svc.cluster.local.x",
+            "a.ns.svc.cluster.local",
+            "inbound|8080||",
+        ];
+        let few = BTreeSet::from(["a.ns.svc.cluster.local".to_string(), String::new()]);
+        let many: BTreeSet<String> = few
+            .iter()
+            .cloned()
+            .chain((0..8).map(|i| format!("other-{i}")))
+            .collect();
+        for name in names {
+            let by_lookup = few.contains(cluster_host(name));
+            assert_eq!(host_selected(Some(&few), name), by_lookup, "{name}");
+            assert_eq!(host_selected(Some(&many), name), by_lookup, "{name}");
+            assert!(host_selected(None, name));
+        }
+        assert!(!host_selected(Some(&few), names[2]));
+        assert!(host_selected(Some(&few), names[1]));
     }
 }

@@ -126,6 +126,20 @@ impl SentSet {
         if resources.is_empty() {
             return;
         }
+        // Each one replacing a resource of its name (a push of what changed): swapped in
+        // place, the order kept without sorting the whole list again.
+        let replaced: Option<Vec<usize>> = resources
+            .iter()
+            .map(|r| self.position(&r.name).ok())
+            .collect();
+        if let Some(positions) = replaced {
+            let mut list = self.list().to_vec();
+            for (i, r) in positions.into_iter().zip(resources) {
+                list[i] = Arc::clone(r);
+            }
+            self.set(list);
+            return;
+        }
         let mut list = Vec::with_capacity(self.len() + resources.len());
         list.extend(self.list().iter().cloned());
         list.extend(resources.iter().map(|r| Arc::clone(r)));
@@ -296,5 +310,9 @@ mod tests {
         s.insert_all(&[&r("0", b"1")]);
         assert_eq!(s.names().collect::<Vec<_>>(), ["0", "a", "b", "c", "d"]);
         assert!(s.has(&r("a", b"2")) && s.has(&r("c", b"2")) && s.has(&r("d", b"1")));
+        // Only replacements, in no order.
+        s.insert_all(&[&r("d", b"2"), &r("a", b"3")]);
+        assert_eq!(s.names().collect::<Vec<_>>(), ["0", "a", "b", "c", "d"]);
+        assert!(s.has(&r("a", b"3")) && s.has(&r("d", b"2")) && s.has(&r("b", b"1")));
     }
 }

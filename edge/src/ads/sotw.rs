@@ -302,8 +302,9 @@ impl SotwStream {
             // Only what changed. A resource that disappeared is forgotten, so it is sent
             // again should it come back.
             let present = sorted_names(&resources);
+            // Most names are of hosts the push is not about: that test first.
             w.sent
-                .retain(|n| present.binary_search(&n).is_ok() || !host_selected(hosts, n));
+                .retain(|n| !host_selected(hosts, n) || present.binary_search(&n).is_ok());
             if !force && changed.is_empty() {
                 return Ok(None);
             }
