@@ -97,29 +97,57 @@ async fn next(updates: &mut mpsc::Receiver<SnapshotUpdate>) -> SnapshotUpdate {
         .expect("puller running")
 }
 
+/// A puller on `store` and `bus`, driven by announcements (it polls hourly).
+struct Running {
+    announced: Arc<AtomicU64>,
+    updates: mpsc::Receiver<SnapshotUpdate>,
+    _push: tokio::sync::watch::Receiver<Arc<shoal_proto::push_context::PushContext>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    fn start(store: &Arc<MemorySnapshotStore>, bus: &Arc<MemoryBus>) -> Running {
+        let config = PullerConfig {
+            poll_interval: Duration::from_secs(3600),
+            ..PullerConfig::default()
+        };
+        let (puller, push, updates) = SnapshotPuller::new(
+            config,
+            store.clone(),
+            bus.clone(),
+            8,
+            &mut Registry::default(),
+        );
+        let announced = puller.announced();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(puller.run(async move {
+            let _ = stopped.await;
+        }));
+        Running {
+            announced,
+            updates,
+            _push: push,
+            stop,
+            task,
+        }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn the_builders_change_set_is_used_only_from_its_base() {
     let store = Arc::new(MemorySnapshotStore::new());
     let bus = Arc::new(MemoryBus::default());
     write(&store, 1, "1s").await;
-    let config = PullerConfig {
-        poll_interval: Duration::from_secs(3600),
-        ..PullerConfig::default()
-    };
-    let (puller, _push, mut updates) = SnapshotPuller::new(
-        config,
-        store.clone(),
-        bus.clone(),
-        8,
-        &mut Registry::default(),
-    );
-    let announced_version = puller.announced();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(puller.run(async move {
-        let _ = stopped.await;
-    }));
+    let mut puller = Running::start(&store, &bus);
+    let (announced_version, updates) = (puller.announced.clone(), &mut puller.updates);
 
-    let first = next(&mut updates).await;
+    let first = next(updates).await;
     assert_eq!(first.push.version(), 1);
     // What is known to exist, pulled or not (the store's latest here).
     assert_eq!(announced_version.load(Ordering::Acquire), 1);
@@ -128,7 +156,7 @@ async fn the_builders_change_set_is_used_only_from_its_base() {
     // Announced relative to the snapshot held: taken as it is.
     write(&store, 2, "2s").await;
     bus.publish_snapshot(&event(2, 1)).await.unwrap();
-    let second = next(&mut updates).await;
+    let second = next(updates).await;
     assert_eq!(second.push.version(), 2);
     assert_eq!(second.changes.keys, event(2, 1).changes.keys);
 
@@ -137,7 +165,7 @@ async fn the_builders_change_set_is_used_only_from_its_base() {
     write(&store, 4, "4s").await;
     let announced = event(4, 3);
     bus.publish_snapshot(&announced).await.unwrap();
-    let third = next(&mut updates).await;
+    let third = next(updates).await;
     assert_eq!(third.push.version(), 4);
     assert_eq!(announced_version.load(Ordering::Acquire), 4);
     assert!(third.changes.full);
@@ -150,8 +178,7 @@ async fn the_builders_change_set_is_used_only_from_its_base() {
         announced.changes.start_unix_nanos
     );
 
-    let _ = stop.send(());
-    task.await.unwrap();
+    puller.stop().await;
 }
 
 #[tokio::test]
@@ -159,26 +186,13 @@ async fn a_replaced_snapshot_is_freed_once_nothing_holds_it() {
     let store = Arc::new(MemorySnapshotStore::new());
     let bus = Arc::new(MemoryBus::default());
     write(&store, 1, "1s").await;
-    let config = PullerConfig {
-        poll_interval: Duration::from_secs(3600),
-        ..PullerConfig::default()
-    };
-    let (puller, _push, mut updates) = SnapshotPuller::new(
-        config,
-        store.clone(),
-        bus.clone(),
-        8,
-        &mut Registry::default(),
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(puller.run(async move {
-        let _ = stopped.await;
-    }));
+    let mut puller = Running::start(&store, &bus);
+    let updates = &mut puller.updates;
 
-    let first = Arc::downgrade(&next(&mut updates).await.push);
+    let first = Arc::downgrade(&next(updates).await.push);
     write(&store, 2, "2s").await;
     bus.publish_snapshot(&event(2, 1)).await.unwrap();
-    assert_eq!(next(&mut updates).await.push.version(), 2);
+    assert_eq!(next(updates).await.push.version(), 2);
     // Dropped off the puller's task, so not at once.
     tokio::time::timeout(Duration::from_secs(5), async {
         while first.upgrade().is_some() {
@@ -187,9 +201,7 @@ async fn a_replaced_snapshot_is_freed_once_nothing_holds_it() {
     })
     .await
     .expect("snapshot 1 freed");
-
-    let _ = stop.send(());
-    task.await.unwrap();
+    puller.stop().await;
 }
 
 /// The puller's fetch counters, read as an operator would (`/metrics`).
