@@ -14,6 +14,11 @@
 //! queued or sent: what is measured is the decision for every stream, for one
 //! VirtualService change (a new config index: every stream is judged against new scopes)
 //! and one endpoint change (the index stays).
+//!
+//! `eds_change_125k_workloads` is the endpoint change where, as in a real mesh, the
+//! proxies are the endpoints: 1,000 services × 125 endpoints, proxy `i` at endpoint
+//! `i / 1000` of service `i mod 1000`. An endpoint change then moves the addresses of
+//! streams, whose inbound ports are looked up in the new snapshot's service targets.
 
 mod support;
 
@@ -31,7 +36,7 @@ use shoal_proto::push_context::PushContext;
 use shoal_proto::snapshot::Chunk;
 use shoal_proto::xds::node_metadata::NodeId;
 use shoal_test_support::fixtures::CLUSTER;
-use shoal_test_support::meshgen::{MeshSpec, namespace_name};
+use shoal_test_support::meshgen::{Mesh, MeshSpec, endpoint_ip, namespace_name};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -57,6 +62,28 @@ fn loadtest_proxy(i: usize) -> Proxy {
         ip,
         labels: BTreeMap::from([("app".to_string(), "loadtest".to_string())]),
         namespace,
+        interception: InterceptionMode::Redirect,
+        cluster_id: CLUSTER.into(),
+        network: String::new(),
+        locality: String::new(),
+        identity: shoal_proto::security::Identity::Anonymous,
+    }
+}
+
+/// Proxy `i` of a mesh whose workloads are its proxies: endpoint `i / services` of
+/// service `i mod services`, labelled as its pods.
+fn workload_proxy(mesh: &Mesh, i: usize) -> Proxy {
+    let services = mesh.services.len();
+    let svc = &mesh.services[i % services];
+    let ip = endpoint_ip(i % services, i / services);
+    let pod = format!("{}-{i}", svc.name);
+    Proxy {
+        id: NodeId::format(ProxyType::Sidecar, &ip, &pod, &svc.namespace),
+        kind: ProxyKind::Sidecar,
+        workload: format!("{pod}.{}", svc.namespace),
+        ip,
+        labels: BTreeMap::from([("app".to_string(), svc.name.clone())]),
+        namespace: svc.namespace.clone(),
         interception: InterceptionMode::Redirect,
         cluster_id: CLUSTER.into(),
         network: String::new(),
@@ -162,6 +189,38 @@ fn decision(c: &mut Criterion) {
     };
     run("vs_change_125k_streams", &mut g, true);
     run("eds_change_125k_streams", &mut g, false);
+    drop(fleet);
+
+    let spec = MeshSpec {
+        endpoints_per_service: STREAMS / spec.services,
+        ..spec
+    };
+    let (mesh, push) = support::push_context(&spec);
+    let fleet = DecisionBench::default();
+    for i in 0..STREAMS {
+        fleet.connect(workload_proxy(&mesh, i), &push);
+    }
+    let mut push = push;
+    let mut flip = false;
+    let mut last = (0, 0);
+    g.bench_function("eds_change_125k_workloads", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                flip = !flip;
+                let event = endpoint_change(&push, &key, flip);
+                let started = Instant::now();
+                last = fleet.decide(&event);
+                total += started.elapsed();
+                push = (*event.push).clone();
+            }
+            total
+        })
+    });
+    eprintln!(
+        "dispatch: eds_change_125k_workloads: {} of {STREAMS} streams concerned, {} full",
+        last.0, last.1
+    );
     g.finish();
 }
 

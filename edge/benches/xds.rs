@@ -514,6 +514,29 @@ fn fanout(c: &mut Criterion) {
 /// and its diff against a config that differs in nothing (`/debug/config_diff`): the cost
 /// of asking about one proxy, all four types, its scope narrowed (`sidecar`) or the whole
 /// mesh (`no_sidecar`).
+/// The edge applying one endpoint change to a snapshot of 10,000 services × 10
+/// endpoints, its service targets built (as an edge serving sidecars holds them), the
+/// result then freed: what grows with the mesh rather than with the change.
+fn apply_large(c: &mut Criterion) {
+    let mut mesh: Option<(ServiceKey, PushContext)> = None;
+    let mut g = c.benchmark_group("fanout");
+    g.sample_size(10);
+    g.bench_function("apply/eds_change_10k_services", |b| {
+        let (key, base) = mesh.get_or_insert_with(|| {
+            let (mesh, base) = support::push_context(&support::spec(10 * SERVICES, true));
+            base.service_instances();
+            let svc = &mesh.services[1];
+            let key = ServiceKey {
+                hostname: svc.hostname.clone(),
+                namespace: svc.namespace.clone(),
+            };
+            (key, base)
+        });
+        b.iter(|| endpoint_change(base, key, true))
+    });
+    g.finish();
+}
+
 fn config_dump(c: &mut Criterion) {
     use shoal_edge::config_dump::{Held, config_diff, config_dump};
     for sidecars in [true, false] {
@@ -556,5 +579,12 @@ fn config_dump(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, generate, reconnect, fanout, config_dump);
+criterion_group!(
+    benches,
+    generate,
+    reconnect,
+    fanout,
+    apply_large,
+    config_dump
+);
 criterion_main!(benches);
