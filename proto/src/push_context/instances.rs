@@ -6,20 +6,22 @@
 //!  endpoints of every service ──► address ──► [ServiceTarget (service, port, target port)]
 //!                                        └──► [InboundPort] one per target port, sorted
 //! ```
-//! Built on first use per PushContext and kept until endpoints or services change.
+//! Built on first use per PushContext; a context derived for changed endpoints (its
+//! Services unchanged) derives them from its parent's, for the addresses moved.
 
 use super::ConfigIndex;
+use super::shards::ShardedMap;
 use crate::model::{Protocol, Service, ServiceEndpoints, ServiceKey, ServicePort};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// One service port a workload serves, and the workload port behind it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceTarget {
-    pub service: Arc<Service>,
-    pub port: ServicePort,
+struct ServiceTarget {
+    service: Arc<Service>,
+    port: ServicePort,
     /// The workload's port (the endpoint's resolved target port).
-    pub target_port: u32,
+    target_port: u32,
 }
 
 /// One inbound port of a workload: what its inbound filter chain and cluster are made of.
@@ -45,12 +47,43 @@ pub const DISABLE_GATEWAY_PORT_TRANSLATION: &str =
 /// so this is part of its cache key.
 pub type GatewayPorts = Arc<[(u32, u32)]>;
 
-/// Service targets by workload address.
+/// What the workload at one address serves.
+#[derive(Clone, Debug)]
+struct Workload {
+    /// Sorted by (target port, hostname, namespace).
+    targets: Arc<[ServiceTarget]>,
+    ports: Arc<[InboundPort]>,
+    gateway_ports: GatewayPorts,
+}
+
+impl Workload {
+    fn new(mut targets: Vec<ServiceTarget>) -> Self {
+        // Istio keeps the oldest service of a port; creation times are not in the
+        // snapshot, so the order is by (hostname, namespace), stable across builds.
+        targets.sort_by(|a, b| {
+            (a.target_port, &a.service.hostname, &a.service.namespace).cmp(&(
+                b.target_port,
+                &b.service.hostname,
+                &b.service.namespace,
+            ))
+        });
+        Workload {
+            ports: inbound_ports(&targets),
+            gateway_ports: gateway_port_pairs(&targets),
+            targets: targets.into(),
+        }
+    }
+}
+
+/// Service targets by workload address, sharded so that a context derived for an
+/// endpoint change shares every shard whose addresses it did not move.
+///
+/// A target's `service` is the index's at the time the target was found: a later index
+/// with the same Services may have filled other defaults (`exportTo`) into its own copy.
+/// Only what a Service's own chunk sets is read here (its name, ports and labels).
 #[derive(Debug, Default)]
 pub struct ServiceInstances {
-    by_address: HashMap<String, Vec<ServiceTarget>>,
-    ports: HashMap<String, Arc<[InboundPort]>>,
-    gateway_ports: HashMap<String, GatewayPorts>,
+    by_address: ShardedMap<String, Workload>,
 }
 
 impl ServiceInstances {
@@ -60,73 +93,130 @@ impl ServiceInstances {
     ) -> Self {
         let services: HashMap<ServiceKey, &Arc<Service>> =
             index.services.iter().map(|s| (s.key(), s)).collect();
-        let mut by_address: HashMap<String, Vec<ServiceTarget>> = HashMap::new();
+        let mut by_address: HashMap<&str, Vec<ServiceTarget>> = HashMap::new();
         for chunk in endpoints {
             let Some(service) = services.get(&chunk.service) else {
                 continue;
             };
-            for ep in &chunk.endpoints {
-                let Some(port) = service.port(ep.service_port) else {
-                    continue;
-                };
-                // UDP is not proxied, inbound or outbound.
-                if !port.protocol.is_proxied() || ep.address.is_empty() {
-                    continue;
-                }
-                let target = ServiceTarget {
-                    service: (*service).clone(),
-                    port: port.clone(),
-                    target_port: ep.port,
-                };
-                let targets = by_address.entry(ep.address.clone()).or_default();
-                if !targets.contains(&target) {
-                    targets.push(target);
-                }
+            for (address, target) in targets_of(service, chunk) {
+                push_new(by_address.entry(address).or_default(), target);
             }
         }
-        let mut ports = HashMap::with_capacity(by_address.len());
-        let mut gateway_ports = HashMap::with_capacity(by_address.len());
-        for (address, targets) in &mut by_address {
-            // Istio keeps the oldest service of a port; creation times are not in the
-            // snapshot, so the order is by (hostname, namespace), stable across builds.
-            targets.sort_by(|a, b| {
-                (a.target_port, &a.service.hostname, &a.service.namespace).cmp(&(
-                    b.target_port,
-                    &b.service.hostname,
-                    &b.service.namespace,
-                ))
-            });
-            ports.insert(address.clone(), inbound_ports(targets));
-            gateway_ports.insert(address.clone(), gateway_port_pairs(targets));
+        let by_address = by_address
+            .into_iter()
+            .map(|(address, targets)| (address.to_owned(), Workload::new(targets)))
+            .collect();
+        ServiceInstances { by_address }
+    }
+
+    /// These targets after the endpoint chunks `touched` (the changed services' chunks
+    /// before and after the change) were replaced or removed, `now` giving each changed
+    /// service's chunk after it, the Services unchanged. Only the addresses the touched
+    /// chunks name are looked at again; only the shards whose targets moved are copied.
+    pub(super) fn with_endpoints_changed<'a>(
+        &self,
+        index: &ConfigIndex,
+        touched: &[Arc<ServiceEndpoints>],
+        now: impl Fn(&ServiceKey) -> Option<&'a Arc<ServiceEndpoints>>,
+    ) -> Self {
+        let changed: HashSet<(&str, &str)> = touched
+            .iter()
+            .map(|c| (c.service.hostname.as_str(), c.service.namespace.as_str()))
+            .collect();
+        // The changed services' targets now, by address.
+        let mut fresh: HashMap<&str, Vec<ServiceTarget>> = HashMap::new();
+        for chunk in touched {
+            let key = &chunk.service;
+            let current = now(key).filter(|c| Arc::ptr_eq(c, chunk));
+            let Some(chunk) = current else {
+                continue;
+            };
+            let service = index
+                .services_by_host
+                .get(&key.hostname)
+                .and_then(|s| s.iter().find(|s| s.namespace == key.namespace));
+            let Some(service) = service else {
+                continue;
+            };
+            for (address, target) in targets_of(service, chunk) {
+                push_new(fresh.entry(address).or_default(), target);
+            }
         }
-        ServiceInstances {
-            by_address,
-            ports,
-            gateway_ports,
+        let addresses: HashSet<&str> = touched
+            .iter()
+            .flat_map(|c| &c.endpoints)
+            .map(|ep| ep.address.as_str())
+            .collect();
+        let mut by_address = self.by_address.clone();
+        for address in addresses {
+            let before = self.by_address.get(address);
+            let kept = before
+                .into_iter()
+                .flat_map(|w| w.targets.iter())
+                .filter(|t| {
+                    !changed.contains(&(t.service.hostname.as_str(), t.service.namespace.as_str()))
+                });
+            let mut targets: Vec<ServiceTarget> = kept.cloned().collect();
+            targets.extend(fresh.remove(address).unwrap_or_default());
+            if targets.is_empty() {
+                by_address.remove(address);
+                continue;
+            }
+            let workload = Workload::new(targets);
+            if before.is_none_or(|b| b.targets != workload.targets) {
+                by_address.insert(address.to_owned(), workload);
+            }
         }
+        ServiceInstances { by_address }
     }
 
     /// The service targets of the workload at `address`, by target port.
-    pub fn targets(&self, address: &str) -> &[ServiceTarget] {
-        self.by_address.get(address).map_or(&[], Vec::as_slice)
+    #[cfg(test)]
+    fn targets(&self, address: &str) -> &[ServiceTarget] {
+        self.by_address.get(address).map_or(&[], |w| &w.targets)
     }
 
     /// How a router at `address` translates a Gateway server's port (a Service port of
     /// the Services selecting it) to the port it listens on (Istio's `resolvePorts` with
     /// a label selector: the first Service target of that port wins).
     pub fn gateway_ports(&self, address: &str) -> GatewayPorts {
-        self.gateway_ports
+        self.by_address
             .get(address)
-            .cloned()
-            .unwrap_or_else(|| Arc::from([]))
+            .map_or_else(|| Arc::from([]), |w| w.gateway_ports.clone())
     }
 
     /// The inbound ports of the workload at `address`, sorted by target port.
     pub fn inbound_ports(&self, address: &str) -> Arc<[InboundPort]> {
-        self.ports
+        self.by_address
             .get(address)
-            .cloned()
-            .unwrap_or_else(|| Arc::from([]))
+            .map_or_else(|| Arc::from([]), |w| w.ports.clone())
+    }
+}
+
+/// `service`'s targets in its endpoint chunk, by address: one per proxied port of each
+/// endpoint with an address.
+fn targets_of<'a>(
+    service: &'a Arc<Service>,
+    chunk: &'a ServiceEndpoints,
+) -> impl Iterator<Item = (&'a str, ServiceTarget)> {
+    chunk.endpoints.iter().filter_map(move |ep| {
+        let port = service.port(ep.service_port)?;
+        // UDP is not proxied, inbound or outbound.
+        if !port.protocol.is_proxied() || ep.address.is_empty() {
+            return None;
+        }
+        let target = ServiceTarget {
+            service: service.clone(),
+            port: port.clone(),
+            target_port: ep.port,
+        };
+        Some((ep.address.as_str(), target))
+    })
+}
+
+fn push_new(targets: &mut Vec<ServiceTarget>, target: ServiceTarget) {
+    if !targets.contains(&target) {
+        targets.push(target);
     }
 }
 
@@ -265,5 +355,117 @@ mod tests {
             push.service_instances(),
             push.clone().service_instances()
         ));
+    }
+
+    /// Every address's inbound and gateway ports, and targets, in `instances`.
+    fn every_port(
+        instances: &ServiceInstances,
+        addresses: &[String],
+    ) -> Vec<(Arc<[InboundPort]>, GatewayPorts, Vec<ServiceTarget>)> {
+        addresses
+            .iter()
+            .map(|a| {
+                (
+                    instances.inbound_ports(a),
+                    instances.gateway_ports(a),
+                    instances.targets(a).to_vec(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn targets_derived_for_moved_endpoints_equal_targets_built_afresh() {
+        // Services sharing workloads and ports, one not translated at gateways, one UDP.
+        let mut services: Vec<Service> = (0..6)
+            .map(|i| {
+                let protocol = [Protocol::Http, Protocol::Tcp, Protocol::Udp][i % 3];
+                svc(&format!("s{i}"), 80 + (i as u32 % 2), protocol)
+            })
+            .collect();
+        services[4]
+            .labels
+            .insert(DISABLE_GATEWAY_PORT_TRANSLATION.into(), "true".into());
+        // Upserted again, it stands for a routing change: a new index, the same Services.
+        let namespace = || {
+            Chunk::Namespace(NamespaceConfig {
+                namespace: "ns".into(),
+                services: services.clone(),
+                ..Default::default()
+            })
+        };
+        let addresses: Vec<String> = (0..8).map(|i| format!("10.0.0.{i}")).collect();
+        let mut seed = 7_u64;
+        let mut next_random = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        let mut push = PushContext::from_chunks(1, [namespace()]);
+        push.service_instances();
+        for version in 2..200 {
+            let service = &services[next_random(services.len())];
+            let change = if next_random(5) == 0 {
+                (vec![], vec![ChunkKey::Endpoints(service.key())])
+            } else {
+                let endpoints = (0..next_random(4))
+                    .map(|_| {
+                        let target = 9000 + next_random(3) as u32;
+                        Endpoint::at(&addresses[next_random(8)], target, service.ports[0].port)
+                    })
+                    .collect();
+                let chunk = Chunk::Endpoints(ServiceEndpoints {
+                    service: service.key(),
+                    endpoints,
+                });
+                let mut upserts = vec![chunk];
+                if next_random(4) == 0 {
+                    upserts.push(namespace());
+                }
+                (upserts, vec![])
+            };
+            let next = push.with_changes(version, change.0, change.1);
+            let derived = next.instances.get().expect("derived from the built parent");
+            let afresh = ServiceInstances::build(&next.index, next.endpoints.values());
+            assert_eq!(
+                every_port(derived, &addresses),
+                every_port(&afresh, &addresses),
+                "version {version}"
+            );
+            push = next;
+        }
+    }
+
+    #[test]
+    fn targets_are_kept_through_routing_changes_and_built_again_when_services_change() {
+        let web = svc("web", 80, Protocol::Http);
+        let namespace = |services: Vec<Service>| {
+            Chunk::Namespace(NamespaceConfig {
+                namespace: "ns".into(),
+                services,
+                ..Default::default()
+            })
+        };
+        let push = PushContext::from_chunks(
+            1,
+            [namespace(vec![web.clone()]), eps(&web, "10.0.0.1", 8080)],
+        );
+        // Nothing built yet: nothing derived.
+        let unbuilt = push.with_changes(2, [eps(&web, "10.0.0.2", 8080)], []);
+        assert!(unbuilt.instances.get().is_none());
+
+        let built = push.service_instances().clone();
+        let routed = push.with_changes(2, [namespace(vec![web.clone()])], []);
+        assert!(Arc::ptr_eq(routed.instances.get().expect("kept"), &built));
+
+        let mut tcp = web.clone();
+        tcp.ports[0].protocol = Protocol::Tcp;
+        let reshaped = push.with_changes(2, [namespace(vec![tcp])], []);
+        assert!(reshaped.instances.get().is_none());
+        assert_eq!(
+            reshaped.service_instances().inbound_ports("10.0.0.1")[0].protocol,
+            Protocol::Tcp
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! A PushContext is assembled from snapshot chunks. Namespace chunks feed the
 //! [`ConfigIndex`] (services, VirtualServices, DestinationRules, Sidecars); endpoint chunks
 //! are looked up per service. An endpoint-only update keeps the index (and every scope
-//! computed from it) and swaps only the changed endpoint chunks. The security policies
+//! computed from it), swaps only the changed endpoint chunks and looks again only at the
+//! service targets of the addresses they name. The security policies
 //! ([`security::SecurityPolicies`]) are indexed beside the traffic config, in the
 //! [`ConfigIndex`].
 
@@ -17,16 +18,18 @@ mod instances;
 pub mod policy;
 mod scope;
 pub mod security;
+mod shards;
 
 pub use index::{ConfigIndex, NetworkGateways};
 pub use instances::{
-    DISABLE_GATEWAY_PORT_TRANSLATION, GatewayPorts, InboundPort, ServiceInstances, ServiceTarget,
+    DISABLE_GATEWAY_PORT_TRANSLATION, GatewayPorts, InboundPort, ServiceInstances,
 };
 pub use scope::{SidecarScope, TrafficMode};
 
 use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};
 use crate::snapshot::{Chunk, ChunkKey};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use shards::ShardedMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -37,11 +40,15 @@ static ENDPOINTS_IDS: AtomicU64 = AtomicU64::new(1);
 pub struct PushContext {
     version: u64,
     namespaces: BTreeMap<String, Arc<NamespaceConfig>>,
-    endpoints: HashMap<ServiceKey, Arc<ServiceEndpoints>>,
+    /// Sharded: a context derived for an endpoint change shares every shard but the
+    /// changed services'.
+    endpoints: ShardedMap<ServiceKey, Arc<ServiceEndpoints>>,
     /// See [`PushContext::endpoints_id`].
     endpoints_id: u64,
     index: Arc<ConfigIndex>,
-    /// Service targets by workload address, built on first use: only sidecars ask.
+    /// Service targets by workload address, built on first use (only sidecars and
+    /// routers ask), or derived from the parent's where those were built and no
+    /// Service changed.
     instances: OnceLock<Arc<ServiceInstances>>,
     /// The workload addresses whose service targets may differ from the parent context's
     /// (`with_changes`): those of the endpoints changed. `None` when unknown: a
@@ -127,9 +134,21 @@ impl PushContext {
         if namespaces_changed {
             next.index = Arc::new(ConfigIndex::build(version, &next.namespaces));
         }
-        if endpoints_changed || namespaces_changed {
-            next.instances = OnceLock::new();
-        }
+        next.instances = match self.instances.get() {
+            // Targets follow Services and endpoints only.
+            Some(built) if !services_changed => {
+                let derived = if endpoints_changed {
+                    Arc::new(built.with_endpoints_changed(&next.index, &touched, |key| {
+                        next.endpoints.get(key)
+                    }))
+                } else {
+                    built.clone()
+                };
+                OnceLock::from(derived)
+            }
+            _ if endpoints_changed || namespaces_changed => OnceLock::new(),
+            _ => next.instances,
+        };
         next.moved_addresses = (!services_changed).then(|| {
             let moved = touched.iter().flat_map(|eps| &eps.endpoints);
             Arc::new(moved.map(|ep| ep.address.clone()).collect())
