@@ -13,7 +13,8 @@
 #   SHOAL_RELAY_CONNECTIONS  the edges' --relay-connections (default: false when CONNS
 #                      is below PROXIES, else the edges' own default, true)
 #   LOADTEST_ARGS      appended to `loadtest run` (e.g. "--changes 600 --rate 10" with
-#                      CHANGE=storm; "--delta")
+#                      CHANGE=storm; "--delta"; "--as-endpoints", the proxies being the
+#                      mesh's endpoints as in a real mesh, with SERVICES × ENDPOINTS ≥ PROXIES)
 #   TIMEOUT [900]      bound of each wait, seconds
 #   KILL_EDGE          an edge index: once the change is measured, SIGTERM that edge
 #                      and check that every proxy it served is served again within

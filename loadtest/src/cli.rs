@@ -137,6 +137,11 @@ pub struct RunArgs {
     /// Namespaces ns-0.. the proxies are spread over (default: the mesh's, else 10).
     #[arg(long)]
     pub namespaces: Option<usize>,
+    /// Place each proxy at one of the mesh's endpoints (its service's namespace and
+    /// address), as in a real mesh where every endpoint is a pod with its proxy; proxies
+    /// past the mesh's endpoints sit at addresses no endpoint has. Needs --config-dir.
+    #[arg(long)]
+    pub as_endpoints: bool,
     /// Incremental xDS (DeltaAggregatedResources) instead of state of the world.
     #[arg(long)]
     pub delta: bool,

@@ -66,6 +66,7 @@ async fn run_load(a: RunArgs) -> anyhow::Result<()> {
         proxies: a.proxies,
         conns: a.conns,
         namespaces: a.namespaces,
+        as_endpoints: a.as_endpoints,
         delta: a.delta,
         change: a.change,
         config_dir: a.config_dir,

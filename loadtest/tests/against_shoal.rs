@@ -153,14 +153,17 @@ async fn two_hundred_proxies_against_shoal() {
     let shoal = start_shoal(&mesh_dir, xds, http, dir.path());
     assert!(wait_ready(http, Duration::from_secs(30)), "shoal not ready");
 
-    for (change, delta) in [
-        (ChangeKind::Vs, false),
-        (ChangeKind::Endpoint, false),
-        (ChangeKind::Endpoint, true),
+    // Last, the proxies as the mesh's endpoints: the change moves one's own address.
+    for (change, delta, as_endpoints) in [
+        (ChangeKind::Vs, false, false),
+        (ChangeKind::Endpoint, false, false),
+        (ChangeKind::Endpoint, true, false),
+        (ChangeKind::Endpoint, false, true),
     ] {
         let report = run(RunConfig {
             xds_addrs: vec![format!("127.0.0.1:{xds}")],
             proxies: 200,
+            as_endpoints,
             delta,
             change,
             config_dir: Some(mesh_dir.clone()),

@@ -1,12 +1,14 @@
 //! Who a simulated proxy is: an Istio sidecar in namespace `ns-<i mod N>` (meshgen's
-//! names), running as service account `default`, with a unique address in 100.64.0.0/10.
+//! names), running as service account `default`, with a unique address in 100.64.0.0/10;
+//! or, with [`Workloads`], one of the mesh's endpoints, as in a real mesh.
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
 use shoal_proto::xds::node_metadata::{
     INTERCEPTION_MODE, InterceptionMode, LABELS, NAMESPACE, NodeId, ProxyType,
 };
-use shoal_test_support::meshgen::namespace_name;
+use shoal_test_support::meshgen::{Mesh, endpoint_ip, namespace_name};
+use std::sync::Arc;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
@@ -29,13 +31,50 @@ pub fn proxy_ip(i: usize) -> String {
     )
 }
 
+/// The mesh's endpoints as proxies (`--as-endpoints`): proxy `i` is endpoint `i / S` of
+/// service `i mod S`, in its namespace at its address, as in a real mesh where every
+/// endpoint is a pod with its proxy, so that an endpoint change moves proxies' own
+/// service targets. Proxies past the mesh's endpoints sit apart, as without it.
+#[derive(Clone, Debug)]
+pub struct Workloads {
+    /// The namespace of each service, by index.
+    namespaces: Arc<[String]>,
+    per_service: usize,
+}
+
+impl Workloads {
+    pub fn of(mesh: &Mesh) -> Self {
+        Workloads {
+            namespaces: mesh.services.iter().map(|s| s.namespace.clone()).collect(),
+            per_service: mesh.spec.endpoints_per_service,
+        }
+    }
+
+    /// Proxy `index`'s namespace and address, if it is one of the endpoints.
+    fn place(&self, index: usize) -> Option<(String, String)> {
+        let services = self.namespaces.len();
+        let (service, endpoint) = (index % services.max(1), index / services.max(1));
+        (endpoint < self.per_service).then(|| {
+            (
+                self.namespaces[service].clone(),
+                endpoint_ip(service, endpoint),
+            )
+        })
+    }
+}
+
 impl Identity {
-    pub fn new(index: usize, namespaces: usize) -> Self {
+    /// Proxy `index` in `ns-<index mod namespaces>`, apart from the mesh's endpoints, or
+    /// placed among them by `workloads`.
+    pub fn new(index: usize, namespaces: usize, workloads: Option<&Workloads>) -> Self {
+        let (namespace, ip) = workloads
+            .and_then(|w| w.place(index))
+            .unwrap_or_else(|| (namespace_name(index % namespaces.max(1)), proxy_ip(index)));
         Identity {
             index,
-            namespace: namespace_name(index % namespaces.max(1)),
+            namespace,
             service_account: crate::secure::SERVICE_ACCOUNT.into(),
-            ip: proxy_ip(index),
+            ip,
         }
     }
 
@@ -97,7 +136,7 @@ mod tests {
 
     #[test]
     fn the_edge_reads_it_as_istio_would() {
-        let node = Identity::new(12, 10).node();
+        let node = Identity::new(12, 10, None).node();
         let id = NodeId::parse(&node.id).unwrap();
         assert_eq!(id.proxy_type, ProxyType::Sidecar);
         assert_eq!(id.ip, "100.64.0.12");
@@ -122,5 +161,27 @@ mod tests {
         for i in 0..200_000 {
             assert!(seen.insert(proxy_ip(i)));
         }
+    }
+
+    #[test]
+    fn as_endpoints_each_proxy_is_one_endpoint_of_the_mesh_then_apart() {
+        let mesh = Mesh::generate(&shoal_test_support::meshgen::MeshSpec {
+            services: 6,
+            endpoints_per_service: 2,
+            namespaces: 4,
+            ..Default::default()
+        });
+        let workloads = Workloads::of(&mesh);
+        let placed: Vec<Identity> = (0..13)
+            .map(|i| Identity::new(i, 4, Some(&workloads)))
+            .collect();
+        // Proxy 7: endpoint 1 of service 1, in that service's namespace.
+        assert_eq!(placed[7].ip, endpoint_ip(1, 1));
+        assert_eq!(placed[7].namespace, mesh.services[1].namespace);
+        let addresses: std::collections::HashSet<&str> =
+            placed[..12].iter().map(|p| p.ip.as_str()).collect();
+        assert_eq!(addresses.len(), 12, "every endpoint once");
+        // Past the mesh's 12 endpoints, as without it.
+        assert_eq!(placed[12], Identity::new(12, 4, None));
     }
 }

@@ -11,7 +11,7 @@ mod stats;
 pub mod transport;
 
 pub use balancer::{Balancer, Lb};
-pub use identity::{Identity, proxy_ip};
+pub use identity::{Identity, Workloads, proxy_ip};
 pub use stats::Stats;
 
 use crate::client::{DeltaClient, Outcome, Shared, SotwClient};
@@ -70,6 +70,8 @@ pub struct RunContext {
     pub start: Instant,
     pub delta: bool,
     pub namespaces: usize,
+    /// Proxies placed at the mesh's endpoints (`--as-endpoints`).
+    pub workloads: Option<Workloads>,
     pub limits: Limits,
     /// TLS and tokens (the default: plaintext, anonymous).
     pub security: Security,
@@ -182,7 +184,7 @@ pub async fn run_proxy(
     balancer: Arc<Balancer>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let identity = Identity::new(index, ctx.namespaces);
+    let identity = Identity::new(index, ctx.namespaces, ctx.workloads.as_ref());
     let span = tracing::debug_span!("proxy", id = %identity.node_id());
     async move {
         let mut reported = Reported::default();

@@ -18,7 +18,7 @@ pub use report::{ChangeReport, Cost, PerProxy, Percentiles, ProcReport, Report, 
 
 use crate::client::{Shared, Target};
 use crate::mesh::{self, MeshError};
-use crate::proxy::{self, Balancer, Lb, Limits, RunContext, Stats, transport};
+use crate::proxy::{self, Balancer, Lb, Limits, RunContext, Stats, Workloads, transport};
 use crate::secure::Security;
 use procfs::ProcSample;
 use shoal_test_support::meshgen::{Mesh, namespace_name};
@@ -60,6 +60,9 @@ pub struct RunConfig {
     pub conns: Option<usize>,
     /// Namespaces proxies are spread over; `None`: the mesh's (10 without a mesh).
     pub namespaces: Option<usize>,
+    /// Each proxy one of the mesh's endpoints, in its service's namespace at its
+    /// address, as in a real mesh (needs `config_dir`).
+    pub as_endpoints: bool,
     pub delta: bool,
     pub change: ChangeKind,
     /// The directory `loadtest mesh` wrote (and ingest or shoal serves).
@@ -97,6 +100,7 @@ impl Default for RunConfig {
             proxies: 100,
             conns: None,
             namespaces: None,
+            as_endpoints: false,
             delta: false,
             change: ChangeKind::None,
             config_dir: None,
@@ -148,6 +152,11 @@ pub async fn run(config: RunConfig) -> Result<Report> {
     if config.proxies == 0 || config.xds_addrs.is_empty() {
         return Err(RunError::Config(
             "need --proxies > 0 and an --xds-addr".into(),
+        ));
+    }
+    if config.as_endpoints && config.config_dir.is_none() {
+        return Err(RunError::Config(
+            "--as-endpoints needs --config-dir (the directory `loadtest mesh` wrote)".into(),
         ));
     }
     let mesh = match (&config.config_dir, config.change) {
@@ -240,6 +249,10 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         start: Instant::now(),
         delta: config.delta,
         namespaces,
+        workloads: mesh
+            .as_ref()
+            .filter(|_| config.as_endpoints)
+            .map(Workloads::of),
         limits: config.limits.clone(),
         security: config.security.clone(),
     });
