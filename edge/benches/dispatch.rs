@@ -26,18 +26,17 @@ mod support;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use shoal_edge::ads::DecisionBench;
-use shoal_edge::proxy::{InterceptionMode, Proxy, ProxyKind, ProxyType};
+use shoal_edge::proxy::Proxy;
 use shoal_edge::push_queue::PushEvent;
 use shoal_proto::change::{ChangeKey, ChangeSet, TriggerReason, namespace_changes};
 use shoal_proto::model::ServiceKey;
 use shoal_proto::push_context::PushContext;
 use shoal_proto::snapshot::Chunk;
-use shoal_proto::xds::node_metadata::NodeId;
-use shoal_test_support::fixtures::CLUSTER;
 use shoal_test_support::meshgen::{Mesh, MeshSpec, endpoint_ip, namespace_name};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -47,27 +46,19 @@ const NAMESPACES: usize = 100;
 /// Proxy `i` of the loadtest (`loadtest/src/proxy/identity.rs`): a captured sidecar in
 /// `ns-<i mod N>` at `100.64.0.0/10`, labelled `app: loadtest`.
 fn loadtest_proxy(i: usize) -> Proxy {
-    let namespace = namespace_name(i % NAMESPACES);
     let ip = format!(
         "100.{}.{}.{}",
         64 + (i >> 16) % 64,
         (i >> 8) & 0xff,
         i & 0xff
     );
-    let pod = format!("proxy-{i}");
-    Proxy {
-        id: NodeId::format(ProxyType::Sidecar, &ip, &pod, &namespace),
-        kind: ProxyKind::Sidecar,
-        workload: format!("{pod}.{namespace}"),
+    let namespace = namespace_name(i % NAMESPACES);
+    support::sidecar(
         ip,
-        labels: BTreeMap::from([("app".to_string(), "loadtest".to_string())]),
-        namespace,
-        interception: InterceptionMode::Redirect,
-        cluster_id: CLUSTER.into(),
-        network: String::new(),
-        locality: String::new(),
-        identity: shoal_proto::security::Identity::Anonymous,
-    }
+        &format!("proxy-{i}"),
+        &namespace,
+        &[("app", "loadtest")],
+    )
 }
 
 /// Proxy `i` of a mesh whose workloads are its proxies: endpoint `i / services` of
@@ -75,21 +66,12 @@ fn loadtest_proxy(i: usize) -> Proxy {
 fn workload_proxy(mesh: &Mesh, i: usize) -> Proxy {
     let services = mesh.services.len();
     let svc = &mesh.services[i % services];
-    let ip = endpoint_ip(i % services, i / services);
-    let pod = format!("{}-{i}", svc.name);
-    Proxy {
-        id: NodeId::format(ProxyType::Sidecar, &ip, &pod, &svc.namespace),
-        kind: ProxyKind::Sidecar,
-        workload: format!("{pod}.{}", svc.namespace),
-        ip,
-        labels: BTreeMap::from([("app".to_string(), svc.name.clone())]),
-        namespace: svc.namespace.clone(),
-        interception: InterceptionMode::Redirect,
-        cluster_id: CLUSTER.into(),
-        network: String::new(),
-        locality: String::new(),
-        identity: shoal_proto::security::Identity::Anonymous,
-    }
+    support::sidecar(
+        endpoint_ip(i % services, i / services),
+        &format!("{}-{i}", svc.name),
+        &svc.namespace,
+        &[("app", &svc.name)],
+    )
 }
 
 fn event(push: &Arc<PushContext>, full: bool, keys: BTreeSet<ChangeKey>) -> PushEvent {
@@ -159,69 +141,71 @@ fn decision(c: &mut Criterion) {
     let mut g = c.benchmark_group("decide");
     g.sample_size(10);
     let mut push = push;
-    let mut flip = false;
-    // Each iteration decides a fresh update, made (untimed) from the last one, so every
-    // VirtualService change brings a new index whose scopes are cut during the decision.
-    let mut run = |name: &str, g: &mut criterion::BenchmarkGroup<_>, vs: bool| {
-        let mut last = (0, 0);
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    flip = !flip;
-                    let event = if vs {
-                        vs_change(&push, &vs_svc.namespace, &vs_svc.name, flip)
-                    } else {
-                        endpoint_change(&push, &key, flip)
-                    };
-                    let started = Instant::now();
-                    last = fleet.decide(&event);
-                    total += started.elapsed();
-                    push = (*event.push).clone();
-                }
-                total
-            })
-        });
-        eprintln!(
-            "dispatch: {name}: {} of {STREAMS} streams concerned, {} full",
-            last.0, last.1
-        );
-    };
-    run("vs_change_125k_streams", &mut g, true);
-    run("eds_change_125k_streams", &mut g, false);
+    bench_decide(
+        &mut g,
+        "vs_change_125k_streams",
+        &fleet,
+        &mut push,
+        |push, flip| vs_change(push, &vs_svc.namespace, &vs_svc.name, flip),
+    );
+    bench_decide(
+        &mut g,
+        "eds_change_125k_streams",
+        &fleet,
+        &mut push,
+        |push, flip| endpoint_change(push, &key, flip),
+    );
     drop(fleet);
 
     let spec = MeshSpec {
         endpoints_per_service: STREAMS / spec.services,
         ..spec
     };
-    let (mesh, push) = support::push_context(&spec);
+    let (mesh, mut push) = support::push_context(&spec);
     let fleet = DecisionBench::default();
     for i in 0..STREAMS {
         fleet.connect(workload_proxy(&mesh, i), &push);
     }
-    let mut push = push;
+    bench_decide(
+        &mut g,
+        "eds_change_125k_workloads",
+        &fleet,
+        &mut push,
+        |push, flip| endpoint_change(push, &key, flip),
+    );
+    g.finish();
+}
+
+/// Times `fleet`'s decision of fresh updates, each made (untimed) by `next` from the
+/// last, so that every VirtualService change brings a new index whose scopes are cut
+/// during the decision.
+fn bench_decide(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    fleet: &DecisionBench,
+    push: &mut PushContext,
+    mut next: impl FnMut(&PushContext, bool) -> PushEvent,
+) {
     let mut flip = false;
     let mut last = (0, 0);
-    g.bench_function("eds_change_125k_workloads", |b| {
+    g.bench_function(name, |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 flip = !flip;
-                let event = endpoint_change(&push, &key, flip);
+                let event = next(push, flip);
                 let started = Instant::now();
                 last = fleet.decide(&event);
                 total += started.elapsed();
-                push = (*event.push).clone();
+                *push = (*event.push).clone();
             }
             total
         })
     });
     eprintln!(
-        "dispatch: eds_change_125k_workloads: {} of {STREAMS} streams concerned, {} full",
+        "dispatch: {name}: {} of {STREAMS} streams concerned, {} full",
         last.0, last.1
     );
-    g.finish();
 }
 
 criterion_group!(benches, decision);

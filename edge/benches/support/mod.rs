@@ -30,18 +30,27 @@ pub fn proxy(mesh: &Mesh, i: usize) -> Proxy {
     let namespaces = mesh.spec.namespaces.max(1);
     let svc = &mesh.services[i % mesh.services.len()];
     debug_assert_eq!(svc.namespace, format!("ns-{}", i % namespaces));
-    let ip = format!("10.200.{}.{}", (i >> 8) & 0xff, i & 0xff);
-    let pod = format!("{}-{i}", svc.name);
+    let labels = [("app", svc.name.as_str()), ("version", "v1")];
+    sidecar(
+        format!("10.200.{}.{}", (i >> 8) & 0xff, i & 0xff),
+        &format!("{}-{i}", svc.name),
+        &svc.namespace,
+        &labels,
+    )
+}
+
+/// A captured sidecar of pod `pod` in `namespace`, at `ip`, labelled `labels`.
+pub fn sidecar(ip: String, pod: &str, namespace: &str, labels: &[(&str, &str)]) -> Proxy {
     Proxy {
-        id: NodeId::format(ProxyType::Sidecar, &ip, &pod, &svc.namespace),
+        id: NodeId::format(ProxyType::Sidecar, &ip, pod, namespace),
         kind: ProxyKind::Sidecar,
-        workload: format!("{pod}.{}", svc.namespace),
+        workload: format!("{pod}.{namespace}"),
         ip,
-        namespace: svc.namespace.clone(),
-        labels: BTreeMap::from([
-            ("app".to_string(), svc.name.clone()),
-            ("version".to_string(), "v1".to_string()),
-        ]),
+        namespace: namespace.to_string(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<BTreeMap<_, _>>(),
         interception: InterceptionMode::Redirect,
         cluster_id: CLUSTER.into(),
         network: String::new(),
