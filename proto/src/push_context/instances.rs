@@ -131,10 +131,11 @@ impl ServiceInstances {
             let Some(chunk) = current else {
                 continue;
             };
+            // The last of a key, as `build` takes it.
             let service = index
                 .services_by_host
                 .get(&key.hostname)
-                .and_then(|s| s.iter().find(|s| s.namespace == key.namespace));
+                .and_then(|s| s.iter().rfind(|s| s.namespace == key.namespace));
             let Some(service) = service else {
                 continue;
             };
