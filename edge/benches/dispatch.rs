@@ -18,7 +18,8 @@
 //! `eds_change_125k_workloads` is the endpoint change where, as in a real mesh, the
 //! proxies are the endpoints: 1,000 services × 125 endpoints, proxy `i` at endpoint
 //! `i / 1000` of service `i mod 1000`. An endpoint change then moves the addresses of
-//! streams, whose inbound ports are looked up in the new snapshot's service targets.
+//! streams, whose inbound ports are looked up in the new snapshot's service targets;
+//! `service_change_125k_*` edit a Service's labels (a new index too).
 
 mod support;
 
@@ -102,6 +103,22 @@ fn vs_change(push: &PushContext, namespace: &str, vs: &str, flip: bool) -> PushE
     event(&Arc::new(next), true, changes)
 }
 
+/// The next snapshot with `service`'s labels changed (a Service edited), and its change
+/// as the snapshot puller names it.
+fn service_change(push: &PushContext, service: &ServiceKey, flip: bool) -> PushEvent {
+    let old = push.namespace(&service.namespace).expect("namespace");
+    let mut ns = (**old).clone();
+    let svc = ns
+        .services
+        .iter_mut()
+        .find(|s| s.hostname == service.hostname)
+        .expect("service");
+    svc.labels.insert("bench".into(), flip.to_string());
+    let changes = namespace_changes(Some(old), Some(&ns)).expect("narrowed to its hosts");
+    let next = push.with_changes(push.version() + 1, [Chunk::Namespace(ns)], []);
+    event(&Arc::new(next), true, changes)
+}
+
 /// The next snapshot with `service`'s first endpoint moved.
 fn endpoint_change(push: &PushContext, service: &ServiceKey, flip: bool) -> PushEvent {
     let mut eps = (**push.endpoints(service).expect("service has endpoints")).clone();
@@ -155,6 +172,13 @@ fn decision(c: &mut Criterion) {
         &mut push,
         |push, flip| endpoint_change(push, &key, flip),
     );
+    bench_decide(
+        &mut g,
+        "service_change_125k_streams",
+        &fleet,
+        &mut push,
+        |push, flip| service_change(push, &key, flip),
+    );
     drop(fleet);
 
     let spec = MeshSpec {
@@ -172,6 +196,13 @@ fn decision(c: &mut Criterion) {
         &fleet,
         &mut push,
         |push, flip| endpoint_change(push, &key, flip),
+    );
+    bench_decide(
+        &mut g,
+        "service_change_125k_workloads",
+        &fleet,
+        &mut push,
+        |push, flip| service_change(push, &key, flip),
     );
     g.finish();
 }
