@@ -6,8 +6,9 @@
 //!  endpoints of every service ──► address ──► [ServiceTarget (service, port, target port)]
 //!                                        └──► [InboundPort] one per target port, sorted
 //! ```
-//! Built on first use per PushContext; a context derived for changed endpoints (its
-//! Services unchanged) derives them from its parent's, for the addresses moved.
+//! Built on first use per PushContext; a context derived from one whose targets were
+//! built derives its own, looking again only at the addresses whose endpoints or
+//! Services changed.
 
 use super::ConfigIndex;
 use super::shards::ShardedMap;
@@ -109,11 +110,12 @@ impl ServiceInstances {
         ServiceInstances { by_address }
     }
 
-    /// These targets after the endpoint chunks `touched` (the changed services' chunks
-    /// before and after the change) were replaced or removed, `now` giving each changed
-    /// service's chunk after it, the Services unchanged. Only the addresses the touched
-    /// chunks name are looked at again; only the shards whose targets moved are copied.
-    pub(super) fn with_endpoints_changed<'a>(
+    /// These targets after the services of the endpoint chunks `touched` (each changed
+    /// service's chunks before and after the change) changed their endpoints or their
+    /// Service; `now` gives a service's chunk after the change, `index` its Service. Only
+    /// the addresses the touched chunks name are looked at again; only the shards whose
+    /// targets moved are copied.
+    pub(super) fn with_services_changed<'a>(
         &self,
         index: &ConfigIndex,
         touched: &[Arc<ServiceEndpoints>],
@@ -376,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn targets_derived_for_moved_endpoints_equal_targets_built_afresh() {
+    fn targets_derived_for_changed_endpoints_and_services_equal_targets_built_afresh() {
         // Services sharing workloads and ports, one not translated at gateways, one UDP.
         let mut services: Vec<Service> = (0..6)
             .map(|i| {
@@ -387,11 +389,17 @@ mod tests {
         services[4]
             .labels
             .insert(DISABLE_GATEWAY_PORT_TRANSLATION.into(), "true".into());
-        // Upserted again, it stands for a routing change: a new index, the same Services.
-        let namespace = || {
+        // The namespace's Services: every one but those left out.
+        let mut left_out = [false; 6];
+        let namespace = |services: &[Service], left_out: &[bool]| {
             Chunk::Namespace(NamespaceConfig {
                 namespace: "ns".into(),
-                services: services.clone(),
+                services: services
+                    .iter()
+                    .zip(left_out)
+                    .filter(|(_, out)| !**out)
+                    .map(|(s, _)| s.clone())
+                    .collect(),
                 ..Default::default()
             })
         };
@@ -403,10 +411,10 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             (seed >> 33) as usize % n
         };
-        let mut push = PushContext::from_chunks(1, [namespace()]);
+        let mut push = PushContext::from_chunks(1, [namespace(&services, &left_out)]);
         push.service_instances();
-        for version in 2..200 {
-            let service = &services[next_random(services.len())];
+        for version in 2..300 {
+            let service = services[next_random(services.len())].clone();
             let change = if next_random(5) == 0 {
                 (vec![], vec![ChunkKey::Endpoints(service.key())])
             } else {
@@ -420,9 +428,34 @@ mod tests {
                     service: service.key(),
                     endpoints,
                 });
-                let mut upserts = vec![chunk];
-                if next_random(4) == 0 {
-                    upserts.push(namespace());
+                let mut upserts = Vec::new();
+                if next_random(4) != 0 {
+                    upserts.push(chunk);
+                }
+                // A routing change (the same Services, a new index), or a Service
+                // changed, removed or added back.
+                match next_random(6) {
+                    0 => upserts.push(namespace(&services, &left_out)),
+                    1 => {
+                        let i = next_random(services.len());
+                        let protocol = [Protocol::Http, Protocol::Tcp, Protocol::Udp];
+                        services[i].ports[0].protocol = protocol[next_random(3)];
+                        upserts.push(namespace(&services, &left_out));
+                    }
+                    2 => {
+                        let i = next_random(services.len());
+                        left_out[i] = !left_out[i];
+                        upserts.push(namespace(&services, &left_out));
+                    }
+                    3 => {
+                        let i = next_random(services.len());
+                        let labels = &mut services[i].labels;
+                        if labels.remove(DISABLE_GATEWAY_PORT_TRANSLATION).is_none() {
+                            labels.insert(DISABLE_GATEWAY_PORT_TRANSLATION.into(), "true".into());
+                        }
+                        upserts.push(namespace(&services, &left_out));
+                    }
+                    _ => {}
                 }
                 (upserts, vec![])
             };
@@ -434,12 +467,23 @@ mod tests {
                 every_port(&afresh, &addresses),
                 "version {version}"
             );
+            // What is not listed as moved kept its targets.
+            let kept: Vec<String> = addresses
+                .iter()
+                .filter(|a| !next.targets_may_have_moved(a))
+                .cloned()
+                .collect();
+            assert_eq!(
+                every_port(derived, &kept),
+                every_port(push.service_instances(), &kept),
+                "version {version}"
+            );
             push = next;
         }
     }
 
     #[test]
-    fn targets_are_kept_through_routing_changes_and_built_again_when_services_change() {
+    fn targets_are_kept_through_routing_changes_and_derived_when_a_service_changes() {
         let web = svc("web", 80, Protocol::Http);
         let namespace = |services: Vec<Service>| {
             Chunk::Namespace(NamespaceConfig {
@@ -463,10 +507,7 @@ mod tests {
         let mut tcp = web.clone();
         tcp.ports[0].protocol = Protocol::Tcp;
         let reshaped = push.with_changes(2, [namespace(vec![tcp])], []);
-        assert!(reshaped.instances.get().is_none());
-        assert_eq!(
-            reshaped.service_instances().inbound_ports("10.0.0.1")[0].protocol,
-            Protocol::Tcp
-        );
+        let derived = reshaped.instances.get().expect("derived");
+        assert_eq!(derived.inbound_ports("10.0.0.1")[0].protocol, Protocol::Tcp);
     }
 }

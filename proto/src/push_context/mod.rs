@@ -5,8 +5,9 @@
 //! A PushContext is assembled from snapshot chunks. Namespace chunks feed the
 //! [`ConfigIndex`] (services, VirtualServices, DestinationRules, Sidecars); endpoint chunks
 //! are looked up per service. An endpoint-only update keeps the index (and every scope
-//! computed from it), swaps only the changed endpoint chunks and looks again only at the
-//! service targets of the addresses they name. The security policies
+//! computed from it) and swaps only the changed endpoint chunks; the service targets of
+//! the addresses that changed endpoints or Services name are the only ones looked at
+//! again. The security policies
 //! ([`security::SecurityPolicies`]) are indexed beside the traffic config, in the
 //! [`ConfigIndex`].
 
@@ -26,10 +27,10 @@ pub use instances::{
 };
 pub use scope::{SidecarScope, TrafficMode};
 
-use crate::model::{NamespaceConfig, ServiceEndpoints, ServiceKey};
+use crate::model::{NamespaceConfig, Service, ServiceEndpoints, ServiceKey};
 use crate::snapshot::{Chunk, ChunkKey};
 use shards::ShardedMap;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -47,12 +48,11 @@ pub struct PushContext {
     endpoints_id: u64,
     index: Arc<ConfigIndex>,
     /// Service targets by workload address, built on first use (only sidecars and
-    /// routers ask), or derived from the parent's where those were built and no
-    /// Service changed.
+    /// routers ask), or derived from the parent's where those were built.
     instances: OnceLock<Arc<ServiceInstances>>,
     /// The workload addresses whose service targets may differ from the parent context's
-    /// (`with_changes`): those of the endpoints changed. `None` when unknown: a
-    /// namespace's Services changed, or there is no parent.
+    /// (`with_changes`): those of the endpoints changed, and of the changed Services'
+    /// endpoints. `None` for a context made from nothing.
     moved_addresses: Option<Arc<HashSet<String>>>,
 }
 
@@ -87,20 +87,20 @@ impl PushContext {
         let mut next = self.clone();
         next.version = version;
         let mut namespaces_changed = false;
-        // A namespace's Services changed: a workload's service targets (which Services
-        // and ports its address serves) follow Services and endpoints only, so a change
-        // of routing or policy alone moves no target.
-        let mut services_changed = false;
         let mut endpoints_changed = false;
-        // The endpoint chunks replaced or removed and their replacements: their
-        // addresses are the moved ones, read only if the index stays.
+        // The Services added, removed or changed. A workload's service targets (which
+        // Services and ports its address serves) follow Services and endpoints only, so
+        // a change of routing or policy alone moves no target.
+        let mut services_changed: Vec<ServiceKey> = Vec::new();
+        // The endpoint chunks replaced or removed and their replacements, then the
+        // changed Services' chunks: their addresses are the moved ones.
         let mut touched: Vec<Arc<ServiceEndpoints>> = Vec::new();
         for key in removed {
             match key {
                 ChunkKey::Namespace(ns) => {
                     if let Some(old) = next.namespaces.remove(&ns) {
                         namespaces_changed = true;
-                        services_changed |= !old.services.is_empty();
+                        changed_services(&old.services, &[], &mut services_changed);
                     }
                 }
                 ChunkKey::Endpoints(svc) => {
@@ -116,8 +116,8 @@ impl PushContext {
                 Chunk::Namespace(ns) => {
                     namespaces_changed = true;
                     let old = next.namespaces.get(&ns.namespace);
-                    services_changed |=
-                        old.map_or(!ns.services.is_empty(), |o| o.services != ns.services);
+                    let old = old.map_or(&[][..], |o| o.services.as_slice());
+                    changed_services(old, &ns.services, &mut services_changed);
                     next.namespaces.insert(ns.namespace.clone(), Arc::new(ns));
                 }
                 Chunk::Endpoints(eps) => {
@@ -128,28 +128,32 @@ impl PushContext {
                 }
             }
         }
+        for key in &services_changed {
+            let (before, after) = (self.endpoints.get(key), next.endpoints.get(key));
+            touched.extend(before.cloned());
+            if !before.zip(after).is_some_and(|(b, a)| Arc::ptr_eq(b, a)) {
+                touched.extend(after.cloned());
+            }
+        }
         if endpoints_changed {
             next.endpoints_id = ENDPOINTS_IDS.fetch_add(1, Ordering::Relaxed);
         }
         if namespaces_changed {
             next.index = Arc::new(ConfigIndex::build(version, &next.namespaces));
         }
-        next.instances = match self.instances.get() {
-            // Targets follow Services and endpoints only.
-            Some(built) if !services_changed => {
-                let derived = if endpoints_changed {
-                    Arc::new(built.with_endpoints_changed(&next.index, &touched, |key| {
-                        next.endpoints.get(key)
-                    }))
-                } else {
-                    built.clone()
-                };
-                OnceLock::from(derived)
-            }
-            _ if endpoints_changed || namespaces_changed => OnceLock::new(),
-            _ => next.instances,
-        };
-        next.moved_addresses = (!services_changed).then(|| {
+        if endpoints_changed || !services_changed.is_empty() {
+            next.instances = match self.instances.get() {
+                Some(built) => OnceLock::from(Arc::new(built.with_services_changed(
+                    &next.index,
+                    &touched,
+                    |key| next.endpoints.get(key),
+                ))),
+                None => OnceLock::new(),
+            };
+        }
+        // Made from nothing, every address is new: none is listed.
+        let from_scratch = self.namespaces.is_empty() && self.endpoints.len() == 0;
+        next.moved_addresses = (!from_scratch).then(|| {
             let moved = touched.iter().flat_map(|eps| &eps.endpoints);
             Arc::new(moved.map(|ep| ep.address.clone()).collect())
         });
@@ -224,6 +228,24 @@ impl PushContext {
     ) -> Arc<SidecarScope> {
         self.index.sidecar_scope(namespace, labels)
     }
+}
+
+/// Adds to `out` the keys of the Services of `before` or `after` that are not in both
+/// alike: added, removed or changed.
+fn changed_services(before: &[Service], after: &[Service], out: &mut Vec<ServiceKey>) {
+    if before == after {
+        return;
+    }
+    let old: HashMap<ServiceKey, &Service> = before.iter().map(|s| (s.key(), s)).collect();
+    let mut kept: HashSet<ServiceKey> = HashSet::with_capacity(after.len());
+    for service in after {
+        let key = service.key();
+        if old.get(&key) != Some(&service) {
+            out.push(key.clone());
+        }
+        kept.insert(key);
+    }
+    out.extend(old.into_keys().filter(|key| !kept.contains(key)));
 }
 
 #[cfg(test)]

@@ -154,20 +154,31 @@ fn an_endpoint_change_names_the_addresses_it_moved() {
     );
     assert!(!gone.targets_may_have_moved("10.0.0.1"));
     // A namespace change that leaves its Services as they were (routing, policy) moves
-    // no target, though the index is new; one that changes a Service may move any.
+    // no target, though the index is new; one that changes a Service moves the
+    // addresses of that Service's endpoints.
     let routing = gone.with_changes(5, [ns("a", vec![svc("a", "x")])], []);
     assert!(!Arc::ptr_eq(routing.index(), gone.index()));
     assert!(!routing.targets_may_have_moved("10.0.0.9"));
-    let services = routing.with_changes(6, [ns("a", vec![svc("a", "x"), svc("a", "y")])], []);
+    let x = routing.with_changes(6, [Chunk::Endpoints(eps(&["10.0.0.4"]))], []);
+    let added = x.with_changes(7, [ns("a", vec![svc("a", "x"), svc("a", "y")])], []);
     assert!(
-        services.targets_may_have_moved("10.0.0.9"),
-        "a Service changed"
+        !added.targets_may_have_moved("10.0.0.4"),
+        "a Service without endpoints added"
     );
-    let removed = services.with_changes(7, [], [ChunkKey::Namespace("a".into())]);
+    let mut tcp = svc("a", "x");
+    tcp.ports[0].protocol = Protocol::Tcp;
+    let reshaped = added.with_changes(8, [ns("a", vec![tcp, svc("a", "y")])], []);
     assert!(
-        removed.targets_may_have_moved("10.0.0.9"),
+        reshaped.targets_may_have_moved("10.0.0.4"),
+        "its Service changed"
+    );
+    assert!(!reshaped.targets_may_have_moved("10.0.0.9"));
+    let removed = reshaped.with_changes(9, [], [ChunkKey::Namespace("a".into())]);
+    assert!(
+        removed.targets_may_have_moved("10.0.0.4"),
         "its Services went"
     );
+    assert!(!removed.targets_may_have_moved("10.0.0.9"));
 }
 
 #[test]
@@ -432,7 +443,10 @@ fn of_conflicting_virtual_services_the_oldest_wins() {
 #[test]
 fn the_moved_addresses_are_those_targets_may_have_moved_answers_for() {
     let pc = PushContext::from_chunks(1, [ns("a", vec![svc("a", "x")])]);
-    assert!(pc.moved_addresses().is_none(), "a new index: every address");
+    assert!(
+        pc.moved_addresses().is_none(),
+        "made from nothing: every address"
+    );
     let eps = crate::model::ServiceEndpoints {
         service: svc("a", "x").key(),
         endpoints: vec![crate::model::Endpoint::at("10.0.0.1", 8080, 80)],
