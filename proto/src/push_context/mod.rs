@@ -7,9 +7,8 @@
 //! are looked up per service. An endpoint-only update keeps the index (and every scope
 //! computed from it) and swaps only the changed endpoint chunks; the service targets of
 //! the addresses that changed endpoints or Services name are the only ones looked at
-//! again. The security policies
-//! ([`security::SecurityPolicies`]) are indexed beside the traffic config, in the
-//! [`ConfigIndex`].
+//! again. The security policies ([`security::SecurityPolicies`]) are indexed beside the
+//! traffic config, in the [`ConfigIndex`].
 
 mod aliases;
 pub mod delegate;
