@@ -53,13 +53,14 @@ impl Workloads {
     /// Proxy `index`'s namespace and address, if it is one of the endpoints.
     fn place(&self, index: usize) -> Option<(String, String)> {
         let services = self.namespaces.len();
-        let (service, endpoint) = (index % services.max(1), index / services.max(1));
-        (endpoint < self.per_service).then(|| {
-            (
-                self.namespaces[service].clone(),
-                endpoint_ip(service, endpoint),
-            )
-        })
+        if services == 0 || index / services >= self.per_service {
+            return None;
+        }
+        let (service, endpoint) = (index % services, index / services);
+        Some((
+            self.namespaces[service].clone(),
+            endpoint_ip(service, endpoint),
+        ))
     }
 }
 
@@ -183,5 +184,13 @@ mod tests {
         assert_eq!(addresses.len(), 12, "every endpoint once");
         // Past the mesh's 12 endpoints, as without it.
         assert_eq!(placed[12], Identity::new(12, 4, None));
+        // A mesh without services places nobody.
+        let empty = Workloads::of(&Mesh::generate(&shoal_test_support::meshgen::MeshSpec {
+            services: 0,
+            endpoints_per_service: 2,
+            namespaces: 4,
+            ..Default::default()
+        }));
+        assert_eq!(Identity::new(1, 4, Some(&empty)), Identity::new(1, 4, None));
     }
 }
