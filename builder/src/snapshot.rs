@@ -72,7 +72,7 @@ impl SnapshotBuilder {
         self.chunks
             .values()
             .chain(self.pages.encoded())
-            .map(|(h, _)| h.clone())
+            .map(|(h, _)| *h)
             .collect()
     }
 
@@ -82,7 +82,7 @@ impl SnapshotBuilder {
             .iter()
             .map(|(key, (hash, _))| ChunkRef {
                 key: key.clone(),
-                hash: hash.clone(),
+                hash: *hash,
             })
             .collect()
     }
@@ -127,8 +127,8 @@ impl SnapshotBuilder {
                 return Ok(false);
             }
             let bytes = Arc::new(bytes);
-            new_chunks.push((hash.clone(), bytes.clone()));
-            this.pages.insert(key.clone(), hash.clone());
+            new_chunks.push((hash, bytes.clone()));
+            this.pages.insert(key.clone(), hash);
             this.chunks.insert(key, (hash, bytes));
             Ok(true)
         };

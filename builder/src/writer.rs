@@ -67,7 +67,7 @@ impl Writer {
         let mut stats = WriteStats::default();
         // Chunks and pages before the manifest that names them.
         let blobs = || built.new_chunks.iter().chain(&built.new_pages);
-        let hashes: Vec<ChunkHash> = blobs().map(|(h, _)| h.clone()).collect();
+        let hashes: Vec<ChunkHash> = blobs().map(|(h, _)| *h).collect();
         let missing: HashSet<ChunkHash> = self
             .store
             .missing_chunks(&hashes)
@@ -76,7 +76,7 @@ impl Writer {
             .collect();
         let to_write: Vec<(ChunkHash, Bytes)> = blobs()
             .filter(|(h, _)| missing.contains(h))
-            .map(|(h, b)| (h.clone(), Bytes::copy_from_slice(b)))
+            .map(|(h, b)| (*h, Bytes::copy_from_slice(b)))
             .collect();
         stats.chunks_written = built
             .new_chunks
@@ -124,7 +124,7 @@ impl Writer {
     ) -> Result<WriteStats, WriteError> {
         let mut stats = WriteStats::default();
         for batch in chunks.chunks(1024) {
-            let hashes: Vec<ChunkHash> = batch.iter().map(|(h, _)| h.clone()).collect();
+            let hashes: Vec<ChunkHash> = batch.iter().map(|(h, _)| *h).collect();
             let missing = self.store.missing_chunks(&hashes).await?;
             if missing.is_empty() {
                 continue;
@@ -132,7 +132,7 @@ impl Writer {
             let to_write: Vec<(ChunkHash, Bytes)> = batch
                 .iter()
                 .filter(|(h, _)| missing.contains(h))
-                .map(|(h, b)| (h.clone(), Bytes::copy_from_slice(b)))
+                .map(|(h, b)| (*h, Bytes::copy_from_slice(b)))
                 .collect();
             stats.chunks_written += to_write.len();
             stats.bytes_written += to_write.iter().map(|(_, b)| b.len()).sum::<usize>();

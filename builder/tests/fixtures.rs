@@ -32,7 +32,7 @@ fn built_with_pages(spec: &MeshSpec) -> (Manifest, Vec<ChunkRef>, Vec<Chunk>, Ve
         .map(|(hash, bytes)| Chunk::decode(hash, bytes).expect("chunk decodes"))
         .collect();
     chunks.sort_by_key(Chunk::key);
-    let pages = built.new_pages.iter().map(|(h, _)| h.clone()).collect();
+    let pages = built.new_pages.iter().map(|(h, _)| *h).collect();
     (built.manifest, builder.chunk_refs(), chunks, pages)
 }
 

@@ -65,7 +65,7 @@ type Read = (Manifest, Vec<ChunkHash>, Vec<ChunkRef>);
 /// while the manifest or one of its pages is missing.
 async fn read_snapshot(store: &RedisSnapshotStore, version: u64) -> Option<Read> {
     let manifest = Manifest::decode(&store.get_manifest(version).await.ok()??).unwrap();
-    let mut level: Vec<ChunkHash> = manifest.pages.iter().map(|p| p.hash.clone()).collect();
+    let mut level: Vec<ChunkHash> = manifest.pages.iter().map(|p| p.hash).collect();
     let mut pages = Vec::new();
     let mut refs = Vec::new();
     for depth in (0..=manifest.depth).rev() {
@@ -89,7 +89,7 @@ async fn read_snapshot(store: &RedisSnapshotStore, version: u64) -> Option<Read>
 
 /// Every page and chunk a snapshot needs.
 fn blobs(pages: &[ChunkHash], refs: &[ChunkRef]) -> Vec<ChunkHash> {
-    let chunks = refs.iter().map(|c| c.hash.clone());
+    let chunks = refs.iter().map(|c| c.hash);
     pages.iter().cloned().chain(chunks).collect()
 }
 
@@ -195,14 +195,11 @@ async fn builds_full_then_writes_only_the_changed_endpoints() {
     assert!(
         matches!(&changed[0].key, ChunkKey::Endpoints(s) if s.hostname == "svc-0.shop.svc.cluster.local")
     );
-    let body = store.get_chunks(&[changed[0].hash.clone()]).await.unwrap();
+    let body = store.get_chunks(&[changed[0].hash]).await.unwrap();
     let size = body[0].as_ref().unwrap().len();
     assert!(size < 2048, "endpoint chunk is {size} bytes");
     assert_ne!(next.pages, manifest.pages, "the page listing it is new");
-    let page = store
-        .get_chunks(&[next.pages[0].hash.clone()])
-        .await
-        .unwrap();
+    let page = store.get_chunks(&[next.pages[0].hash]).await.unwrap();
     let page = page[0].as_ref().unwrap().len();
     let root = next.encode().unwrap().len();
     println!(

@@ -78,7 +78,7 @@ impl Held {
     fn lacking(&self, refs: &[PageRef]) -> Vec<ChunkHash> {
         refs.iter()
             .filter(|p| !self.pages.contains_key(&p.hash))
-            .map(|p| p.hash.clone())
+            .map(|p| p.hash)
             .collect()
     }
 
@@ -123,7 +123,7 @@ impl Held {
         let listed: BTreeSet<&ChunkKey> = refs().map(|r| &r.key).collect();
         let fetch = refs()
             .filter(|r| self.chunks.get(&r.key) != Some(&r.hash))
-            .map(|r| r.hash.clone())
+            .map(|r| r.hash)
             .collect();
         let removed = self
             .keys(&self.dropped(root, fetched))
@@ -158,7 +158,7 @@ impl Held {
             }
             self.pages.insert(hash, HeldPage::Leaf(keys));
         }
-        self.root = root.pages.iter().map(|p| p.hash.clone()).collect();
+        self.root = root.pages.iter().map(|p| p.hash).collect();
     }
 
     #[cfg(test)]

@@ -423,7 +423,7 @@ impl SnapshotPuller {
                     return Err(PullError::Missing {
                         version,
                         what,
-                        hash: hash.clone(),
+                        hash: *hash,
                     });
                 };
                 self.metrics.bytes_fetched.inc_by(body.len() as u64);

@@ -61,9 +61,7 @@ impl SnapshotStore for MemorySnapshotStore {
         let now = Instant::now();
         sweep(&mut state.chunks, now);
         for (hash, bytes) in chunks {
-            state
-                .chunks
-                .insert(hash.clone(), (bytes.clone(), now + ttl));
+            state.chunks.insert(*hash, (bytes.clone(), now + ttl));
         }
         Ok(())
     }

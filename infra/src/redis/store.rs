@@ -148,7 +148,7 @@ impl RedisSnapshotStore {
     }
 
     fn chunk_key(&self, hash: &ChunkHash) -> String {
-        format!("{}:chunk:{}", self.prefix, hash.0)
+        format!("{}:chunk:{hash}", self.prefix)
     }
 
     fn manifest_key(&self, version: u64) -> String {
@@ -247,7 +247,7 @@ impl SnapshotStore for RedisSnapshotStore {
                     .iter()
                     .zip(exists)
                     .filter(|(_, exists)| !exists)
-                    .map(|(hash, _)| hash.clone()),
+                    .map(|(hash, _)| *hash),
             );
         }
         Ok(missing)

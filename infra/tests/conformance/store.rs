@@ -15,13 +15,13 @@ fn chunk(i: usize) -> (ChunkHash, Bytes) {
 
 pub async fn chunks_missing_put_get(store: Arc<dyn SnapshotStore>) {
     let chunks: Vec<_> = (0..3).map(chunk).collect();
-    let hashes: Vec<_> = chunks.iter().map(|(h, _)| h.clone()).collect();
+    let hashes: Vec<_> = chunks.iter().map(|(h, _)| *h).collect();
     assert_eq!(store.missing_chunks(&hashes).await.unwrap(), hashes);
 
     store.put_chunks(&chunks[..2], LONG).await.unwrap();
     assert_eq!(
         store.missing_chunks(&hashes).await.unwrap(),
-        vec![hashes[2].clone()]
+        vec![hashes[2]]
     );
     let got = store.get_chunks(&hashes).await.unwrap();
     assert_eq!(
@@ -35,7 +35,7 @@ pub async fn chunks_missing_put_get(store: Arc<dyn SnapshotStore>) {
 /// More chunks than one batch: order is kept across batches.
 pub async fn many_chunks_round_trip(store: Arc<dyn SnapshotStore>) {
     let chunks: Vec<_> = (0..1300).map(chunk).collect();
-    let hashes: Vec<_> = chunks.iter().map(|(h, _)| h.clone()).collect();
+    let hashes: Vec<_> = chunks.iter().map(|(h, _)| *h).collect();
     store.put_chunks(&chunks, LONG).await.unwrap();
     assert!(store.missing_chunks(&hashes).await.unwrap().is_empty());
     let got = store.get_chunks(&hashes).await.unwrap();
@@ -53,14 +53,14 @@ pub async fn chunk_ttl_and_refresh(store: Arc<dyn SnapshotStore>) {
         .await
         .unwrap();
     store
-        .refresh_chunks(&[kept.0.clone(), absent.0.clone()], LONG)
+        .refresh_chunks(&[kept.0, absent.0], LONG)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let all = [kept.0.clone(), dropped.0.clone(), absent.0.clone()];
+    let all = [kept.0, dropped.0, absent.0];
     assert_eq!(
         store.missing_chunks(&all).await.unwrap(),
-        vec![dropped.0.clone(), absent.0.clone()]
+        vec![dropped.0, absent.0]
     );
     assert_eq!(
         store.get_chunks(&all).await.unwrap(),

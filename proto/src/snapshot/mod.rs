@@ -40,13 +40,14 @@ use std::sync::Arc;
 /// 6: routing objects carry their creation time. 7: namespace chunks carry
 /// `security.istio.io` policies. 8: MeshConfig carries `extensionProviders`.
 /// 9: the root lists index pages over the leaf pages once they outnumber 64 (a tree).
-pub const FORMAT_VERSION: u8 = 9;
+/// 10: content addresses are their 16 bytes, not 32 hex digits.
+pub const FORMAT_VERSION: u8 = 10;
 
 /// What each earlier format lacked, by format, for the message that refuses it.
 const OLDER_FORMATS: &str = "1 was the flat manifest listing every chunk, 2 had no network \
     gateways, 3 no fault injection or mirrors, 4 no gateway TLS, credentials, client TLS, \
     cookie hashing or Sidecar ingress, 5 no creation times, 6 no security policies, 7 no \
-    extension providers, 8 a root listing every leaf page";
+    extension providers, 8 a root listing every leaf page, 9 content addresses in hex";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -74,26 +75,82 @@ fn format_mismatch(found: u8) -> String {
     )
 }
 
-/// The content address of a chunk or page: 128 bits of BLAKE3, hex.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ChunkHash(pub String);
+/// The content address of a chunk or page: 128 bits of BLAKE3. Encoded as its 16
+/// bytes; shown, and named in the store's keys, as 32 hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChunkHash([u8; 16]);
 
 impl ChunkHash {
     pub fn of(bytes: &[u8]) -> Self {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let hash = blake3::hash(bytes);
-        let mut hex = String::with_capacity(32);
-        for b in &hash.as_bytes()[..16] {
-            hex.push(HEX[usize::from(b >> 4)] as char);
-            hex.push(HEX[usize::from(b & 0xf)] as char);
-        }
-        ChunkHash(hex)
+        let mut first = [0; 16];
+        first.copy_from_slice(&hash.as_bytes()[..16]);
+        ChunkHash(first)
     }
 }
 
 impl fmt::Display for ChunkHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = [0; 32];
+        for (i, b) in self.0.iter().enumerate() {
+            hex[2 * i] = HEX[usize::from(b >> 4)];
+            hex[2 * i + 1] = HEX[usize::from(b & 0xf)];
+        }
+        // Only ASCII digits were written.
+        f.write_str(std::str::from_utf8(&hex).map_err(|_| fmt::Error)?)
+    }
+}
+
+impl fmt::Debug for ChunkHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ChunkHash({self})")
+    }
+}
+
+impl std::str::FromStr for ChunkHash {
+    type Err = String;
+
+    /// Reads the 32 hex digits [`Display`](fmt::Display) writes.
+    fn from_str(hex: &str) -> Result<Self, String> {
+        let digits = hex.as_bytes();
+        if digits.len() != 32 {
+            return Err(format!("a content address is 32 hex digits, not {hex:?}"));
+        }
+        let digit = |c: u8| {
+            (c as char)
+                .to_digit(16)
+                .filter(|_| !c.is_ascii_uppercase())
+                .ok_or_else(|| format!("{hex:?} is not lowercase hex"))
+        };
+        let mut bytes = [0; 16];
+        for (i, pair) in digits.chunks_exact(2).enumerate() {
+            bytes[i] = (digit(pair[0])? << 4 | digit(pair[1])?) as u8;
+        }
+        Ok(ChunkHash(bytes))
+    }
+}
+
+// Snapshots are postcard: the 16 bytes as they are. A human-readable format (JSON in a
+// status page) gets the hex digits a person would search the store for.
+impl Serialize for ChunkHash {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            s.collect_str(self)
+        } else {
+            self.0.serialize(s)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ChunkHash {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            let hex = String::deserialize(d)?;
+            hex.parse().map_err(serde::de::Error::custom)
+        } else {
+            <[u8; 16]>::deserialize(d).map(ChunkHash)
+        }
     }
 }
 
@@ -174,7 +231,7 @@ fn decode_addressed<T: for<'a> Deserialize<'a>>(
     bytes: &[u8],
 ) -> Result<T, SnapshotError> {
     if &ChunkHash::of(bytes) != hash {
-        return Err(SnapshotError::Corrupt(hash.clone()));
+        return Err(SnapshotError::Corrupt(*hash));
     }
     decode(bytes)
 }

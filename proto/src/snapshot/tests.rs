@@ -41,7 +41,46 @@ fn chunk_round_trip_and_content_addressing() {
 #[test]
 fn chunk_hash_is_lowercase_hex_of_the_first_128_bits_of_blake3() {
     // BLAKE3("") = af1349b9f5f9a1a6a0404dea36dcc949 9bcb25c9adc112b7cc9a93cae41f3262
-    assert_eq!(ChunkHash::of(b"").0, "af1349b9f5f9a1a6a0404dea36dcc949");
+    assert_eq!(
+        ChunkHash::of(b"").to_string(),
+        "af1349b9f5f9a1a6a0404dea36dcc949"
+    );
+}
+
+#[test]
+fn chunk_hash_is_encoded_as_its_sixteen_bytes_and_shown_as_hex() {
+    let hash = ChunkHash::of(b"");
+    // A page's refs and the root's carry the bytes, not the 33 of a hex string.
+    let encoded = postcard::to_stdvec(&hash).unwrap();
+    assert_eq!(encoded.len(), 16);
+    assert_eq!(postcard::from_bytes::<ChunkHash>(&encoded).unwrap(), hash);
+    // A person reads, and searches the store for, the hex digits.
+    let json = serde_json::to_string(&hash).unwrap();
+    assert_eq!(json, "\"af1349b9f5f9a1a6a0404dea36dcc949\"");
+    assert_eq!(serde_json::from_str::<ChunkHash>(&json).unwrap(), hash);
+    assert_eq!(
+        format!("{hash:?}"),
+        "ChunkHash(af1349b9f5f9a1a6a0404dea36dcc949)"
+    );
+    assert_eq!(hash.to_string().parse::<ChunkHash>().unwrap(), hash);
+    // Ordered as their hex digits are: a sorted list reads the same either way.
+    let (a, b) = (ChunkHash::of(b"a"), ChunkHash::of(b"b"));
+    assert_eq!(a.cmp(&b), a.to_string().cmp(&b.to_string()));
+}
+
+#[test]
+fn a_content_address_not_of_32_lowercase_hex_digits_is_refused_naming_it() {
+    for bad in [
+        "",
+        "af13",
+        "AF1349B9F5F9A1A6A0404DEA36DCC949",
+        "zz1349b9f5f9a1a6a0404dea36dcc949",
+    ] {
+        let err = bad.parse::<ChunkHash>().unwrap_err();
+        assert!(err.contains(&format!("{bad:?}")), "{err}");
+    }
+    let err = serde_json::from_str::<ChunkHash>("\"af13\"").unwrap_err();
+    assert!(err.to_string().contains("32 hex digits"), "{err}");
 }
 
 #[test]

@@ -29,7 +29,7 @@ struct Pulled {
 fn pull(held: &mut Held, refs: &BTreeMap<ChunkKey, ChunkHash>) -> Pulled {
     let pages = Pages::of(refs.iter().map(|(key, hash)| ChunkRef {
         key: key.clone(),
-        hash: hash.clone(),
+        hash: *hash,
     }))
     .unwrap();
     let store: HashMap<&ChunkHash, &[u8]> =

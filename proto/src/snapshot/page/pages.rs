@@ -76,7 +76,7 @@ impl Pages {
     /// Sets `key`'s chunk hash.
     pub fn insert(&mut self, key: ChunkKey, hash: ChunkHash) {
         let slot = self.slot(&key);
-        match slot.refs.insert(key, hash.clone()) {
+        match slot.refs.insert(key, hash) {
             Some(old) if old == hash => {}
             Some(_) => slot.dirty = true,
             None => {
@@ -104,7 +104,7 @@ impl Pages {
     /// and the index pages above them. Returns the pages (leaf and index) the previous
     /// seal did not have.
     pub fn seal(&mut self) -> Result<Vec<Encoded>, SnapshotError> {
-        let before: HashSet<ChunkHash> = self.encoded().map(|(h, _)| h.clone()).collect();
+        let before: HashSet<ChunkHash> = self.encoded().map(|(h, _)| *h).collect();
         let count = page_count(self.len);
         if count != self.page_count() {
             self.repartition(count);
@@ -114,7 +114,7 @@ impl Pages {
             if let Some((hash, bytes)) = encoded
                 && !before.contains(hash)
             {
-                new.push((hash.clone(), bytes.clone()));
+                new.push((*hash, bytes.clone()));
             }
         };
         // The pages re-encoded at the level just sealed, by index.
@@ -188,7 +188,7 @@ impl Pages {
                 let (hash, _) = below[index]?;
                 Some(PageRef {
                     index: u32::try_from(index).ok()?,
-                    hash: hash.clone(),
+                    hash: *hash,
                 })
             })
             .collect()
@@ -239,7 +239,7 @@ impl Pages {
                 let (hash, _) = page?;
                 Some(PageRef {
                     index: u32::try_from(index).ok()?,
-                    hash: hash.clone(),
+                    hash: *hash,
                 })
             })
             .collect()

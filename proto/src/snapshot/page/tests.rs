@@ -123,7 +123,7 @@ fn one_changed_key_re_encodes_its_page_and_the_index_page_above() {
     assert_eq!(after[differ[0] as usize].hash, new[1].0);
     assert!(index.pages.contains(&PageRef {
         index: leaf,
-        hash: new[0].0.clone(),
+        hash: new[0].0,
     }));
     assert_eq!(
         pages.path(&changed.key),
@@ -221,7 +221,7 @@ fn incremental_pages_equal_pages_built_from_scratch() {
 fn check(pages: &Pages, held: &BTreeMap<ChunkKey, ChunkHash>) {
     let scratch = Pages::of(held.iter().map(|(key, hash)| ChunkRef {
         key: key.clone(),
-        hash: hash.clone(),
+        hash: *hash,
     }))
     .unwrap();
     assert_eq!(pages.len(), held.len());
