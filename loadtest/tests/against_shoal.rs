@@ -382,6 +382,11 @@ async fn a_killed_edges_proxies_are_served_again_elsewhere() {
     let r = &report.resync;
     assert_eq!((r.streams_lost, r.served_again), (50, 50), "{r:?}");
     assert!(r.window_ms.is_some() && r.gap_ms.is_some_and(|g| g.count == 50));
+    // The ends came before the last proxy was served again.
+    assert!(
+        r.ended_over_ms.is_some_and(|e| Some(e) <= r.window_ms),
+        "{r:?}"
+    );
     assert!(report.failures().is_empty(), "{:?}", report.failures());
     assert!(
         report.summary().contains(" served_again 50/50 "),

@@ -45,6 +45,9 @@ pub struct Stats {
     /// (0 until then): the window every proxy took to be served again.
     pub first_loss_ns: AtomicU64,
     pub last_served_again_ns: AtomicU64,
+    /// When the last served stream ended: from the first, how long the ends took (a
+    /// drain spreads them over its window), which the window's tail is measured after.
+    pub last_loss_ns: AtomicU64,
     /// Per proxy served again, from its stream's end to the next stream's first response.
     served_again_after: Mutex<Vec<u64>>,
     converged_at: Mutex<Vec<u64>>,
@@ -82,6 +85,7 @@ impl Stats {
         let _ = self.first_loss_ns.fetch_update(Relaxed, Relaxed, |first| {
             (first == 0 || at_ns < first).then_some(at_ns)
         });
+        self.last_loss_ns.fetch_max(at_ns, Relaxed);
     }
 
     /// A proxy whose served stream ended at `lost_ns` got a response again at `at_ns`.

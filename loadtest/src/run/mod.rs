@@ -391,15 +391,20 @@ pub async fn run(config: RunConfig) -> Result<Report> {
         edges: report::Cost::of(edges, n),
         loadtest: report::Cost::of(me, n),
     };
-    let (first_loss, last_served) = (
+    let (first_loss, last_loss, last_served) = (
         stats.first_loss_ns.load(Relaxed),
+        stats.last_loss_ns.load(Relaxed),
         stats.last_served_again_ns.load(Relaxed),
     );
+    let ms_since_first_loss = |at: u64| {
+        (first_loss > 0 && at >= first_loss)
+            .then(|| ((at - first_loss) as f64 / 1e5).round() / 10.0)
+    };
     let resync = Resync {
         streams_lost: Stats::get(&stats.streams_lost),
         served_again: Stats::get(&stats.served_again),
-        window_ms: (first_loss > 0 && last_served >= first_loss)
-            .then(|| ((last_served - first_loss) as f64 / 1e5).round() / 10.0),
+        window_ms: ms_since_first_loss(last_served),
+        ended_over_ms: ms_since_first_loss(last_loss),
         gap_ms: Percentiles::of(
             stats
                 .served_again_after()

@@ -147,6 +147,10 @@ pub struct Resync {
     /// From the first such end to the last proxy served again (to hold against the
     /// edges' drain grace).
     pub window_ms: Option<f64>,
+    /// From the first such end to the last: the part of the window the ends themselves
+    /// took (a drain spreads them over its window); the rest is the tail of serving the
+    /// last of them again.
+    pub ended_over_ms: Option<f64>,
     /// Per proxy, from its stream's end to its next first response.
     pub gap_ms: Option<Percentiles>,
     /// The bound asked for (`--resync-within`): a longer window, or a proxy left
@@ -281,10 +285,11 @@ impl Report {
         let r = &self.resync;
         if r.streams_lost > 0 {
             line += &format!(
-                " served_again {}/{} resync_window_ms {}",
+                " served_again {}/{} resync_window_ms {} resync_ended_over_ms {}",
                 r.served_again,
                 r.streams_lost,
-                r.window_ms.map_or("-".into(), |w| w.to_string())
+                r.window_ms.map_or("-".into(), |w| w.to_string()),
+                r.ended_over_ms.map_or("-".into(), |w| w.to_string())
             );
         }
         line
@@ -452,9 +457,10 @@ impl fmt::Display for Report {
                 f,
                 "served again",
                 format!(
-                    "{} of {} proxies whose stream ended, within {} ms; gap {}",
+                    "{} of {} proxies whose stream ended (over {} ms), within {} ms; gap {}",
                     r.served_again,
                     r.streams_lost,
+                    r.ended_over_ms.map_or("-".into(), |w| w.to_string()),
                     r.window_ms.map_or("-".into(), |w| w.to_string()),
                     match &r.gap_ms {
                         Some(p) => format!("p50 {} ms  p99 {} ms  max {} ms", p.p50, p.p99, p.max),
