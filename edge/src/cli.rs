@@ -212,6 +212,11 @@ pub struct PushArgs {
     /// tunnel takes them; beyond it the server waits.
     #[arg(long, env = "SHOAL_TUNNEL_BUFFER_BYTES", default_value_t = crate::ads::XdsConfig::default().tunnel_buffer_bytes)]
     pub tunnel_buffer_bytes: usize,
+    /// Bytes of a served connection's writes gathered before they go out (HTTP/2 writes
+    /// each 16 KiB frame by itself otherwise); the buffer is freed once written. 0: each
+    /// write goes out as it comes. At most 16 MiB (a buffer is held per busy connection).
+    #[arg(long, env = "SHOAL_WRITE_COALESCE_BYTES", default_value_t = crate::ads::XdsConfig::default().write_coalesce_bytes, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16 * 1024 * 1024))]
+    pub write_coalesce_bytes: usize,
     /// Accepted (and tunneled) connections waiting for a listener's HTTP/2 server.
     #[arg(long, env = "SHOAL_ACCEPT_QUEUE", default_value_t = crate::ads::XdsConfig::default().accept_queue)]
     pub accept_queue: usize,
@@ -294,6 +299,7 @@ impl PushArgs {
         xds.relay_connections = self.relay_connections;
         xds.relay_prelude_bytes = self.relay_prelude_bytes;
         xds.tunnel_buffer_bytes = self.tunnel_buffer_bytes;
+        xds.write_coalesce_bytes = self.write_coalesce_bytes;
         xds.accept_queue = self.accept_queue;
     }
 }
@@ -370,6 +376,21 @@ mod tests {
         for bad in ["0", "1025", "many"] {
             assert!(
                 Args::try_parse_from(["x", "--stream-buffer", bad]).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn write_coalescing_is_set_within_its_range() {
+        let mut xds = crate::ads::XdsConfig::default();
+        assert_eq!(xds.write_coalesce_bytes, 64 * 1024);
+        let args = Args::try_parse_from(["x", "--write-coalesce-bytes", "0"]).unwrap();
+        args.push.apply(&mut xds);
+        assert_eq!(xds.write_coalesce_bytes, 0, "off");
+        for bad in ["16777217", "-1", "big"] {
+            assert!(
+                Args::try_parse_from(["x", "--write-coalesce-bytes", bad]).is_err(),
                 "{bad}"
             );
         }

@@ -69,6 +69,10 @@ pub struct XdsConfig {
     /// `SHOAL_TUNNEL_BUFFER_BYTES`: what the owner's HTTP/2 server may have written to a
     /// tunnel that the tunnel has not sent yet; beyond it the server waits.
     pub tunnel_buffer_bytes: usize,
+    /// `SHOAL_WRITE_COALESCE_BYTES`: a served connection's writes are gathered up to this
+    /// many bytes before they go out (h2 writes each 16 KiB frame by itself otherwise),
+    /// the buffer freed once written. 0: written as they come.
+    pub write_coalesce_bytes: usize,
     /// `SHOAL_ACCEPT_QUEUE`: accepted (and tunneled) connections waiting for the HTTP/2
     /// server to take them, per listener.
     pub accept_queue: usize,
@@ -105,6 +109,7 @@ impl Default for XdsConfig {
             // many labels and annotations.
             relay_prelude_bytes: 64 * 1024,
             tunnel_buffer_bytes: 64 * 1024,
+            write_coalesce_bytes: 64 * 1024,
             accept_queue: 1024,
             edge_identity: default_edge_identity(),
         }

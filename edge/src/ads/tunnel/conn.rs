@@ -1,6 +1,7 @@
 //! The connections a listener's HTTP/2 server takes: a proxy's own (its first bytes,
 //! read by the prelude, replayed first), or one tunneled from another edge.
 
+use super::coalesced::Coalesced;
 use super::tunnel_io::TunnelIo;
 use crate::tls::{PeerConn, PeerInfo};
 use bytes::{Buf, Bytes};
@@ -14,10 +15,14 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::server::Connected;
 
 /// A connection for a listener's server.
+// Most connections are direct, and each lives as long as its proxy: the tunneled one is
+// boxed, the direct one held inline rather than allocated again.
+#[allow(clippy::large_enum_variant)]
 pub enum EdgeConn<L> {
-    /// Accepted here; `replay`: what was read of it before the server took it.
+    /// Accepted here, its writes gathered ([`Coalesced`]); `replay`: what was read of it
+    /// before the server took it.
     Direct {
-        io: L,
+        io: Coalesced<L>,
         replay: Bytes,
         info: PeerInfo,
     },
@@ -26,14 +31,15 @@ pub enum EdgeConn<L> {
 }
 
 impl<L: Connected<ConnectInfo = PeerInfo>> EdgeConn<L> {
-    /// `io`, nothing read of it yet.
-    pub fn direct(io: L) -> Self {
-        Self::replayed(io, Bytes::new())
+    /// `io`, nothing read of it yet; its writes gathered up to `coalesce` bytes.
+    pub fn direct(io: L, coalesce: usize) -> Self {
+        Self::replayed(io, Bytes::new(), coalesce)
     }
 
-    /// `io`, of which `replay` was read.
-    pub fn replayed(io: L, replay: Bytes) -> Self {
+    /// `io`, of which `replay` was read; its writes gathered up to `coalesce` bytes.
+    pub fn replayed(io: L, replay: Bytes, coalesce: usize) -> Self {
         let info = io.connect_info();
+        let io = Coalesced::new(io, coalesce);
         EdgeConn::Direct { io, replay, info }
     }
 }

@@ -112,8 +112,9 @@ async fn route<L>(shared: Arc<Shared>, origin: Origin, mut conn: L) -> Routed<L>
 where
     L: Connected<ConnectInfo = PeerInfo> + AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let coalesce = shared.config.write_coalesce_bytes;
     if !tunnels_out(&shared, &conn.connect_info()) {
-        return Routed::Here(EdgeConn::direct(conn));
+        return Routed::Here(EdgeConn::direct(conn, coalesce));
     }
     let mut prelude = Prelude::new(shared.config.relay_prelude_bytes);
     let wait = shared.config.first_request_timeout;
@@ -123,7 +124,7 @@ where
         // replay is whole (our SETTINGS acknowledged), closed otherwise.
         Ok(Ok(Some(why))) if prelude.acked() => {
             debug!(%why, "connection not readable before HTTP/2; served here");
-            return Routed::Here(EdgeConn::replayed(conn, prelude.into_replay()));
+            return Routed::Here(EdgeConn::replayed(conn, prelude.into_replay(), coalesce));
         }
         Ok(Ok(Some(why))) => {
             debug!(%why, "not an HTTP/2 connection; closed");
@@ -135,7 +136,7 @@ where
         }
         Err(_) if prelude.acked() => {
             debug!(?wait, "no first request in time; served here");
-            return Routed::Here(EdgeConn::replayed(conn, prelude.into_replay()));
+            return Routed::Here(EdgeConn::replayed(conn, prelude.into_replay(), coalesce));
         }
         Err(_) => {
             debug!(?wait, "connection never acknowledged our settings; closed");
@@ -146,9 +147,9 @@ where
         Some(Verdict::Ads { node_id, .. }) => node_id.clone(),
         Some(Verdict::Other { why }) => {
             debug!(%why, "first stream not an ADS stream of a proxy; served here");
-            return Routed::Here(EdgeConn::replayed(conn, prelude.into_replay()));
+            return Routed::Here(EdgeConn::replayed(conn, prelude.into_replay(), coalesce));
         }
-        None => return Routed::Here(EdgeConn::replayed(conn, prelude.into_replay())),
+        None => return Routed::Here(EdgeConn::replayed(conn, prelude.into_replay(), coalesce)),
     };
     let replay = prelude.into_replay();
     let owner = match shared.placement.get() {
@@ -158,12 +159,12 @@ where
     let owner = match owner {
         Ok(Some(owner)) => owner,
         // Ours, or no ring yet: the stream's own admission decides (and waits or refuses).
-        Ok(None) | Err(_) => return Routed::Here(EdgeConn::replayed(conn, replay)),
+        Ok(None) | Err(_) => return Routed::Here(EdgeConn::replayed(conn, replay, coalesce)),
     };
     match open::tunnel(&shared, origin, owner, &proxy_id, conn, replay).await {
         Ok(Some(copy)) => Routed::Tunneled(copy),
         Ok(None) => Routed::Closed,
-        Err((conn, replay)) => Routed::Here(EdgeConn::replayed(conn, replay)),
+        Err((conn, replay)) => Routed::Here(EdgeConn::replayed(conn, replay, coalesce)),
     }
 }
 
