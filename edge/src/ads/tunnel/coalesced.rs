@@ -44,6 +44,11 @@ impl<IO> Coalesced<IO> {
         }
     }
 
+    /// The connection below.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
+    }
+
     fn pending(&self) -> usize {
         self.buf.len() - self.written
     }

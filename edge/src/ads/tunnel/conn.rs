@@ -26,8 +26,9 @@ pub enum EdgeConn<L> {
         replay: Bytes,
         info: PeerInfo,
     },
-    /// Tunneled from the edge it reached.
-    Tunneled(Box<TunnelIo>),
+    /// Tunneled from the edge it reached, its writes gathered too: each write to a
+    /// tunnel is a DATA frame between the edges and a write to the proxy there.
+    Tunneled(Box<Coalesced<TunnelIo>>),
 }
 
 impl<L: Connected<ConnectInfo = PeerInfo>> EdgeConn<L> {
@@ -44,13 +45,20 @@ impl<L: Connected<ConnectInfo = PeerInfo>> EdgeConn<L> {
     }
 }
 
+impl<L> EdgeConn<L> {
+    /// A connection tunneled here; its writes gathered up to `coalesce` bytes.
+    pub fn tunneled(io: Box<TunnelIo>, coalesce: usize) -> Self {
+        EdgeConn::Tunneled(Box::new(Coalesced::new(*io, coalesce)))
+    }
+}
+
 impl<L> Connected for EdgeConn<L> {
     type ConnectInfo = PeerInfo;
 
     fn connect_info(&self) -> PeerInfo {
         match self {
             EdgeConn::Direct { info, .. } => info.clone(),
-            EdgeConn::Tunneled(t) => t.info.clone(),
+            EdgeConn::Tunneled(t) => t.get_ref().info.clone(),
         }
     }
 }
@@ -106,7 +114,7 @@ impl<L: AsyncWrite + Unpin> AsyncWrite for EdgeConn<L> {
     fn is_write_vectored(&self) -> bool {
         match self {
             EdgeConn::Direct { io, .. } => io.is_write_vectored(),
-            EdgeConn::Tunneled(_) => false,
+            EdgeConn::Tunneled(t) => t.is_write_vectored(),
         }
     }
 

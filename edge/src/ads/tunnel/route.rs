@@ -38,8 +38,10 @@ where
     let (tunneled_tx, tunneled_rx) = mpsc::channel(capacity);
     let inbox: Inbox = Arc::new(move |io| tunneled_tx.try_send(io).map_err(|e| e.into_inner()));
     shared.tunnels.set(origin, inbox);
+    let coalesce = shared.config.write_coalesce_bytes;
     tokio::spawn(accept(shared, origin, conns, direct_tx));
-    let tunneled = ReceiverStream::new(tunneled_rx).map(|io| Ok(EdgeConn::Tunneled(io)));
+    let tunneled =
+        ReceiverStream::new(tunneled_rx).map(move |io| Ok(EdgeConn::tunneled(io, coalesce)));
     futures::stream::select(ReceiverStream::new(direct_rx), tunneled)
 }
 
