@@ -15,6 +15,8 @@
 //! - [`cli`]: the flags every binary shares (`--nats-url`, `--redis-url`, `--http-addr`).
 //! - [`tls`], [`secret`]: TLS files and credentials towards NATS and Redis, and the
 //!   redaction that keeps passwords out of logs, errors and `/debug`.
+//! - [`coalesced`]: a connection's writes gathered into fewer, larger ones (the edge's
+//!   proxies, the loadtest's connections).
 //! - [`retry`]: retrying transport calls with backoff while they are unavailable.
 //! - [`runtime`]: tracing set-up, the shutdown signal and the drain primitive.
 //! - `testing` (feature `test-util`): real `nats-server` / `redis-server` fixtures.
@@ -24,6 +26,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod coalesced;
 pub mod memory;
 pub mod nats;
 pub mod redis;

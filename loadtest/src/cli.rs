@@ -182,6 +182,10 @@ pub struct RunArgs {
     /// every response every proxy receives.
     #[arg(long, default_value_t = shoal_loadtest::client::verified::DEFAULT_CAPACITY)]
     pub verify_cache: usize,
+    /// A connection's writes are gathered up to this many bytes (the requests of the
+    /// proxies' streams it carries), as the edge gathers its own; 0: written as they come.
+    #[arg(long, default_value_t = shoal_loadtest::secure::DEFAULT_WRITE_COALESCE_BYTES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16 * 1024 * 1024))]
+    pub write_coalesce_bytes: usize,
     /// With --hold: every proxy whose stream ends (an edge killed or drained) must be
     /// served again, the last within this many seconds of the first end (an edge's drain
     /// grace); else the run fails.
@@ -253,5 +257,29 @@ mod tests {
             panic!("run");
         };
         assert!(positive_seconds("--timeout", args.timeout).is_err());
+    }
+
+    #[test]
+    fn write_coalescing_is_set_within_its_range() {
+        let run = |extra: &[&str]| {
+            let mut argv = vec![
+                "loadtest",
+                "run",
+                "--xds-addr",
+                "127.0.0.1:1",
+                "--proxies",
+                "1",
+            ];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Command::Run(args) => args.write_coalesce_bytes,
+                _ => panic!("run"),
+            })
+        };
+        assert_eq!(run(&[]).unwrap(), 64 * 1024);
+        assert_eq!(run(&["--write-coalesce-bytes", "0"]).unwrap(), 0, "off");
+        for bad in ["16777217", "-1", "lots"] {
+            assert!(run(&["--write-coalesce-bytes", bad]).is_err(), "{bad}");
+        }
     }
 }

@@ -79,7 +79,7 @@ async fn run_load(a: RunArgs) -> anyhow::Result<()> {
             changes: a.changes.max(1),
             rate: a.rate,
         },
-        security: Security::load(&a.secure.config())?,
+        security: Security::load(&a.secure.config())?.with_write_coalescing(a.write_coalesce_bytes),
         verify_cache: a.verify_cache,
         resync_within: a
             .resync_within

@@ -72,7 +72,7 @@ impl CaReport {
             callers: config.callers,
             conns,
             addr: config.addr.clone(),
-            tls: matches!(config.security.dial, crate::secure::Dial::Tls(_)),
+            tls: config.security.dial.is_tls(),
             tokens: config.security.tokens.is_some(),
             issued,
             errors: errors_by_kind.values().sum(),

@@ -200,10 +200,15 @@ mod tests {
     #[tokio::test]
     async fn random_picks_leave_out_an_unready_edge_then_try_it_again() {
         let addrs = ["127.0.0.1:1".to_string(), "127.0.0.1:2".to_string()];
-        let balancer =
-            Balancer::connect(Lb::Random, &addrs, 2, Duration::from_secs(1), &Dial::Plain)
-                .await
-                .expect("lazy channels");
+        let balancer = Balancer::connect(
+            Lb::Random,
+            &addrs,
+            2,
+            Duration::from_secs(1),
+            &Dial::plain(),
+        )
+        .await
+        .expect("lazy channels");
         let picks = |b: &Balancer| (0..200).map(|i| b.pick(i, 0, 0).edge).collect::<Vec<_>>();
         assert!(picks(&balancer).contains(&0) && picks(&balancer).contains(&1));
         balancer.unready(0);
@@ -218,7 +223,8 @@ mod tests {
 
     #[tokio::test]
     async fn spread_keeps_its_layout_and_fails_over_while_an_edge_is_unready() {
-        let lazy = |addr: &str| transport::connect_lazy(addr, Duration::from_secs(1), &Dial::Plain);
+        let lazy =
+            |addr: &str| transport::connect_lazy(addr, Duration::from_secs(1), &Dial::plain());
         // Six connections over three edges: connection j is edge j mod 3's.
         let pools = (1..=3)
             .map(|e| {

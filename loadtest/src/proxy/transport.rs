@@ -46,34 +46,25 @@ pub enum TransportError {
     Body(#[source] tonic::Status),
 }
 
-/// One HTTP/2 connection to `addr` (`host:port` or a URL), plaintext or TLS per `dial`.
+/// One HTTP/2 connection to `addr` (`host:port` or a URL), plaintext or TLS per `dial`,
+/// its writes gathered.
 pub async fn connect(
     addr: &str,
     timeout: Duration,
     dial: &Dial,
 ) -> Result<Channel, TransportError> {
-    let endpoint = endpoint(addr, timeout)?;
-    let connected = match dial {
-        Dial::Plain => endpoint.connect().await,
-        Dial::Tls(tls) => {
-            endpoint
-                .connect_with_connector(tls.connector(timeout))
-                .await
-        }
-    };
-    connected.map_err(|source| TransportError::Connect {
-        addr: addr.into(),
-        source,
-    })
+    endpoint(addr, timeout)?
+        .connect_with_connector(dial.connector(timeout))
+        .await
+        .map_err(|source| TransportError::Connect {
+            addr: addr.into(),
+            source,
+        })
 }
 
 /// A channel to `addr` that connects on first use and reconnects by itself.
 pub fn connect_lazy(addr: &str, timeout: Duration, dial: &Dial) -> Result<Channel, TransportError> {
-    let endpoint = endpoint(addr, timeout)?;
-    Ok(match dial {
-        Dial::Plain => endpoint.connect_lazy(),
-        Dial::Tls(tls) => endpoint.connect_with_connector_lazy(tls.connector(timeout)),
-    })
+    Ok(endpoint(addr, timeout)?.connect_with_connector_lazy(dial.connector(timeout)))
 }
 
 fn endpoint(addr: &str, timeout: Duration) -> Result<Endpoint, TransportError> {
@@ -90,7 +81,6 @@ fn endpoint(addr: &str, timeout: Duration) -> Result<Endpoint, TransportError> {
             source,
         })?
         .connect_timeout(timeout)
-        .tcp_nodelay(true)
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW))
 }

@@ -1,11 +1,16 @@
 //! How a connection to an edge is made: plaintext, or TLS verified against the mesh root
 //! under the name an agent checks (`istiod.istio-system.svc` by default), as pilot-agent
 //! dials istiod's 15012. A tonic connector, so streams share HTTP/2 connections as before.
+//!
+//! Either way the connection's writes are gathered ([`Coalesced`]), as the edge gathers
+//! its own: a connection carries many proxies' streams, and HTTP/2 would write and flush
+//! each of their requests by itself.
 
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
+use shoal_infra::coalesced::Coalesced;
 use std::future::Future;
 use std::io;
 use std::path::Path;
@@ -13,9 +18,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
-use tokio_rustls::client::TlsStream;
 
 /// The name pilot-agent verifies on istiod's certificate by default.
 pub const DEFAULT_SERVER_NAME: &str = "istiod.istio-system.svc";
@@ -30,12 +35,54 @@ pub enum DialError {
     Config(#[from] rustls::Error),
 }
 
-/// Plaintext, or TLS to a verified server name.
-#[derive(Clone, Debug, Default)]
-pub enum Dial {
-    #[default]
-    Plain,
-    Tls(TlsDial),
+/// A connection's writes are gathered up to this many bytes by default, as the edge's
+/// `--write-coalesce-bytes`.
+pub const DEFAULT_WRITE_COALESCE_BYTES: usize = 64 * 1024;
+
+/// Plaintext, or TLS to a verified server name; the connection's writes gathered.
+#[derive(Clone, Debug)]
+pub struct Dial {
+    /// TLS to a verified name; plaintext when `None`.
+    pub tls: Option<TlsDial>,
+    /// Writes are gathered up to this many bytes (`0`: written as they come).
+    pub write_coalesce_bytes: usize,
+}
+
+impl Default for Dial {
+    fn default() -> Self {
+        Dial {
+            tls: None,
+            write_coalesce_bytes: DEFAULT_WRITE_COALESCE_BYTES,
+        }
+    }
+}
+
+impl Dial {
+    /// Plaintext, writes gathered by default.
+    pub fn plain() -> Dial {
+        Dial::default()
+    }
+
+    /// TLS with `tls`, writes gathered by default.
+    pub fn tls(tls: TlsDial) -> Dial {
+        Dial {
+            tls: Some(tls),
+            ..Dial::default()
+        }
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// A tonic connector dialling the URI's `host:port` this way.
+    pub fn connector(&self, connect_timeout: Duration) -> Connect {
+        Connect {
+            tls: self.tls.clone(),
+            write_coalesce_bytes: self.write_coalesce_bytes,
+            connect_timeout,
+        }
+    }
 }
 
 /// The TLS client configuration (mesh root, ALPN h2) and the name to verify.
@@ -82,27 +129,27 @@ impl TlsDial {
             server_name,
         })
     }
-
-    /// A tonic connector dialling the URI's `host:port` with this configuration.
-    pub fn connector(&self, connect_timeout: Duration) -> TlsConnect {
-        TlsConnect {
-            dial: self.clone(),
-            connect_timeout,
-        }
-    }
 }
 
-/// Connects TCP, then TLS, within `connect_timeout`.
+/// A dialled connection, plaintext or TLS.
+pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+
+/// What [`Connect`] hands tonic: the connection, its writes gathered.
+pub type Conn = TokioIo<Coalesced<Box<dyn Stream>>>;
+
+/// Connects TCP, then TLS when configured, within `connect_timeout`.
 #[derive(Clone, Debug)]
-pub struct TlsConnect {
-    dial: TlsDial,
+pub struct Connect {
+    tls: Option<TlsDial>,
+    write_coalesce_bytes: usize,
     connect_timeout: Duration,
 }
 
-type Connecting = Pin<Box<dyn Future<Output = io::Result<TokioIo<TlsStream<TcpStream>>>> + Send>>;
+type Connecting = Pin<Box<dyn Future<Output = io::Result<Conn>> + Send>>;
 
-impl tower_service::Service<http::Uri> for TlsConnect {
-    type Response = TokioIo<TlsStream<TcpStream>>;
+impl tower_service::Service<http::Uri> for Connect {
+    type Response = Conn;
     type Error = io::Error;
     type Future = Connecting;
 
@@ -111,26 +158,39 @@ impl tower_service::Service<http::Uri> for TlsConnect {
     }
 
     fn call(&mut self, uri: http::Uri) -> Connecting {
-        let (dial, timeout) = (self.dial.clone(), self.connect_timeout);
+        let (tls, coalesce, timeout) = (
+            self.tls.clone(),
+            self.write_coalesce_bytes,
+            self.connect_timeout,
+        );
         Box::pin(async move {
             let host = uri
                 .host()
                 .unwrap_or_default()
                 .trim_matches(['[', ']'])
                 .to_string();
-            let port = uri.port_u16().unwrap_or(15012);
+            let over = if tls.is_some() { " over TLS" } else { "" };
+            let port = uri
+                .port_u16()
+                .unwrap_or(if tls.is_some() { 15012 } else { 15010 });
             let connect = async {
                 let tcp = TcpStream::connect((host.as_str(), port)).await?;
                 tcp.set_nodelay(true)?;
-                TlsConnector::from(dial.config)
-                    .connect(dial.server_name, tcp)
-                    .await
+                let stream: Box<dyn Stream> = match tls {
+                    Some(dial) => Box::new(
+                        TlsConnector::from(dial.config)
+                            .connect(dial.server_name, tcp)
+                            .await?,
+                    ),
+                    None => Box::new(tcp),
+                };
+                io::Result::Ok(stream)
             };
             match tokio::time::timeout(timeout, connect).await {
-                Ok(r) => r.map(TokioIo::new),
+                Ok(r) => r.map(|stream| TokioIo::new(Coalesced::new(stream, coalesce))),
                 Err(_) => Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("connecting to {host}:{port} over TLS took over {timeout:?}"),
+                    format!("connecting to {host}:{port}{over} took over {timeout:?}"),
                 )),
             }
         })

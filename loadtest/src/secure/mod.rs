@@ -7,7 +7,7 @@ pub mod dial;
 pub mod keys;
 pub mod tokens;
 
-pub use dial::{DEFAULT_SERVER_NAME, Dial, DialError, TlsDial};
+pub use dial::{DEFAULT_SERVER_NAME, DEFAULT_WRITE_COALESCE_BYTES, Dial, DialError, TlsDial};
 pub use tokens::{TokenError, Tokens};
 
 use std::path::PathBuf;
@@ -55,9 +55,9 @@ impl Security {
                     .tls_server_name
                     .as_deref()
                     .unwrap_or(DEFAULT_SERVER_NAME);
-                Dial::Tls(TlsDial::new(ca, name)?)
+                Dial::tls(TlsDial::new(ca, name)?)
             }
-            None => Dial::Plain,
+            None => Dial::plain(),
         };
         let tokens = match (&config.jwt_key, &config.jwt_issuer) {
             (Some(key), Some(iss)) => Some(Arc::new(Tokens::from_key_file(key, iss)?)),
@@ -65,6 +65,12 @@ impl Security {
             (None, _) => None,
         };
         Ok(Security { dial, tokens })
+    }
+
+    /// Connections' writes gathered up to `bytes` (0: written as they come).
+    pub fn with_write_coalescing(mut self, bytes: usize) -> Self {
+        self.dial.write_coalesce_bytes = bytes;
+        self
     }
 
     /// The `authorization` value for a stream of `namespace/service_account`, if any.
@@ -76,6 +82,6 @@ impl Security {
 
     /// Whether streams are plaintext and anonymous.
     pub fn is_plain(&self) -> bool {
-        matches!(self.dial, Dial::Plain) && self.tokens.is_none()
+        !self.dial.is_tls() && self.tokens.is_none()
     }
 }

@@ -1,11 +1,11 @@
 //! The connections a listener's HTTP/2 server takes: a proxy's own (its first bytes,
 //! read by the prelude, replayed first), or one tunneled from another edge.
 
-use super::coalesced::Coalesced;
 use super::tunnel_io::TunnelIo;
 use crate::tls::{PeerConn, PeerInfo};
 use bytes::{Buf, Bytes};
 use futures::{Stream, StreamExt};
+use shoal_infra::coalesced::Coalesced;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -26,7 +26,6 @@
 //! - [`service`]: the owner's side of a tunnel;
 //! - [`pipe`]: the owner's bytes to the tunnel's response body, bounded.
 
-mod coalesced;
 mod conn;
 mod copy;
 pub(crate) mod inbox;

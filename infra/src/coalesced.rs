@@ -1,9 +1,10 @@
-//! A served connection's writes gathered into fewer, larger ones.
+//! An HTTP/2 connection's writes gathered into fewer, larger ones.
 //!
-//! h2 writes each DATA frame on its own (a payload is chained to the frame's header, not
-//! copied) and flushes after every one, and a proxy takes frames of at most 16 KiB: a
+//! h2 writes each frame on its own (a DATA payload is chained to the frame's header, not
+//! copied) and flushes after every one. An edge's proxy takes frames of at most 16 KiB: a
 //! sync of ~85 KB was ~9 `writev`s, each pushed through TCP by itself and each waking the
-//! proxy to read it. Here the bytes are copied into a buffer of up to `limit`, and a
+//! proxy to read it; a loadtest connection carrying many proxies' streams wrote each
+//! request by itself. Here the bytes are copied into a buffer of up to `limit`, and a
 //! flush that follows new bytes is answered at once and put off: the connection's task
 //! is woken to come back, and the bytes go out at the first flush with nothing written
 //! before it (h2 had nothing more to send), when the buffer is full, or after
