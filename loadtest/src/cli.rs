@@ -240,46 +240,36 @@ mod tests {
         assert!(seconds_or_zero("--hold", f64::NAN).is_err());
     }
 
-    #[test]
-    fn the_binary_parses_absurd_values_then_refuses_them() {
-        let cli = Cli::try_parse_from([
+    /// `loadtest run` for one proxy at a dead address, with `extra` flags.
+    fn run_args(extra: &[&str]) -> Result<RunArgs, clap::Error> {
+        let mut argv = vec![
             "loadtest",
             "run",
             "--xds-addr",
             "127.0.0.1:1",
             "--proxies",
             "1",
-            "--timeout",
-            "1e300",
-        ])
-        .unwrap();
-        let Command::Run(args) = cli.command else {
-            panic!("run");
-        };
+        ];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).map(|cli| match cli.command {
+            Command::Run(args) => args,
+            _ => panic!("run"),
+        })
+    }
+
+    #[test]
+    fn the_binary_parses_absurd_values_then_refuses_them() {
+        let args = run_args(&["--timeout", "1e300"]).unwrap();
         assert!(positive_seconds("--timeout", args.timeout).is_err());
     }
 
     #[test]
     fn write_coalescing_is_set_within_its_range() {
-        let run = |extra: &[&str]| {
-            let mut argv = vec![
-                "loadtest",
-                "run",
-                "--xds-addr",
-                "127.0.0.1:1",
-                "--proxies",
-                "1",
-            ];
-            argv.extend_from_slice(extra);
-            Cli::try_parse_from(argv).map(|cli| match cli.command {
-                Command::Run(args) => args.write_coalesce_bytes,
-                _ => panic!("run"),
-            })
-        };
-        assert_eq!(run(&[]).unwrap(), 64 * 1024);
-        assert_eq!(run(&["--write-coalesce-bytes", "0"]).unwrap(), 0, "off");
+        let bytes = |extra: &[&str]| run_args(extra).map(|a| a.write_coalesce_bytes);
+        assert_eq!(bytes(&[]).unwrap(), 64 * 1024);
+        assert_eq!(bytes(&["--write-coalesce-bytes", "0"]).unwrap(), 0, "off");
         for bad in ["16777217", "-1", "lots"] {
-            assert!(run(&["--write-coalesce-bytes", bad]).is_err(), "{bad}");
+            assert!(bytes(&["--write-coalesce-bytes", bad]).is_err(), "{bad}");
         }
     }
 }
