@@ -39,7 +39,11 @@ impl DeltaClient {
     pub fn start(&mut self, out: &mut Vec<DeltaDiscoveryRequest>) {
         for kind in [Kind::Cluster, Kind::Listener, Kind::Endpoint, Kind::Route] {
             let subscribe: Vec<String> = match self.tracker.names_for(kind) {
-                Some(index) => index.children().iter().map(|n| n.to_string()).collect(),
+                Some(index) => index
+                    .children()
+                    .iter()
+                    .map(|n| String::from(&**n))
+                    .collect(),
                 None => Vec::new(),
             };
             if matches!(kind, Kind::Endpoint | Kind::Route) && subscribe.is_empty() {
@@ -234,11 +238,11 @@ fn diff(old: &DepIndex, new: &DepIndex) -> (Vec<String>, Vec<String>) {
         };
         match ord {
             Ordering::Less => {
-                removed.push(a[i].to_string());
+                removed.push(String::from(&*a[i]));
                 i += 1;
             }
             Ordering::Greater => {
-                added.push(b[j].to_string());
+                added.push(String::from(&*b[j]));
                 j += 1;
             }
             Ordering::Equal => {

@@ -179,7 +179,7 @@ impl SotwClient {
             resource_names: self
                 .tracker
                 .names_for(kind)
-                .map(|i| i.children().iter().map(|n| n.to_string()).collect())
+                .map(|i| i.children().iter().map(|n| String::from(&**n)).collect())
                 .unwrap_or_default(),
             type_url: kind.type_url().to_string(),
             response_nonce: state.nonce.clone(),
