@@ -132,11 +132,11 @@ impl TlsDial {
 }
 
 /// A dialled connection, plaintext or TLS.
-pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+pub trait Dialed: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Dialed for T {}
 
 /// What [`Connect`] hands tonic: the connection, its writes gathered.
-pub type Conn = TokioIo<Coalesced<Box<dyn Stream>>>;
+pub type Conn = TokioIo<Coalesced<Box<dyn Dialed>>>;
 
 /// Connects TCP, then TLS when configured, within `connect_timeout`.
 #[derive(Clone, Debug)]
@@ -176,7 +176,7 @@ impl tower_service::Service<http::Uri> for Connect {
             let connect = async {
                 let tcp = TcpStream::connect((host.as_str(), port)).await?;
                 tcp.set_nodelay(true)?;
-                let stream: Box<dyn Stream> = match tls {
+                let stream: Box<dyn Dialed> = match tls {
                     Some(dial) => Box::new(
                         TlsConnector::from(dial.config)
                             .connect(dial.server_name, tcp)
